@@ -1,0 +1,1 @@
+"""The engine: ask/tell loop, search algorithms, mutation operators, operator selection, budget, tracking."""
