@@ -1,0 +1,234 @@
+"""Grammars for constrained decoding: the edit language, narrowed to one parent kernel.
+
+``population.edits.ebnf_grammar`` states the edit language in general (any line number, any PTX-looking line).
+A 135M-parameter model needs a narrower road, so :func:`focused_edit_grammar` writes an EBNF (xgrammar / GBNF
+dialect, start symbol ``root``) in the same spelling whose
+- line numbers are only those of the focus region of the parent's canonical listing (MODIFIER only on
+  instruction lines),
+- PTX lines have the shape of a PTX ISA §4 statement: an optional guard ``@%p`` / ``@!%p``, an opcode from
+  the parent or the common set, dotted modifiers from the parent or the common set, and up to six operands
+  (registers with the parent's prefixes, special registers, immediates incl. ``0f`` floats, ``[base+off]``
+  addresses, ``{...}`` vectors, the parent's symbols); or a label ``$L__name:``; or a ``.reg`` declaration,
+- LAUNCH / KNOBS values come from the workload's knob space, and DIRECTIVE names the parent's entries,
+- scripts hold at most ``max_edits`` edits of at most ``max_block_lines`` PTX lines, so a generation of
+  bounded length can finish.
+Every string the grammar accepts parses with ``population.edits.parse_edit_script`` (tested).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from population.ast import (
+    Address,
+    Function,
+    Instruction,
+    Negated,
+    ParenList,
+    PredicatePair,
+    RegDecl,
+    Register,
+    Scope,
+    Statement,
+    Symbol,
+    VarDecl,
+    Vector,
+)
+
+EDIT_KINDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS")
+
+# Opcodes a memory-bound kernel is likely to need (PTX ISA §9.7); the parent's own opcodes are added.
+COMMON_OPCODES = (
+    "ld", "st", "mov", "add", "sub", "mul", "mad", "fma", "div", "rcp", "rsqrt", "sqrt", "max", "min", "abs",
+    "neg", "cvt", "cvta", "setp", "selp", "bra", "bar", "shfl", "and", "or", "xor", "not", "shl", "shr",
+    "prefetch", "ret", "exit", "red", "atom", "membar", "fence", "mov", "ex2", "lg2", "cp",
+)
+# Modifiers (types, state spaces, cache operators §9.7.9.1, rounding, comparison, shuffle modes).
+COMMON_MODIFIERS = (
+    "f32", "f16", "bf16", "f16x2", "bf16x2", "f64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
+    "b8", "b16", "b32", "b64", "pred", "v2", "v4", "global", "shared", "local", "param", "const", "nc", "ca",
+    "cg", "cs", "lu", "cv", "wb", "wt", "L1::no_allocate", "L1::evict_last", "L1::evict_first",
+    "L2::evict_last", "L2::evict_first", "L2::128B", "L2", "approx", "ftz", "rn", "rz", "rm", "rp", "rni",
+    "sat", "lo", "hi", "wide", "sync", "aligned", "uni", "eq", "ne", "lt", "le", "gt", "ge", "and", "or",
+    "bfly", "down", "up", "idx", "full", "to",
+)
+SPECIAL_REGISTERS = ("%tid.x", "%tid.y", "%ntid.x", "%ctaid.x", "%ctaid.y", "%nctaid.x", "%laneid", "%warpid")
+BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def _lit(s: str) -> str:
+    """An EBNF string literal for ``s``."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _alts(words: Iterable[str]) -> str:
+    ws = sorted(set(words), key=lambda w: (-len(w), w))  # longest first only for readability
+    if not ws:
+        raise ValueError("empty alternative set in grammar")
+    return " | ".join(_lit(w) for w in ws)
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """What the focused grammar may emit for one parent.
+
+    lines: canonical-listing line numbers (1-based) edits may name (REPLACE/DELETE ranges, INSERT AFTER).
+    instruction_lines: lines MODIFIER may name (instructions only).
+    entries: function names for DIRECTIVE.
+    knob_space: workload knob name -> allowed values (LAUNCH knobs and KNOBS).
+    register_prefixes: register name stems of the parent (``%r``, ``%rd``, ``%f``, ``%p``); new registers
+        with these stems are auto-declared by apply_script.
+    opcodes, modifiers, symbols: vocabularies for PTX lines.
+    kinds: the edit keywords allowed. max_edits / max_block_lines / max_operands bound the output length.
+    """
+
+    lines: tuple[int, ...]
+    instruction_lines: tuple[int, ...]
+    entries: tuple[str, ...]
+    knob_space: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    register_prefixes: tuple[str, ...] = ("%r", "%rd", "%f", "%p")
+    opcodes: tuple[str, ...] = COMMON_OPCODES
+    modifiers: tuple[str, ...] = COMMON_MODIFIERS
+    symbols: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = EDIT_KINDS
+    max_edits: int = 2
+    max_block_lines: int = 4
+    max_operands: int = 6
+
+
+def focused_edit_grammar(spec: GrammarSpec) -> str:
+    """The EBNF grammar (start ``root``) for ``spec``; see the module docstring.
+
+    Raises ValueError for an unknown edit kind, a bound below 1, or a kind left with nothing to name
+    (e.g. MODIFIER with no instruction lines is dropped, not an error; no kinds left at all is)."""
+    bad = [k for k in spec.kinds if k not in EDIT_KINDS]
+    if bad:
+        raise ValueError(f"grammar kinds {bad} not in {EDIT_KINDS}")
+    if min(spec.max_edits, spec.max_block_lines, spec.max_operands) < 1:
+        raise ValueError("grammar bounds max_edits, max_block_lines and max_operands must be >= 1")
+    kinds = [k for k in spec.kinds
+             if not (k in ("REPLACE", "INSERT", "DELETE") and not spec.lines)
+             and not (k == "MODIFIER" and not spec.instruction_lines)
+             and not (k == "KNOBS" and not spec.knob_space)
+             and not (k == "DIRECTIVE" and not spec.entries)]
+    if not kinds:
+        raise ValueError(f"no edit kind of {spec.kinds} has anything to name for this parent")
+    n_edit = spec.max_edits
+    root = 'edit "\\n"' + "".join(' (edit "\\n"' for _ in range(n_edit - 1)) + ")?" * (n_edit - 1)
+    rules: list[str] = [f"root ::= {root}", "edit ::= " + " | ".join(k.lower() for k in kinds)]
+    block = " ".join(["ptxline"] + ["ptxline?"] * (spec.max_block_lines - 1))
+    if "REPLACE" in kinds:
+        rules.append('replace ::= "REPLACE " ln ("-" ln)? "\\n" ' + block + ' "END"')
+    if "INSERT" in kinds:
+        rules.append('insert ::= "INSERT AFTER " ln "\\n" ' + block + ' "END"')
+    if "DELETE" in kinds:
+        rules.append('delete ::= "DELETE " ln ("-" ln)?')
+    if "MODIFIER" in kinds:
+        rules.append('modifier ::= "MODIFIER " iln (" -" mod (" +" mod)? | " +" mod)')
+        rules.append("iln ::= " + _alts(str(n) for n in spec.instruction_lines))
+    knob_alts = [f"{_lit(name + '=')} ({_alts(str(v) for v in vals)})" for name, vals in spec.knob_space.items()]
+    if "LAUNCH" in kinds:
+        first = '" block=" blk ",1,1" (" smem=0")?'
+        if knob_alts:
+            rules.append(f'launch ::= "LAUNCH" ({first} | " " knob)')
+        else:
+            rules.append(f'launch ::= "LAUNCH" {first}')
+        rules.append("blk ::= " + _alts(str(b) for b in BLOCK_SIZES))
+    if "DIRECTIVE" in kinds:
+        rules.append('directive ::= "DIRECTIVE " entry " " (".maxnreg " nreg | ".minnctapersm " ("1" | "2" | "3" '
+                     '| "4") | ".maxntid " blk ",1,1" | "-.maxnreg" | "-.minnctapersm" | "-.maxntid")')
+        rules.append("entry ::= " + _alts(spec.entries))
+        rules.append("nreg ::= " + _alts(str(n) for n in (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 255)))
+    if "KNOBS" in kinds:
+        # Each knob at most once, in a fixed order: alternative i starts at knob i, the rest optional.
+        names = list(spec.knob_space)
+        chains = []
+        for i in range(len(names)):
+            chains.append(" ".join([f'" " k{i}'] + [f'(" " k{j})?' for j in range(i + 1, len(names))]))
+        rules.append('knobs ::= "KNOBS" (' + " | ".join(chains) + ")")
+        for i, name in enumerate(names):
+            rules.append(f"k{i} ::= {_lit(name + '=')} ({_alts(str(v) for v in spec.knob_space[name])})")
+    if knob_alts and "LAUNCH" in kinds:
+        rules.append("knob ::= " + " | ".join(knob_alts))
+    if any(k in kinds for k in ("REPLACE", "INSERT", "DELETE")):
+        rules.append("ln ::= " + _alts(str(n) for n in spec.lines))
+    if any(k in kinds for k in ("REPLACE", "INSERT")):
+        ops = " ".join(["operand"] + ['(", " operand)?'] * (spec.max_operands - 1))
+        rules += [
+            'ptxline ::= "\\t" (instr | label | regdecl) "\\n"',
+            f'instr ::= guard? opcode mods (" " {ops})? ";"',
+            'guard ::= "@" "!"? preg " "',
+            "opcode ::= " + _alts(spec.opcodes),
+            "mods ::= " + " ".join(['("." mod)?'] * 6),
+            "operand ::= reg | sreg | imm | addr | vec | sym | \"!\" preg",
+            "reg ::= regstem [0-9] [0-9]? [0-9]?",
+            "regstem ::= " + _alts(spec.register_prefixes),
+            'preg ::= "%p" [0-9] [0-9]?',
+            "sreg ::= " + _alts(SPECIAL_REGISTERS),
+            'imm ::= "-"? [0-9] [0-9]? [0-9]? [0-9]? [0-9]? | "0f" hex hex hex hex hex hex hex hex',
+            "hex ::= [0-9A-F]",
+            'addr ::= "[" (reg | sym) ("+" [0-9] [0-9]? [0-9]? [0-9]?)? "]"',
+            'vec ::= "{" reg ", " reg (", " reg ", " reg)? "}"',
+            'label ::= "$L__" [A-Za-z0-9_] [A-Za-z0-9_]? [A-Za-z0-9_]? [A-Za-z0-9_]? [A-Za-z0-9_]? ":"',
+            'regdecl ::= ".reg ." regtype " " regstem "<" [1-9] [0-9]? [0-9]? ">;"',
+            "regtype ::= " + _alts(("pred", "b16", "b32", "b64", "f32", "f64", "u32", "u64", "s32", "f16", "bf16")),
+        ]
+        sym_words = [s for s in spec.symbols if re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", s)]
+        rules.append("sym ::= " + (_alts(sym_words) if sym_words else '"$L__BB0_1"'))
+    if "MODIFIER" in kinds or any(k in kinds for k in ("REPLACE", "INSERT")):
+        rules.append("mod ::= " + _alts(spec.modifiers))
+    return "\n".join(rules) + "\n"
+
+
+# ------------------------------------------------------------------------------------ vocabularies of a kernel
+
+
+def _walk(body: Sequence[Statement]) -> Iterable[Statement]:
+    for s in body:
+        if isinstance(s, Scope):
+            yield from _walk(s.body)
+        else:
+            yield s
+
+
+def _operand_names(op: object, regs: set[str], syms: set[str]) -> None:
+    if isinstance(op, Register):
+        regs.add(op.name)
+    elif isinstance(op, Symbol):
+        syms.add(op.name)
+    elif isinstance(op, Address):
+        _operand_names(op.base, regs, syms)
+    elif isinstance(op, Vector | ParenList):
+        for e in op.elements:
+            _operand_names(e, regs, syms)
+    elif isinstance(op, PredicatePair):
+        regs.update((op.first.name, op.second.name))
+    elif isinstance(op, Negated):
+        regs.add(op.operand.name)
+
+
+def kernel_vocabulary(fn: Function) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(register stems, opcodes, modifiers, symbols) used by ``fn``, each sorted.
+
+    Register stems are declared names without their trailing digits (``%rd`` from ``%rd<12>``);
+    symbols are parameter names, labels, variables and branch targets."""
+    regs: set[str] = set()
+    syms: set[str] = {p.name for p in fn.params}
+    opcodes: set[str] = set()
+    mods: set[str] = set()
+    stems: set[str] = set()
+    for s in _walk(fn.body or []):
+        if isinstance(s, RegDecl):
+            stems.update(re.sub(r"\d+$", "", name) for name, _ in s.names)
+        elif isinstance(s, VarDecl):
+            syms.add(s.name)
+        elif isinstance(s, Instruction):
+            opcodes.add(s.opcode)
+            mods.update(s.modifiers)
+            for op in s.operands:
+                _operand_names(op, regs, syms)
+    stems.update(re.sub(r"\d+$", "", r) for r in regs if r.startswith("%"))
+    stems = {s for s in stems if re.fullmatch(r"%[A-Za-z_][A-Za-z_]*", s)}
+    return tuple(sorted(stems)), tuple(sorted(opcodes)), tuple(sorted(mods)), tuple(sorted(syms))
