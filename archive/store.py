@@ -182,9 +182,8 @@ class CandidateRow:
 
     def kernel(self) -> Any:
         """Rebuild the ``Kernel`` (parses ``ptx`` with ``population.parser.parse_module``)."""
-        from population.parser import parse_module
-
         from population.kernel import Kernel, LaunchConfig
+        from population.parser import parse_module
 
         return Kernel(module=parse_module(self.ptx, filename=f"candidate#{self.id}"), entry=self.entry,
                       launch=LaunchConfig.from_json(self.launch) if self.launch else LaunchConfig(),
@@ -343,13 +342,16 @@ class Store:
     def record_batch(self, rows: Sequence[CandidateRow], checkpoint: tuple[str, Mapping[str, Any]] | None = None,
                      *, lessons: Any = None) -> list[int]:
         """Insert ``rows``, flush ``lessons`` (an ``archive.lessons.Lessons``) and write ``checkpoint`` =
-        (name, state) in one transaction; returns the new row ids in order."""
+        (name, state) in one transaction; then merge the lessons into their knowledge store. Returns the new
+        row ids in order."""
         with self.transaction() as tx:
             ids = [tx.add_candidate(r) for r in rows]
             if lessons is not None:
                 lessons.flush(tx)
             if checkpoint is not None:
                 tx.save_checkpoint(checkpoint[0], checkpoint[1])
+        if lessons is not None:
+            lessons.sync_knowledge()  # the shared file only learns what the run store committed
         return ids
 
     # ---------------------------------------------------------------------------------------- candidates
