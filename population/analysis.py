@@ -1,0 +1,89 @@
+"""Analyses of a PTX function, in one import: control flow (``population.cfg``), registers and def-use
+(``population.defuse``) and memory access sites (``population.memory``).
+
+    from population.analysis import basic_blocks, cfg, loops, def_use, memory_sites, declare_missing
+
+Every analysis takes a ``population.ast.Function`` and flattens its ``{ }`` scopes into one linear instruction
+stream; indices ("flat indices") refer to :func:`flat_instructions`. The tables each module follows are cited
+in its docstring (PTX ISA 9.0 §5.1 state spaces, §5.2 types, §6.4 operand type rules, §9.7 instructions).
+"""
+
+from __future__ import annotations
+
+from population.cfg import (
+    TERMINATORS,
+    BasicBlock,
+    Located,
+    Loop,
+    basic_blocks,
+    block_of,
+    branch_target,
+    cfg,
+    dominates,
+    flat_instructions,
+    flat_statements,
+    loop_depths,
+    loops,
+    walk,
+)
+from population.defuse import (
+    NO_DESTINATION,
+    NVCC_PREFIX_TYPES,
+    TYPE_BITS,
+    DefUse,
+    compatible,
+    declare_missing,
+    declared_registers,
+    def_use,
+    destinations,
+    has_destination,
+    infer_register_types,
+    nvcc_prefix_type,
+    operand_types,
+    registers_in,
+    scopes,
+    sources,
+    undeclared_registers,
+    used_registers,
+)
+from population.memory import KINDS, STATE_SPACES, MemorySite, classify, memory_sites
+
+__all__ = [
+    "KINDS",
+    "NO_DESTINATION",
+    "NVCC_PREFIX_TYPES",
+    "STATE_SPACES",
+    "TERMINATORS",
+    "TYPE_BITS",
+    "BasicBlock",
+    "DefUse",
+    "Located",
+    "Loop",
+    "MemorySite",
+    "basic_blocks",
+    "block_of",
+    "branch_target",
+    "cfg",
+    "classify",
+    "compatible",
+    "declare_missing",
+    "declared_registers",
+    "def_use",
+    "destinations",
+    "dominates",
+    "flat_instructions",
+    "flat_statements",
+    "has_destination",
+    "infer_register_types",
+    "loop_depths",
+    "loops",
+    "memory_sites",
+    "nvcc_prefix_type",
+    "operand_types",
+    "registers_in",
+    "scopes",
+    "sources",
+    "undeclared_registers",
+    "used_registers",
+    "walk",
+]

@@ -1,0 +1,440 @@
+"""Registers of a PTX function: which operands an instruction writes and reads, def-use sites, declared vs used
+registers, type inference for undeclared registers, and declaring the missing ones.
+
+Operand roles follow the instruction descriptions of the PTX ISA 9.0 (§9.7): the first operand is the
+destination for most opcodes; the opcodes in :data:`NO_DESTINATION` write no register (stores, reductions,
+barriers, fences, branches, prefetches, async copies ...). All elements of a destination Vector are written,
+both halves of ``p|q`` are written, ``wgmma.mma_async``'s accumulator vector is both read and written
+(§9.7.15.5.2, ``d = A*B + d``), and a ``call``'s return parameters are its first ParenList (§9.7.13.4).
+Type compatibility follows the "Type Checking Rules" table of §6.4 (Operand Type Information): a ``.bN`` register
+fits any instruction type of N bits, ``.sN``/``.uN`` fit each other, ``.fN`` fits only ``.fN`` and ``.bN``
+instructions. Register declarations with ``<N>`` ranges follow §5.1.1 (parameterized variable names).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from population.ast import (
+    Address,
+    Function,
+    Immediate,
+    Instruction,
+    Negated,
+    Operand,
+    ParenList,
+    PredicatePair,
+    RegDecl,
+    Register,
+    Scope,
+    Statement,
+    Symbol,
+    Vector,
+)
+from population.cfg import flat_instructions, walk
+
+# Opcodes (first dotted component, or opcode.first-modifier) that write no register operand.
+NO_DESTINATION = frozenset({
+    "st", "red", "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap", "prefetch",
+    "prefetchu", "cp", "setmaxnreg", "stmatrix", "st.async", "red.async", "mbarrier.init", "mbarrier.inval",
+    "mbarrier.expect_tx", "mbarrier.complete_tx", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
+    "nanosleep", "pmevent", "griddepcontrol", "discard", "applypriority", "sust", "sured", "brkpt",
+    "multimem.st", "multimem.red", "tensormap", "st.bulk",
+})
+
+# Fundamental types (PTX ISA §5.2.1) and their width in bits. Packed types count the whole register.
+TYPE_BITS: dict[str, int] = {
+    "pred": 1,
+    "b8": 8, "b16": 16, "b32": 32, "b64": 64, "b128": 128,
+    "s8": 8, "s16": 16, "s32": 32, "s64": 64,
+    "u8": 8, "u16": 16, "u32": 32, "u64": 64,
+    "f16": 16, "f16x2": 32, "bf16": 16, "bf16x2": 32, "f32": 32, "f64": 64, "tf32": 32,
+    "e4m3": 8, "e5m2": 8, "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "e2m1x2": 8,
+    "s4": 4, "u4": 4, "s2": 2, "u2": 2,
+}
+
+# nvcc's register-name prefixes and the types it declares them with (e.g. `.reg .b32 %r<105>;`).
+NVCC_PREFIX_TYPES: dict[str, str] = {
+    "%rd": "b64", "%r": "b32", "%fd": "f64", "%f": "f32", "%p": "pred", "%rs": "b16", "%hh": "b32", "%h": "b16",
+    "%rq": "b128",
+}
+
+_VECTOR_MODS = {"v2": 2, "v4": 4, "v8": 8}
+
+
+# --------------------------------------------------------------------------------------------- operand roles
+
+
+def registers_in(op: Operand) -> list[str]:
+    """Names of the registers an operand mentions (address bases, vector elements, both halves of ``p|q``,
+    a negated predicate), in order. Special registers, immediates, symbols and ``_`` give none."""
+    if isinstance(op, Register):
+        return [op.name]
+    if isinstance(op, Negated):
+        return [op.operand.name]
+    if isinstance(op, Address):
+        return [op.base.name] if isinstance(op.base, Register) else []
+    if isinstance(op, (Vector, ParenList)):
+        return [n for e in op.elements for n in registers_in(e)]
+    if isinstance(op, PredicatePair):
+        return [op.first.name, op.second.name]
+    return []
+
+
+def _op_key(instr: Instruction) -> tuple[str, str]:
+    first = instr.modifiers[0] if instr.modifiers else ""
+    return instr.opcode, f"{instr.opcode}.{first}"
+
+
+def has_destination(instr: Instruction) -> bool:
+    """Whether the instruction's first operand is written (see :data:`NO_DESTINATION`; ``bar.red`` and
+    ``barrier.red`` do write one; ``call`` writes only its return ParenList)."""
+    op, op2 = _op_key(instr)
+    if instr.opcode == "call":
+        return _call_returns(instr) is not None
+    if op in ("bar", "barrier") and "red" in instr.modifiers:
+        return True
+    if op2 in ("mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.try_wait", "mbarrier.test_wait",
+               "mbarrier.pending_count"):
+        return True
+    if op in NO_DESTINATION or op2 in NO_DESTINATION:
+        return False
+    return bool(instr.operands) and not isinstance(instr.operands[0], Address)
+
+
+def _call_returns(instr: Instruction) -> ParenList | None:
+    ops = instr.operands
+    if ops and isinstance(ops[0], ParenList) and any(isinstance(o, Symbol) for o in ops[1:]):
+        return ops[0]
+    return None
+
+
+def destinations(instr: Instruction) -> list[str]:
+    """Register names the instruction writes, in operand order (empty when none; rules in the module
+    docstring). The guard predicate is never a destination."""
+    if instr.opcode == "call":
+        ret = _call_returns(instr)
+        return registers_in(ret) if ret is not None else []
+    if not has_destination(instr):
+        return []
+    d = instr.operands[0]
+    if isinstance(d, Address):
+        return []
+    return registers_in(d)
+
+
+def sources(instr: Instruction) -> list[str]:
+    """Register names the instruction reads, in operand order, the guard predicate first: every register
+    outside the destination operand, address base registers included, plus the accumulator of
+    ``wgmma.mma_async`` (read and written)."""
+    out: list[str] = [instr.predicate.register.name] if instr.predicate is not None else []
+    ops = instr.operands
+    if instr.opcode == "call":
+        skip = 0 if _call_returns(instr) is None else 1
+        rest = ops[skip:]
+    elif has_destination(instr):
+        rest = ops[1:]
+        if instr.opcode == "wgmma" and instr.modifiers[:1] == ("mma_async",):
+            rest = ops
+    else:
+        rest = ops
+    for o in rest:
+        out.extend(registers_in(o))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- def-use
+
+
+@dataclass
+class DefUse:
+    """Def-use sites of every register of a function.
+
+    instructions: ``flat_instructions(fn)``; sites are indices into it.
+    defs / uses: register name -> sorted indices of the instructions that write / read it.
+    """
+
+    instructions: list[Instruction]
+    defs: dict[str, list[int]] = field(default_factory=dict)
+    uses: dict[str, list[int]] = field(default_factory=dict)
+
+    def defs_of(self, reg: str) -> list[Instruction]:
+        """The instructions that write ``reg`` (empty if none)."""
+        return [self.instructions[i] for i in self.defs.get(reg, [])]
+
+    def uses_of(self, reg: str) -> list[Instruction]:
+        """The instructions that read ``reg`` (empty if none)."""
+        return [self.instructions[i] for i in self.uses.get(reg, [])]
+
+    @property
+    def registers(self) -> set[str]:
+        """Every register written or read."""
+        return set(self.defs) | set(self.uses)
+
+
+def def_use(fn: Function) -> DefUse:
+    """Def and use sites of every register in ``fn`` (flat instruction indices; scopes flattened)."""
+    instrs = flat_instructions(fn)
+    du = DefUse(instrs)
+    for i, ins in enumerate(instrs):
+        for r in dict.fromkeys(destinations(ins)):
+            du.defs.setdefault(r, []).append(i)
+        for r in dict.fromkeys(sources(ins)):
+            du.uses.setdefault(r, []).append(i)
+    return du
+
+
+# ------------------------------------------------------------------------------------------------- registers
+
+
+def declared_registers(fn: Function) -> dict[str, str]:
+    """Register name -> declared type (``"b32"``, ``"pred"``; ``"v4.f32"`` for vector registers) for every
+    ``.reg`` in ``fn``'s body and its scopes; ``%r<105>`` expands to ``%r0`` .. ``%r104`` (PTX ISA §5.1.1)."""
+    out: dict[str, str] = {}
+    for loc in walk(fn):
+        s = loc.stmt
+        if isinstance(s, RegDecl):
+            t = f"{s.vector}.{s.type}" if s.vector else s.type
+            for name in s.declared():
+                out[name] = t
+    return out
+
+
+def used_registers(fn: Function) -> set[str]:
+    """Every register name an instruction of ``fn`` mentions (destinations, sources, guards)."""
+    out: set[str] = set()
+    for ins in flat_instructions(fn):
+        out.update(destinations(ins))
+        out.update(sources(ins))
+    return out
+
+
+def undeclared_registers(fn: Function) -> set[str]:
+    """Registers used in ``fn`` but declared by no ``.reg`` in it."""
+    return used_registers(fn) - set(declared_registers(fn))
+
+
+def _type_mods(instr: Instruction) -> list[str]:
+    return [m for m in instr.modifiers if m in TYPE_BITS]
+
+
+def _reg_type(t: str) -> str:
+    """The register type a value of type ``t`` lives in: s/u/b/f types of 16 bits or more as themselves,
+    sub-16-bit values in b16 (as nvcc's %rs), half/packed/narrow-float types in bN of their width (nvcc keeps
+    f16 in %rs and f16x2 in %r), predicates as pred."""
+    if t == "pred":
+        return "pred"
+    bits = TYPE_BITS[t]
+    if bits >= 16 and re.fullmatch(r"[sub]\d+|f32|f64", t):
+        return t
+    return f"b{max(bits, 16)}"
+
+
+def operand_types(instr: Instruction) -> list[tuple[str, str, bool]]:
+    """(register, inferred type, is_destination) for each register operand whose type the opcode and its type
+    modifiers determine; registers it cannot type (e.g. address bases) are left out.
+
+    Rules (PTX ISA §9.7): the guard, negated operands and ``.pred``-typed operands are ``pred``; ``setp``
+    writes predicates; ``selp``'s last source is a predicate; ``cvt``/``cvta``'s destination takes the first
+    type modifier and the source the second; ``mul.wide``/``mad.wide`` write twice the source width; shift
+    amounts, ``bfe``/``bfi`` positions and ``shfl`` lane operands are 32-bit; loads, stores and atomics type
+    their data operands (each Vector element) with the type modifier; other opcodes use the last type modifier
+    for every typed operand."""
+    out: list[tuple[str, str, bool]] = []
+    if instr.predicate is not None:
+        out.append((instr.predicate.register.name, "pred", False))
+    types = _type_mods(instr)
+    ops = list(instr.operands)
+    dest = has_destination(instr)
+    op = instr.opcode
+
+    def add(o: Operand, t: str | None, is_dest: bool) -> None:
+        if isinstance(o, Negated):
+            out.append((o.operand.name, "pred", is_dest))
+        elif isinstance(o, PredicatePair):
+            first_t = "pred" if op in ("setp", "set") else t
+            if first_t is not None:
+                out.append((o.first.name, first_t, is_dest))
+            out.append((o.second.name, "pred", is_dest))
+        elif isinstance(o, Register) and t is not None:
+            out.append((o.name, t, is_dest))
+        elif isinstance(o, Vector) and t is not None:
+            for e in o.elements:
+                if isinstance(e, Register):
+                    out.append((e.name, t, is_dest))
+
+    if not types or op in ("call", "bra", "ret", "exit"):
+        for o in ops:
+            if isinstance(o, (Negated, PredicatePair)):
+                add(o, None, False)
+        return out
+    last = _reg_type(types[-1])
+    if op in ("setp", "set"):
+        src_t = _reg_type(types[-1])
+        if ops:
+            add(ops[0], "pred" if op == "setp" else _reg_type(types[0]), True)
+        for o in ops[1:3]:
+            add(o, src_t, False)
+        for o in ops[3:]:
+            add(o, "pred", False)
+        return out
+    if op == "selp":
+        for i, o in enumerate(ops):
+            add(o, "pred" if i == 3 else last, i == 0)
+        return out
+    if op in ("cvt", "cvta") and len(types) >= 2:
+        if ops:
+            add(ops[0], _reg_type(types[0]), True)
+        for o in ops[1:]:
+            add(o, _reg_type(types[1]), False)
+        return out
+    if op in ("mul", "mad") and "wide" in instr.modifiers:
+        wide = f"b{TYPE_BITS[types[-1]] * 2}"
+        for i, o in enumerate(ops):
+            add(o, wide if i == 0 or (op == "mad" and i == 3) else last, i == 0)
+        return out
+    if op in ("shl", "shr"):
+        for i, o in enumerate(ops):
+            add(o, "b32" if i == 2 else last, i == 0)
+        return out
+    if op in ("bfe", "bfi"):
+        n_data = 2 if op == "bfe" else 3
+        for i, o in enumerate(ops):
+            add(o, last if i < n_data else "b32", i == 0)
+        return out
+    if op == "vote":
+        ballot = "ballot" in instr.modifiers
+        for i, o in enumerate(ops):
+            add(o, (last if ballot else "pred") if i == 0 else "pred" if i == 1 else "b32", i == 0)
+        return out
+    if op == "shfl":
+        for i, o in enumerate(ops):
+            add(o, "b32", i == 0)
+        return out
+    if op == "mov" and ops and isinstance(ops[-1], Vector) and len(ops) == 2:
+        n = len(ops[-1].elements)
+        add(ops[0], last, True)
+        add(ops[1], f"b{max(TYPE_BITS[types[-1]] // n, 16)}", False)
+        return out
+    if op == "mov" and ops and isinstance(ops[0], Vector) and len(ops) == 2:
+        n = len(ops[0].elements)
+        add(ops[0], f"b{max(TYPE_BITS[types[-1]] // n, 16)}", True)
+        add(ops[1], last, False)
+        return out
+    for i, o in enumerate(ops):
+        if isinstance(o, Address):
+            continue
+        add(o, last, dest and i == 0)
+    return out
+
+
+def compatible(declared: str, used: str) -> bool:
+    """Whether a register of type ``declared`` may appear where an operand of type ``used`` is expected
+    (PTX ISA §6.4 "Type Checking Rules"; ``used`` here is the register-level type from operand_types)."""
+    if declared == used:
+        return True
+    if "pred" in (declared, used):
+        return False
+    if declared not in TYPE_BITS or used not in TYPE_BITS or TYPE_BITS[declared] != TYPE_BITS[used]:
+        return False
+    dk, uk = declared[0], used[0]
+    if dk == "b" or uk == "b":
+        return True
+    if dk == "f" or uk == "f":
+        return dk == uk
+    return True  # s and u of one size
+
+
+def nvcc_prefix_type(name: str) -> str | None:
+    """The type nvcc declares registers named like ``name`` with (``%rd12`` -> ``b64``), or None."""
+    m = re.fullmatch(r"(%[A-Za-z_]+)\d+", name)
+    if not m:
+        return None
+    return NVCC_PREFIX_TYPES.get(m.group(1))
+
+
+def infer_register_types(fn: Function, names: set[str] | None = None) -> dict[str, str]:
+    """A declaration type for each register in ``names`` (default: the undeclared ones).
+
+    From every typed occurrence (:func:`operand_types`): ``pred`` if any occurrence is a predicate; else the
+    nvcc prefix type (``%f`` f32, ``%rd`` b64 ...) when it is compatible with every occurrence; else ``bN``
+    with N the width at the first definition (or the first use). Untyped registers (only address bases, say)
+    fall back to the nvcc prefix type, then to ``b64`` for address bases. Raises ValueError naming the
+    register when no rule gives a type."""
+    names = undeclared_registers(fn) if names is None else set(names)
+    seen: dict[str, list[tuple[str, bool]]] = {n: [] for n in names}
+    addr_base: set[str] = set()
+    for ins in flat_instructions(fn):
+        for reg, t, is_dest in operand_types(ins):
+            if reg in seen:
+                seen[reg].append((t, is_dest))
+        for o in ins.operands:
+            if isinstance(o, Address) and isinstance(o.base, Register):
+                addr_base.add(o.base.name)
+    out: dict[str, str] = {}
+    for name in sorted(names):
+        obs = seen[name]
+        prefix = nvcc_prefix_type(name)
+        if any(t == "pred" for t, _ in obs):
+            out[name] = "pred"
+        elif obs:
+            if prefix is not None and all(compatible(prefix, t) for t, _ in obs):
+                out[name] = prefix
+            else:
+                first = next((t for t, d in obs if d), obs[0][0])
+                out[name] = f"b{TYPE_BITS[first]}"
+        elif prefix is not None:
+            out[name] = prefix
+        elif name in addr_base:
+            out[name] = "b64"
+        else:
+            raise ValueError(f"function {fn.name}: cannot infer a type for register {name!r} (no typed use)")
+    return out
+
+
+def declare_missing(fn: Function) -> list[str]:
+    """Declare every undeclared register of ``fn`` (types from :func:`infer_register_types`), in place.
+
+    Adds one ``.reg`` per type (``.reg .b32 %r200, %r201;``) after the function's existing leading ``.reg``
+    declarations. Returns the names declared, sorted. Raises ValueError when a type cannot be inferred or
+    ``fn`` has no body."""
+    missing = undeclared_registers(fn)
+    if not missing:
+        return []
+    if fn.body is None:
+        raise ValueError(f"function {fn.name} has no body to declare registers in")
+    types = infer_register_types(fn, missing)
+    by_type: dict[str, list[str]] = {}
+    for name in sorted(missing, key=_natural_key):
+        by_type.setdefault(types[name], []).append(name)
+    pos = 0
+    while pos < len(fn.body) and isinstance(fn.body[pos], RegDecl):
+        pos += 1
+    decls: list[Statement] = [RegDecl(t, tuple((n, None) for n in names)) for t, names in sorted(by_type.items())]
+    fn.body[pos:pos] = decls
+    return sorted(missing, key=_natural_key)
+
+
+def _natural_key(name: str) -> tuple[str, int]:
+    m = re.fullmatch(r"(.*?)(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, -1)
+
+
+def immediates(instr: Instruction) -> list[Immediate]:
+    """The immediate operands of an instruction, in order."""
+    return [o for o in instr.operands if isinstance(o, Immediate)]
+
+
+def scopes(fn: Function) -> list[Scope]:
+    """Every ``{ }`` scope in ``fn``'s body, outermost first in textual order."""
+    out: list[Scope] = []
+
+    def rec(body: list[Statement]) -> None:
+        for s in body:
+            if isinstance(s, Scope):
+                out.append(s)
+                rec(s.body)
+
+    rec(fn.body or [])
+    return out
