@@ -38,6 +38,12 @@ def _trivia() -> str | None:
     return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
 
 
+def _layout() -> tuple | None:
+    # (key, spelling): the exact source spelling of a parsed node and the field values it spelled. The printer
+    # reuses the spelling only while the node's fields still equal ``key``; edited nodes get nvcc's layout.
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
 # ------------------------------------------------------------------------------------------------ operands
 
 
@@ -166,6 +172,7 @@ class Instruction:
     predicate: Predicate | None = None
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
     @property
     def full_opcode(self) -> str:
@@ -179,6 +186,7 @@ class Label:
     name: str
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
 
 @dataclass
@@ -193,6 +201,7 @@ class RegDecl:
     vector: str | None = None  # "v2" / "v4" for vector register declarations
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
     def declared(self) -> list[str]:
         out: list[str] = []
@@ -219,6 +228,7 @@ class VarDecl:
     initializer: str | None = None
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
 
 @dataclass
@@ -231,6 +241,7 @@ class Directive:
     text: str
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
 
 @dataclass
@@ -291,6 +302,7 @@ class Function:
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
     closing_trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
     @property
     def is_entry(self) -> bool:
@@ -313,6 +325,7 @@ class Module:
     trivia: str | None = _trivia()
     header_trivia: tuple[str | None, str | None, str | None] = field(default=(None, None, None), compare=False, repr=False)
     trailing_trivia: str | None = _trivia()
+    layout: tuple | None = _layout()
 
     @property
     def functions(self) -> list[Function]:

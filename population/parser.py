@@ -1,0 +1,635 @@
+"""Read PTX text into the ``population.ast`` dataclasses.
+
+The grammar (``population/grammar.lark``) runs on Lark's LALR(1) parser with the contextual lexer, and the
+AST is built by a transformer called during the parse (no intermediate parse tree), which is what makes the
+parser fast enough to read every candidate the search produces.
+
+Trivia: every node records the raw source text before it (whitespace, blank lines, comments) in ``trivia``
+and its exact spelling in ``layout`` = (key, text), where key is the tuple of field values that text spells.
+The printer (``population.printer``) reuses the spelling while the fields still equal key, which gives nvcc's
+output back byte for byte and falls back to nvcc's layout for anything an edit changed.
+
+Register resolution: a name written without ``%`` is an ``ast.Register`` when a ``.reg`` in an enclosing
+scope declared it (``.reg .pred P1;`` in inline asm), else an ``ast.Symbol`` (labels, variables, params,
+functions), or ``ast.Sink`` for ``_``. Names with ``%`` are registers, or special registers (PTX ISA §10).
+
+Errors: malformed text raises ``PTXSyntaxError`` with file, 1-based line and column and the tokens that
+would have been accepted; Lark's own exceptions never escape.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from population import ast
+from population.errors import PTXSyntaxError
+
+__all__ = ["LINKAGES", "SPECIAL_REGISTERS", "STATE_SPACES", "TYPES", "parse_module", "parse_statements"]
+
+GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
+
+#: Special registers, PTX ISA 9.0 §10 (names without component suffix; ``%envregN``/``%pmN`` by pattern).
+SPECIAL_REGISTERS = frozenset(
+    """%tid %ntid %laneid %warpid %nwarpid %ctaid %nctaid %smid %nsmid %gridid %is_explicit_cluster %clusterid
+    %nclusterid %cluster_ctaid %cluster_nctaid %cluster_ctarank %cluster_nctarank %lanemask_eq %lanemask_le
+    %lanemask_lt %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer %globaltimer_lo
+    %globaltimer_hi %reserved_smem_offset_begin %reserved_smem_offset_end %reserved_smem_offset_cap
+    %reserved_smem_offset_0 %reserved_smem_offset_1 %total_smem_size %aggr_smem_size %dynamic_smem_size
+    %current_graph_exec""".split()
+)
+_SPECIAL_PATTERN = re.compile(r"%(?:envreg\d+|pm\d+(?:_64)?)$")
+
+#: State spaces, PTX ISA §5.1.
+STATE_SPACES = frozenset({"reg", "sreg", "const", "global", "local", "param", "shared", "tex"})
+#: Linkage directives, PTX ISA §11.6.
+LINKAGES = frozenset({"extern", "visible", "weak", "common"})
+#: Fundamental and packed types, PTX ISA §5.2 (plus the opaque texture/sampler/surface types).
+TYPES = frozenset(
+    """b8 b16 b32 b64 b128 u8 u16 u32 u64 s8 s16 s32 s64 f16 f16x2 bf16 bf16x2 tf32 f32 f64 pred
+    e4m3 e5m2 e4m3x2 e5m2x2 e2m3 e3m2 e2m1 e2m3x2 e3m2x2 e2m1x2 ue8m0 ue8m0x2 e2m1x4 s2f6x2 u16x2 s16x2
+    texref samplerref surfref""".split()
+)
+_VECTORS = frozenset({"v2", "v4", "v8"})
+_FUNC_PERF_DIRECTIVES = frozenset(
+    """maxntid reqntid minnctapersm maxnctapersm maxnreg maxclusterrank reqnctapercluster explicitcluster
+    noreturn blocksareclusters abi_preserve abi_preserve_control pragma""".split()
+)
+
+# Human names for the grammar's terminals in error messages.
+_TERMINAL_NAMES = {
+    "SEMI": "';'", "COLON": "':'", "COMMA": "','", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('",
+    "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "PLUS": "'+'", "MINUS": "'-'", "VBAR": "'|'", "BANG": "'!'",
+    "VERSION": "'.version'", "TARGET": "'.target'", "ADDRESS_SIZE": "'.address_size'",
+    "FUNC_KIND": "'.entry' or '.func'", "LOC": "'.loc'", "FILE": "'.file'", "SECTION": "'.section'",
+    "PRAGMA": "'.pragma'", "PASSTHROUGH": "a directive", "DOTWORD": "a directive or type (.reg, .u32, ...)",
+    "WORD": "an instruction or label", "PRED": "a guard predicate (@%p)", "REG": "a register (%r1)",
+    "NAME": "a name", "NUMBER": "a number", "INT": "an integer", "RANGE": "a register range (<N>)",
+    "INIT": "an initializer (= ...)", "$END": "end of input",
+}
+
+
+class _Builder(Transformer):
+    """Builds AST nodes while the LALR parser reduces; one parse at a time (guarded by ``_LOCK``)."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+        self.reset("", None, frozenset())
+
+    def reset(self, text: str, file: str | None, registers: Iterable[str]) -> None:
+        self.text = text
+        self.file = file
+        self.cursor = 0
+        self.scopes: list[set[str]] = [set(registers)]
+        self.ranges: list[list[tuple[str, int]]] = [[]]
+
+    # -------------------------------------------------------------------------------- helpers
+    def _take(self, start: int, end: int) -> tuple[str, str]:
+        """(trivia before ``start``, raw text start..end) and advance the cursor."""
+        text = self.text
+        trivia = text[self.cursor : start]
+        self.cursor = end
+        return trivia, text[start:end]
+
+    def _loc(self, tok: Token) -> ast.SourceLoc:
+        return ast.SourceLoc(tok.line, tok.column, self.file)
+
+    def _error(self, tok: Token, message: str) -> PTXSyntaxError:
+        return PTXSyntaxError(message, self.file, tok.line or 0, tok.column or 0)
+
+    def _declared(self, name: str) -> bool:
+        for names in self.scopes:
+            if name in names:
+                return True
+        for ranges in self.ranges:
+            for prefix, count in ranges:
+                if name.startswith(prefix):
+                    tail = name[len(prefix) :]
+                    if tail.isdigit() and int(tail) < count and (tail == "0" or tail[0] != "0"):
+                        return True
+        return False
+
+    def _reg(self, tok: Token) -> ast.Register | ast.SpecialRegister:
+        name = str(tok)
+        base = name.split(".", 1)[0]
+        if base in SPECIAL_REGISTERS or _SPECIAL_PATTERN.match(base):
+            return ast.SpecialRegister(name)
+        return ast.Register(name)
+
+    def _name(self, tok: Token) -> ast.Register | ast.Symbol | ast.Sink:
+        name = str(tok)
+        if self._declared(name):
+            return ast.Register(name)
+        if name == "_":
+            return ast.Sink()
+        return ast.Symbol(name)
+
+    def _reg_or_name(self, tok: Token) -> ast.Operand:
+        return self._reg(tok) if tok.type == "REG" else self._name(tok)
+
+    def _register(self, tok: Token) -> ast.Register:
+        # Predicate positions (guards, p|q, !p) always name a register, declared or not.
+        return ast.Register(str(tok))
+
+    # -------------------------------------------------------------------------------- module
+    def header(self, c: list) -> tuple:
+        pieces = []
+        for tok in c:
+            pieces.append(self._take(tok.start_pos, tok.end_pos))
+        version = c[0].split(None, 1)[1]
+        target = tuple(t.strip() for t in c[1].split(None, 1)[1].split(","))
+        address_size = int(c[2].split(None, 1)[1]) if len(c) > 2 else 64
+        trivia = [p[0] for p in pieces] + [None] * (3 - len(pieces))
+        raws = [p[1] for p in pieces] + [None] * (3 - len(pieces))
+        key = (version, target, address_size)
+        return version, target, address_size, tuple(trivia), (key, tuple(raws))
+
+    def start(self, c: list) -> ast.Module:
+        version, target, address_size, header_trivia, layout = c[0]
+        return ast.Module(
+            version=version,
+            target=target,
+            address_size=address_size,
+            items=list(c[1:]),
+            loc=ast.SourceLoc(1, 1, self.file),
+            header_trivia=header_trivia,
+            trailing_trivia=self.text[self.cursor :],
+            layout=layout,
+        )
+
+    def stmts(self, c: list) -> list:
+        return list(c)
+
+    # -------------------------------------------------------------------------------- functions
+    def _func_parts(self, c: list) -> ast.Function:
+        i = 0
+        specs: list[Token] = []
+        if isinstance(c[0], list):
+            specs = c[0]
+            i = 1
+        kind_tok = c[i]
+        first = specs[0] if specs else kind_tok
+        linkage = []
+        for tok in specs:
+            if tok.type != "DOTWORD" or tok[1:] not in LINKAGES:
+                raise self._error(tok, f"expected a linkage (.extern, .visible, .weak) before {kind_tok}, got {tok!s}")
+            linkage.append(tok[1:])
+        i += 1
+        ret = None
+        if isinstance(c[i], tuple) and c[i][0] == "ret":
+            ret = c[i][1]
+            i += 1
+        name_tok = c[i]
+        i += 1
+        params: list[ast.Param] = []
+        if i < len(c) and isinstance(c[i], tuple) and c[i][0] == "params":
+            params = c[i][1]
+            i += 1
+        directives = [d for d in c[i:-1]]
+        end_tok = c[-1]
+        trivia, raw = self._take(first.start_pos, end_tok.end_pos)
+        fn = ast.Function(
+            kind=kind_tok[1:],
+            name=str(name_tok),
+            params=params,
+            return_params=ret,
+            linkage=tuple(linkage),
+            directives=directives,
+            body=[] if end_tok.type == "LBRACE" else None,
+            loc=self._loc(first),
+            trivia=trivia,
+        )
+        from population.printer import function_header_key
+
+        fn.layout = (function_header_key(fn), raw)
+        return fn
+
+    def func_head(self, c: list) -> ast.Function:
+        fn = self._func_parts(c)
+        self.scopes.append(set())
+        self.ranges.append([])
+        return fn
+
+    def function(self, c: list) -> ast.Function:
+        fn: ast.Function = c[0]
+        close: Token = c[-1]
+        fn.body = list(c[1:-1])
+        fn.closing_trivia, _ = self._take(close.start_pos, close.end_pos)
+        self.scopes.pop()
+        self.ranges.pop()
+        return fn
+
+    def func_decl(self, c: list) -> ast.Function:
+        return self._func_parts(c)
+
+    def ret_params(self, c: list) -> tuple:
+        return ("ret", [p for p in c[1:-1]])
+
+    def params(self, c: list) -> tuple:
+        return ("params", [p for p in c[1:-1]])
+
+    def param(self, c: list) -> ast.Param:
+        specs: list[Token] = c[0]
+        name_tok: Token = c[1]
+        dims = c[2] if len(c) > 2 else ()
+        info = self._decl_specs(specs, allow_linkage=False)
+        space = info["space"] or "param"
+        if space not in ("param", "reg"):
+            raise self._error(specs[0], f"parameter {name_tok} must be in .param or .reg, got .{space}")
+        if info["type"] is None:
+            raise self._error(name_tok, f"parameter {name_tok} has no type")
+        return ast.Param(
+            type=info["type"],
+            name=str(name_tok),
+            align=info["align"],
+            dims=dims,
+            attributes=info["attributes"],
+            state_space=space,
+            loc=self._loc(specs[0]),
+        )
+
+    def perf(self, c: list) -> ast.PerfDirective:
+        tok: Token = c[0]
+        name = tok[1:]
+        if name not in _FUNC_PERF_DIRECTIVES:
+            raise self._error(tok, f"unknown function directive {tok!s}")
+        return ast.PerfDirective(name=name, values=tuple(int(v) for v in c[1:]), loc=self._loc(tok))
+
+    # -------------------------------------------------------------------------------- declarations
+    def specs(self, c: list) -> list:
+        return c
+
+    def dims(self, c: list) -> tuple:
+        return tuple(c)
+
+    def dim(self, c: list) -> int | None:
+        return int(c[0]) if c else None
+
+    def decl_item(self, c: list) -> tuple:
+        name_tok = c[0]
+        count = None
+        dims: tuple = ()
+        init = None
+        for x in c[1:]:
+            if isinstance(x, tuple):
+                dims = x
+            elif x.type == "RANGE":
+                count = int(x[1:-1])
+            else:
+                init = x[1:].strip()
+        return name_tok, count, dims, init
+
+    def _decl_specs(self, specs: list[Token], allow_linkage: bool) -> dict:
+        """Classify the dotted words before a declared name (state space, linkage, .align N, type, vector,
+        anything else kept verbatim as an attribute)."""
+        info: dict = {"linkage": [], "space": None, "align": None, "type": None, "vector": None, "attributes": []}
+        i = 0
+        n = len(specs)
+        while i < n:
+            tok = specs[i]
+            if tok.type == "INT":
+                raise self._error(tok, f"unexpected number {tok!s} in declaration")
+            words = tok[1:]
+            nxt = specs[i + 1] if i + 1 < n and specs[i + 1].type == "INT" else None
+            if words == "align":
+                if nxt is None:
+                    raise self._error(tok, ".align needs a byte count")
+                info["align"] = int(nxt)
+                i += 2
+                continue
+            if "." in words or words not in STATE_SPACES | LINKAGES | TYPES | _VECTORS:
+                if info["space"] is None and info["type"] is None and not info["linkage"] and "." not in words:
+                    raise self._error(tok, f"unknown directive {tok!s}")
+                info["attributes"].append(f"{words} {nxt}" if nxt is not None else words)
+                i += 2 if nxt is not None else 1
+                continue
+            if nxt is not None:
+                raise self._error(nxt, f"unexpected number {nxt!s} after {tok!s}")
+            if words in LINKAGES:
+                if not allow_linkage:
+                    raise self._error(tok, f"linkage {tok!s} is not allowed here")
+                info["linkage"].append(words)
+            elif words in STATE_SPACES:
+                if info["space"] is not None:
+                    raise self._error(tok, f"second state space {tok!s} in one declaration")
+                info["space"] = words
+            elif words in _VECTORS:
+                info["vector"] = words
+            else:
+                if info["type"] is not None:
+                    raise self._error(tok, f"second type {tok!s} in one declaration")
+                info["type"] = words
+            i += 1
+        info["attributes"] = tuple(info["attributes"])
+        return info
+
+    def _declaration(self, c: list, top_level: bool) -> list:
+        specs: list[Token] = c[0]
+        items = c[1:-1]
+        semi: Token = c[-1]
+        info = self._decl_specs(specs, allow_linkage=True)
+        first = specs[0]
+        if info["space"] is None:
+            raise self._error(first, "declaration without a state space (.reg, .shared, .global, .const, .local, .param)")
+        if info["type"] is None:
+            raise self._error(first, f"declaration of {items[0][0]!s} has no type")
+        trivia, raw = self._take(first.start_pos, semi.end_pos)
+        loc = self._loc(first)
+        if info["space"] == "reg":
+            if top_level:
+                raise self._error(first, ".reg declarations are only allowed inside a function")
+            names = []
+            for name_tok, count, dims, init in items:
+                if dims or init is not None:
+                    raise self._error(name_tok, f"register {name_tok} cannot have array dimensions or an initializer")
+                names.append((str(name_tok), count))
+                if not name_tok.startswith("%"):
+                    if count is None:
+                        self.scopes[-1].add(str(name_tok))
+                    else:
+                        self.ranges[-1].append((str(name_tok), count))
+            node = ast.RegDecl(type=info["type"], names=tuple(names), vector=info["vector"], loc=loc, trivia=trivia)
+            node.layout = ((node.type, node.names, node.vector), raw)
+            return [node]
+        if len(items) != 1:
+            raise self._error(items[1][0], "declare one variable per statement")
+        name_tok, count, dims, init = items[0]
+        if count is not None:
+            raise self._error(name_tok, f"<N> ranges declare registers only, not .{info['space']} variables")
+        attributes = info["attributes"]
+        if info["vector"]:
+            attributes = (info["vector"], *attributes)
+        node = ast.VarDecl(
+            state_space=info["space"],
+            type=info["type"],
+            name=str(name_tok),
+            align=info["align"],
+            dims=dims,
+            linkage=tuple(info["linkage"]),
+            attributes=attributes,
+            initializer=init,
+            loc=loc,
+            trivia=trivia,
+        )
+        from population.printer import statement_key
+
+        node.layout = (statement_key(node), raw)
+        return [node]
+
+    def module_decl(self, c: list) -> ast.VarDecl:
+        return self._declaration(c, top_level=True)[0]
+
+    def body_decl(self, c: list) -> ast.RegDecl | ast.VarDecl:
+        return self._declaration(c, top_level=False)[0]
+
+    # -------------------------------------------------------------------------------- directives
+    def _directive(self, tok: Token) -> ast.Directive:
+        kind = tok.type
+        s = str(tok)
+        m = re.match(r"\.([A-Za-z_]+)", s)
+        assert m is not None  # the terminal's pattern starts with a dotted name
+        name = m.group(1)
+        text = s[m.end() :].strip()
+        if kind in ("PRAGMA", "PASSTHROUGH"):
+            text = text[:-1].rstrip()  # the ';' is printed back by the printer
+        trivia, raw = self._take(tok.start_pos, tok.end_pos)
+        node = ast.Directive(name=name, text=text, loc=self._loc(tok), trivia=trivia)
+        node.layout = ((name, text), raw)
+        return node
+
+    def directive(self, c: list) -> ast.Directive:
+        return self._directive(c[0])
+
+    def top_directive(self, c: list) -> ast.Directive:
+        return self._directive(c[0])
+
+    # -------------------------------------------------------------------------------- statements
+    def instruction(self, c: list) -> ast.Instruction:
+        first: Token = c[0]
+        semi: Token = c[-1]
+        pred = None
+        i = 0
+        if first.type == "PRED":
+            p = first[1:]
+            negated = p.startswith("!")
+            pred = ast.Predicate(ast.Register(p[1:] if negated else p), negated)
+            i = 1
+        word: Token = c[i]
+        operands = tuple(c[i + 1]) if len(c) - i > 2 else ()
+        parts = word.split(".")
+        trivia, raw = self._take(first.start_pos, semi.end_pos)
+        opcode = parts[0]
+        modifiers = tuple(parts[1:])
+        node = ast.Instruction(
+            opcode=opcode, modifiers=modifiers, operands=operands, predicate=pred, loc=self._loc(first), trivia=trivia
+        )
+        node.layout = ((opcode, modifiers, operands, pred), raw)
+        return node
+
+    def label(self, c: list) -> ast.Label:
+        word: Token = c[0]
+        if "." in word or ":" in word:
+            raise self._error(word, f"label name {word!s} may not contain '.' or ':'")
+        trivia, raw = self._take(word.start_pos, c[1].end_pos)
+        node = ast.Label(name=str(word), loc=self._loc(word), trivia=trivia)
+        node.layout = (node.name, raw)
+        return node
+
+    def scope_open(self, c: list) -> ast.Scope:
+        tok: Token = c[0]
+        trivia, _ = self._take(tok.start_pos, tok.end_pos)
+        self.scopes.append(set())
+        self.ranges.append([])
+        return ast.Scope(body=[], loc=self._loc(tok), trivia=trivia)
+
+    def scope(self, c: list) -> ast.Scope:
+        node: ast.Scope = c[0]
+        close: Token = c[-1]
+        node.body = list(c[1:-1])
+        node.closing_trivia, _ = self._take(close.start_pos, close.end_pos)
+        self.scopes.pop()
+        self.ranges.pop()
+        return node
+
+    # -------------------------------------------------------------------------------- operands
+    def operands(self, c: list) -> list:
+        return c
+
+    def reg(self, c: list) -> ast.Operand:
+        return self._reg(c[0])
+
+    def name(self, c: list) -> ast.Operand:
+        return self._name(c[0])
+
+    def imm(self, c: list) -> ast.Immediate:
+        return ast.Immediate(str(c[0]))
+
+    def pair(self, c: list) -> ast.PredicatePair:
+        return ast.PredicatePair(self._register(c[0]), self._register(c[1]))
+
+    def neg(self, c: list) -> ast.Negated:
+        return ast.Negated(self._register(c[0]))
+
+    def address(self, c: list) -> ast.Address:
+        base_tok: Token = c[0]
+        if base_tok.type == "NUMBER":
+            base: ast.Register | ast.Symbol | ast.Immediate = ast.Immediate(str(base_tok))
+        elif base_tok.type == "REG":
+            reg = self._reg(base_tok)
+            if isinstance(reg, ast.SpecialRegister):
+                raise self._error(base_tok, f"special register {base_tok} cannot be an address base")
+            base = reg
+        else:
+            named = self._name(base_tok)
+            if isinstance(named, ast.Sink):
+                raise self._error(base_tok, "'_' cannot be an address base")
+            base = named
+        offset = c[1] if len(c) > 1 else None
+        return ast.Address(base, offset)
+
+    def addr_off(self, c: list) -> int:
+        num: Token = c[-1]
+        value = ast.Immediate(str(num)).value
+        if not isinstance(value, int):
+            raise self._error(num, f"address offset {num} must be an integer")
+        return -value if c[0].type == "MINUS" else value
+
+    def vector(self, c: list) -> ast.Vector:
+        return ast.Vector(tuple(c[1:-1]))
+
+    def parens(self, c: list) -> ast.ParenList:
+        return ast.ParenList(tuple(c[1:-1]))
+
+
+_LOCK = threading.Lock()
+_PARSER: Lark | None = None
+_BUILDER: _Builder | None = None
+
+
+def _parser() -> tuple[Lark, _Builder]:
+    global _PARSER, _BUILDER
+    if _PARSER is None or _BUILDER is None:
+        builder = _Builder()
+        _PARSER = Lark(
+            GRAMMAR_PATH.read_text(),
+            parser="lalr",
+            lexer="contextual",
+            transformer=builder,
+            start=["start", "stmts"],
+            maybe_placeholders=False,
+        )
+        _BUILDER = builder
+    return _PARSER, _BUILDER
+
+
+def _expected_text(expected: Iterable[str]) -> str:
+    names = sorted({_TERMINAL_NAMES.get(e, e) for e in expected if not e.startswith("__")})
+    if not names:
+        return ""
+    if len(names) > 8:
+        names = names[:8] + ["..."]
+    return "expected one of: " + ", ".join(names)
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _unknown_directive(text: str, pos: int) -> tuple[str, int] | None:
+    """If the statement around ``pos`` starts with a dotted word the grammar does not know, name it."""
+    start = max(text.rfind(";", 0, pos), text.rfind("{", 0, pos), text.rfind("}", 0, pos), text.rfind("\n", 0, pos))
+    m = re.compile(r"[ \t\r\n]*(\.[A-Za-z_][A-Za-z0-9_]*)").match(text, start + 1)
+    if m is None:
+        return None
+    word = m.group(1)[1:]
+    known = STATE_SPACES | LINKAGES | TYPES | _FUNC_PERF_DIRECTIVES | {
+        "version", "target", "address_size", "entry", "func", "loc", "file", "section", "pragma", "align",
+        "callprototype", "alias", "branchtargets", "calltargets",
+    }
+    if word in known:
+        return None
+    return word, m.start(1)
+
+
+def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int = 0) -> PTXSyntaxError:
+    pos = getattr(err, "pos_in_stream", None)
+    if isinstance(err, UnexpectedToken) and err.token.type == "$END" or isinstance(err, UnexpectedEOF):
+        pos = len(text)
+    if pos is None:
+        pos = len(text)
+    unknown = _unknown_directive(text, pos)
+    if unknown is not None:
+        line, col = _line_col(text, unknown[1])
+        return PTXSyntaxError(f"unknown directive '.{unknown[0]}'", file, line + offset_line, col)
+    line, col = _line_col(text, pos)
+    if isinstance(err, UnexpectedCharacters):
+        ch = text[pos] if pos < len(text) else ""
+        expected = _expected_text(err.allowed or ())
+        msg = f"unexpected character {ch!r}" + (f"; {expected}" if expected else "")
+    elif isinstance(err, UnexpectedToken) and err.token.type != "$END":
+        expected = _expected_text(err.expected)
+        msg = f"unexpected {err.token!s}" + (f"; {expected}" if expected else "")
+    else:
+        expected = _expected_text(getattr(err, "expected", ()) or ())
+        msg = "unexpected end of input (truncated file?)" + (f"; {expected}" if expected else "")
+    return PTXSyntaxError(msg, file, line + offset_line, col)
+
+
+def parse_module(text: str, filename: str | None = None) -> ast.Module:
+    """Parse one PTX module (a ``.ptx`` file's text) into an ``ast.Module``.
+
+    Every node keeps its trivia and spelling so ``print_module(parse_module(t)) == t`` for nvcc output.
+    Raises PTXSyntaxError (file, line, column, message with the expected tokens) on malformed text.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse_module expects str, got {type(text).__name__}")
+    parser, builder = _parser()
+    with _LOCK:
+        builder.reset(text, filename, ())
+        try:
+            return parser.parse(text, start="start")
+        except UnexpectedInput as e:
+            raise _convert(e, text, filename) from None
+        finally:
+            builder.reset("", None, ())
+
+
+def parse_statements(
+    text: str, registers: Iterable[str] = frozenset(), filename: str | None = None
+) -> list[ast.Statement]:
+    """Parse body-level statements (instructions, labels, declarations, scopes, ``.loc``/``.pragma``), e.g. the
+    replacement lines of an edit.
+
+    Names in ``registers`` (without ``%``; ``%`` names are registers anyway), and names declared by a
+    ``.reg`` inside ``text``, resolve to ``ast.Register``. The returned nodes carry ``loc`` relative to
+    ``text`` but no trivia or spelling, so they print in nvcc's layout wherever they are inserted.
+    Raises PTXSyntaxError on malformed text.
+    """
+    parser, builder = _parser()
+    with _LOCK:
+        builder.reset(text, filename, registers)
+        try:
+            stmts = parser.parse(text, start="stmts")
+        except UnexpectedInput as e:
+            raise _convert(e, text, filename) from None
+        finally:
+            builder.reset("", None, ())
+    for s in stmts:
+        _strip_layout(s)
+    return stmts
+
+
+def _strip_layout(node: ast.Statement) -> None:
+    node.trivia = None
+    if isinstance(node, ast.Scope):
+        node.closing_trivia = None
+        for s in node.body:
+            _strip_layout(s)
+    else:
+        node.layout = None
