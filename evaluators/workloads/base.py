@@ -1,0 +1,167 @@
+"""What every workload provides: the operation's ABI, inputs, reference, shapes, launch rule and roofline model.
+
+A workload is one operation (e.g. RMSNorm forward for one dtype). The evaluators only talk to kernels through
+it: the gate asks it for inputs and the float64 reference, the benchmark for the bytes moved, the worker for
+the grid of a launch and for how each ``.param`` of the entry is bound.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from population.kernel import Kernel, LaunchConfig
+
+Shape = tuple[int, ...]
+Dim3 = tuple[int, int, int]
+
+POINTER_TYPES = frozenset({"u64", "b64", "s64"})
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One kernel parameter of the workload's ABI, in ``.param`` order.
+
+    name: the buffer or scalar it carries (``"x"``, ``"M"``); kind: ``"input"`` (device buffer read),
+    ``"output"`` (device buffer written) or ``"scalar"``; ptx_type: the ``.param`` type a conforming entry
+    declares (``"u64"`` for every pointer; ``"s32"``, ``"u32"``, ``"f32"`` ... for scalars).
+    """
+
+    name: str
+    kind: str
+    ptx_type: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("input", "output", "scalar"):
+            raise ValueError(f"ParamSpec {self.name!r}: kind must be input/output/scalar, got {self.kind!r}")
+        if self.kind != "scalar" and self.ptx_type not in POINTER_TYPES:
+            raise ValueError(f"ParamSpec {self.name!r}: a buffer is passed as a 64-bit pointer, got .{self.ptx_type}")
+
+
+class AbiMismatch(ValueError):
+    """An entry's ``.param`` list does not match the workload's ABI (count or type); the message says which."""
+
+
+def check_abi(abi: tuple[ParamSpec, ...], param_types: list[str], entry: str = "kernel") -> None:
+    """Check that an entry's ``.param`` types (in order, e.g. ``["u64", "u64", "u64", "u32", "u32", "f32"]``)
+    conform to ``abi``: same count, pointers 64-bit, scalars of the same width and kind (int vs float).
+
+    Raises AbiMismatch naming the first offending parameter.
+    """
+    if len(param_types) != len(abi):
+        raise AbiMismatch(f"entry {entry!r} has {len(param_types)} params, the workload ABI has {len(abi)}: "
+                          f"{[p.name for p in abi]}")
+    for i, (spec, t) in enumerate(zip(abi, param_types)):
+        if spec.kind != "scalar":
+            if t not in POINTER_TYPES:
+                raise AbiMismatch(f"entry {entry!r} param {i} ({spec.name}): a pointer needs .u64/.b64, got .{t}")
+            continue
+        want, got = spec.ptx_type, t
+        if want[1:] != got[1:] or (want[0] == "f") != (got[0] == "f"):
+            raise AbiMismatch(f"entry {entry!r} param {i} ({spec.name}): expected .{want}, got .{got}")
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """An output buffer: its name, shape and element dtype name (``"bf16"``...)."""
+
+    name: str
+    shape: Shape
+    dtype: str
+
+
+class Workload(ABC):
+    """Base of all workloads. Subclasses set the attributes below and implement the methods that raise here.
+
+    Attributes: name, entry (the ``.entry`` every seed exports), dtype, abi (tuple[ParamSpec, ...]),
+    knob_space (knob -> allowed values), default_knobs, search_shapes / benchmark_shapes / gate_shapes /
+    heldout_shapes (lists of shapes), distributions (input generators by name), primary_baseline (the
+    baseline the objective's speedup is taken against), uses_atomics (True lets the gate skip the bitwise
+    determinism check).
+    """
+
+    name: str
+    entry: str
+    dtype: str
+    abi: tuple[ParamSpec, ...]
+    knob_space: dict[str, tuple[int, ...]]
+    default_knobs: dict[str, int]
+    search_shapes: list[Shape]
+    benchmark_shapes: list[Shape]
+    gate_shapes: list[Shape]
+    heldout_shapes: list[Shape]
+    distributions: tuple[str, ...]
+    primary_baseline: str
+    uses_atomics: bool = False
+
+    # -- construction options, so a worker process can rebuild the same workload -----------------------------
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments that ``registry.get_workload(self.name, **options)`` turns back into this workload."""
+        return {"dtype": self.dtype}
+
+    # -- kernels ------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def seeds(self) -> list[Kernel]:
+        """Seed kernels: the naive one first, then the template at default knobs."""
+
+    @abstractmethod
+    def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
+        """The template compiled with ``knobs`` (missing ones default); ValueError on an invalid knob."""
+
+    # -- launch and roofline ------------------------------------------------------------------------------------
+    @abstractmethod
+    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
+        """(grid, block, dynamic shared bytes) for launching ``launch`` on ``shape``; ValueError if impossible."""
+
+    @abstractmethod
+    def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
+        """Elements one CTA streams per pass over its data (for the static traffic estimate)."""
+
+    @abstractmethod
+    def bytes_moved(self, shape: Shape) -> int:
+        """Fewest DRAM bytes any correct kernel moves at ``shape`` (each input read, each output written once)."""
+
+    @abstractmethod
+    def flops(self, shape: Shape) -> int:
+        """Floating-point operations at ``shape``."""
+
+    # -- data ---------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
+                    xp: ModuleType = np) -> dict[str, Any]:
+        """Fresh inputs for ``shape`` from ``seed`` and a named distribution, in ``xp``'s representation."""
+
+    @abstractmethod
+    def outputs(self, shape: Shape) -> list[OutputSpec]:
+        """The output buffers a launch at ``shape`` writes."""
+
+    @abstractmethod
+    def scalars(self, shape: Shape) -> dict[str, int | float]:
+        """Values of the ABI's scalar parameters at ``shape``."""
+
+    @abstractmethod
+    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
+        """Float64 reference outputs by name for ``inputs`` (either representation)."""
+
+    @property
+    @abstractmethod
+    def tolerance(self) -> tuple[float, float]:
+        """(atol, rtol): an output element passes when ``|out - ref| <= atol + rtol * |ref|``."""
+
+    # -- shared helpers -----------------------------------------------------------------------------------------
+    def gbps(self, shape: Shape, time_us: float) -> float:
+        """Achieved bandwidth in GB/s (1e9 bytes/s): ``bytes_moved(shape) / time``."""
+        return self.bytes_moved(shape) / (time_us * 1e-6) / 1e9
+
+    def shape_list(self, which: str) -> list[Shape]:
+        """One of the named shape lists: ``search``, ``benchmark``, ``gate`` or ``heldout``."""
+        lists = {"search": self.search_shapes, "benchmark": self.benchmark_shapes, "gate": self.gate_shapes,
+                 "heldout": self.heldout_shapes}
+        if which not in lists:
+            raise ValueError(f"shape list must be one of {sorted(lists)}, got {which!r}")
+        return list(lists[which])

@@ -1,0 +1,76 @@
+"""Element types of workload tensors, on the host (numpy + ml_dtypes) and on the device (CuPy).
+
+CuPy has no bfloat16, so on the device a bf16 tensor is stored as ``uint16`` holding the bf16 bits; the helpers
+here take an array module ``xp`` (numpy or cupy) and work on either representation. fp16 and fp32 use the
+native dtypes on both sides.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+# NaNs with a payload no arithmetic produces (hardware and casts give canonical NaNs such as 0x7FFF / 0x7FC0):
+# the first poison pattern the gate writes into outputs, so "never written" and "computed NaN" stay apart.
+POISON_NAN_BITS: dict[str, int] = {"bf16": 0x7FA5, "fp16": 0x7DA5, "fp32": 0x7FA5A5A5}
+
+
+def check_dtype(dtype: str) -> str:
+    """Return ``dtype`` if it is one of bf16, fp16, fp32; ValueError naming the allowed values otherwise."""
+    if dtype not in ELEMENT_BYTES:
+        raise ValueError(f"dtype must be one of {sorted(ELEMENT_BYTES)}, got {dtype!r}")
+    return dtype
+
+
+def host_dtype(dtype: str) -> np.dtype:
+    """numpy dtype of host arrays: ml_dtypes.bfloat16, float16 or float32."""
+    return np.dtype({"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}[check_dtype(dtype)])
+
+
+def bits_dtype(dtype: str) -> np.dtype:
+    """Unsigned integer dtype of the same width (uint16 or uint32): the device storage of bf16, and the view
+    used for bitwise comparisons."""
+    return np.dtype(np.uint16 if ELEMENT_BYTES[check_dtype(dtype)] == 2 else np.uint32)
+
+
+def storage_dtype(dtype: str, xp: ModuleType = np) -> np.dtype:
+    """The dtype arrays of ``dtype`` have under array module ``xp``: host_dtype for numpy; for CuPy, uint16 for
+    bf16 and the native dtype otherwise."""
+    if xp is np:
+        return host_dtype(dtype)
+    return bits_dtype(dtype) if dtype == "bf16" else host_dtype(dtype)
+
+
+def as_bits(a: Any, dtype: str, xp: ModuleType = np) -> Any:
+    """A view of ``a``'s elements as unsigned integers of the element width (no copy)."""
+    return a.view(bits_dtype(dtype))
+
+
+def to_float64(a: Any, dtype: str, xp: ModuleType = np) -> Any:
+    """Exact float64 copy of an array of ``dtype`` in either representation (bf16 bits are widened by a 16-bit
+    shift: bf16 is the upper half of an IEEE binary32)."""
+    if dtype == "bf16" and a.dtype == np.uint16:
+        return (a.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
+    if xp is np:
+        with np.errstate(invalid="ignore"):  # poisoned (NaN) elements are expected here
+            return a.astype(np.float64)
+    return a.astype(xp.float64)
+
+
+def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
+    """Round a float32/float64 array to ``dtype`` (round to nearest even), in ``xp``'s storage representation.
+
+    For bf16 under CuPy the float32 value is rounded on its bit pattern: add 0x7FFF plus the lowest kept bit,
+    drop the low 16 bits (the rounding ml_dtypes and CUDA's __float2bfloat16_rn use). NaN inputs are not
+    expected (inputs are finite by construction).
+    """
+    if dtype == "bf16" and xp is not np:
+        u = a.astype(xp.float32).view(xp.uint32)
+        u = u + (xp.uint32(0x7FFF) + ((u >> 16) & xp.uint32(1)))
+        return (u >> 16).astype(xp.uint16)
+    return a.astype(storage_dtype(dtype, xp))

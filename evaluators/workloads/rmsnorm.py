@@ -1,0 +1,229 @@
+"""RMSNorm forward: ``y = x * rsqrt(mean(x^2, axis=-1) + eps) * w``.
+
+x: (M, N) in bf16, fp16 or fp32; w: (N,) float32; eps = 1e-6; y: (M, N) in x's dtype.
+ABI of every seed (entry ``rmsnorm``): ``(x .u64, w .u64, y .u64, M .u32, N .u32, eps .f32)``; nvcc declares
+``int`` parameters as ``.u32`` in PTX, and signed/unsigned 32-bit are interchangeable for packing.
+Shapes follow the matrix QuACK publishes for its RMSNorm benchmark (M = 32768, N = 256 .. 65536, plus
+16384 x 131072 and 8192 x 262144). Tolerances are the stricter of the published ones (QuACK / Liger test
+suites): bf16 atol 3e-2, fp16 atol 1e-2, fp32 atol 1e-4, rtol 1e-3 for all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from evaluators.workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
+from evaluators.workloads.cuda_build import SEEDS_DIR, build_ptx
+from evaluators.workloads.dtypes import ELEMENT_BYTES, check_dtype, from_float, to_float64
+from population.kernel import Kernel, LaunchConfig
+
+EPS = 1e-6
+ENTRY = "rmsnorm"
+DTYPE_MACRO = {"bf16": 0, "fp16": 1, "fp32": 2}
+TOLERANCES = {"bf16": (3e-2, 1e-3), "fp16": (1e-2, 1e-3), "fp32": (1e-4, 1e-3)}
+
+# Knob -> preprocessor macro of rmsnorm_template.cu (see that file for what each does).
+KNOB_MACROS = {"threads": "THREADS", "rows_per_cta": "ROWS_PER_CTA", "vec": "VEC", "keep_in_regs": "KEEP_IN_REGS",
+               "max_chunks": "MAX_CHUNKS", "cache_hint": "CACHE_HINT"}
+
+BENCHMARK_SHAPES: list[Shape] = [(32768, n) for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
+    (16384, 131072), (8192, 262144)]
+# Small N, the middle, a long row held in registers and a row too long for them: where the knobs trade off.
+SEARCH_SHAPES: list[Shape] = [(32768, 512), (32768, 4096), (32768, 16384), (16384, 131072)]
+# M that fills no CTA evenly, N that is no multiple of 256 threads x 8 elements, odd N (misaligned rows:
+# the scalar fallback), one long row, and the full benchmark M with a large N.
+GATE_SHAPES: list[Shape] = [(m, n) for m in (1, 7, 199) for n in (192, 760, 1128)] + [
+    (199, 1001), (5, 4099), (3, 262144), (32768, 8192)]
+HELDOUT_SHAPES: list[Shape] = [(m, n) for m in (1, 199, 4096) for n in (3072, 5120, 7168, 12288, 28672)]
+
+# Scale of the "large" distribution: large enough to overflow a naive fp16 sum of squares, small enough that
+# the float32 sum of squares of a 262144-element row stays finite (fp16 max 65504).
+LARGE_SCALE = {"bf16": 1e6, "fp16": 1e3, "fp32": 1e6}
+
+
+def _seed_file(kind: str, dtype: str) -> str:
+    return f"rmsnorm_{kind}.ptx" if dtype == "bf16" else f"rmsnorm_{kind}_{dtype}.ptx"
+
+
+class RMSNorm(Workload):
+    """RMSNorm forward for one x dtype (``"bf16"`` default, ``"fp16"``, ``"fp32"``); see the module docstring.
+
+    Knobs (template macros): threads (threads per CTA), rows_per_cta, vec (elements per vector access),
+    keep_in_regs (0/1), max_chunks (vector chunks per thread held in registers), cache_hint (0 plain,
+    1 ld.global.nc + st.global.cs, 2 ld.global.cs on the last read + st.global.cs).
+    Launch rule: block = launch.block, grid = ceil(M / rows_per_cta) CTAs (rows_per_cta knob, 1 if absent).
+    """
+
+    name = "rmsnorm"
+    entry = ENTRY
+    abi = (ParamSpec("x", "input", "u64"), ParamSpec("w", "input", "u64"), ParamSpec("y", "output", "u64"),
+           ParamSpec("M", "scalar", "u32"), ParamSpec("N", "scalar", "u32"), ParamSpec("eps", "scalar", "f32"))
+    distributions = ("normal", "large", "zero_rows")
+    primary_baseline = "torch"
+    uses_atomics = False
+
+    def __init__(self, dtype: str = "bf16", eps: float = EPS):
+        self.dtype = check_dtype(dtype)
+        self.eps = float(eps)
+        self.elt = ELEMENT_BYTES[self.dtype]
+        self.search_shapes = list(SEARCH_SHAPES)
+        self.benchmark_shapes = list(BENCHMARK_SHAPES)
+        self.gate_shapes = list(GATE_SHAPES)
+        self.heldout_shapes = list(HELDOUT_SHAPES)
+        widest = 16 // self.elt  # 16-byte accesses
+        self.knob_space = {"threads": (64, 128, 256, 512, 1024), "rows_per_cta": (1, 2, 4, 8, 16),
+                           "vec": tuple(v for v in (1, 2, 4, 8) if v <= widest), "keep_in_regs": (0, 1),
+                           "max_chunks": (2, 4, 8, 16), "cache_hint": (0, 1, 2)}
+        self.default_knobs = {"threads": 256, "rows_per_cta": 1, "vec": widest, "keep_in_regs": 1,
+                              "max_chunks": 8, "cache_hint": 0}
+
+    def options(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "eps": self.eps}
+
+    def __repr__(self) -> str:
+        return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps})"
+
+    # ------------------------------------------------------------------------------------------------ kernels
+    def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
+        """All six knobs (defaults filled in) after validation. ValueError naming the knob and the rule broken."""
+        unknown = set(knobs) - set(self.default_knobs)
+        if unknown:
+            raise ValueError(f"unknown rmsnorm knob(s) {sorted(unknown)}; known: {sorted(self.default_knobs)}")
+        k = {**self.default_knobs, **{n: int(v) for n, v in knobs.items()}}
+        t, r, v = k["threads"], k["rows_per_cta"], k["vec"]
+        if t % 32 or not 32 <= t <= 1024:
+            raise ValueError(f"knob threads={t}: must be a multiple of 32 in [32, 1024]")
+        if r < 1 or t % r or (t // r) % 32:
+            raise ValueError(f"knob rows_per_cta={r}: threads/rows_per_cta = {t}/{r} must be a multiple of 32")
+        if v < 1 or v & (v - 1) or v * self.elt > 16:
+            raise ValueError(f"knob vec={v}: must be a power of two with vec * {self.elt} bytes <= 16")
+        if k["keep_in_regs"] not in (0, 1):
+            raise ValueError(f"knob keep_in_regs={k['keep_in_regs']}: must be 0 or 1")
+        if not 1 <= k["max_chunks"] <= 32:
+            raise ValueError(f"knob max_chunks={k['max_chunks']}: must be in [1, 32]")
+        if k["cache_hint"] not in (0, 1, 2):
+            raise ValueError(f"knob cache_hint={k['cache_hint']}: must be 0, 1 or 2")
+        return k
+
+    def template_ptx(self, knobs: Mapping[str, int]) -> str:
+        """PTX of rmsnorm_template.cu for ``knobs`` (validated; the committed file for the default knobs of
+        bf16/fp16/fp32, else nvcc through the content-hash cache)."""
+        k = self.check_knobs(knobs)
+        if k == self.default_knobs:
+            committed = SEEDS_DIR / _seed_file("template", self.dtype)
+            if committed.is_file():
+                return committed.read_text()
+        defines = {KNOB_MACROS[n]: v for n, v in k.items()} | {"DTYPE": DTYPE_MACRO[self.dtype]}
+        return build_ptx("rmsnorm_template.cu", defines)
+
+    def naive_ptx(self) -> str:
+        """PTX of rmsnorm_naive.cu for this dtype (committed file when present, else nvcc)."""
+        committed = SEEDS_DIR / _seed_file("naive", self.dtype)
+        if committed.is_file():
+            return committed.read_text()
+        return build_ptx("rmsnorm_naive.cu", {"DTYPE": DTYPE_MACRO[self.dtype]})
+
+    def _kernel(self, ptx: str, launch: LaunchConfig) -> Kernel:
+        from population.parser import parse_module
+
+        return Kernel(module=parse_module(ptx, filename=f"rmsnorm-{self.dtype}.ptx"), entry=ENTRY, launch=launch)
+
+    def seeds(self) -> list[Kernel]:
+        """[naive (256 threads, one row per CTA), template at default knobs]."""
+        naive = self._kernel(self.naive_ptx(), LaunchConfig(block=(256, 1, 1), knobs=(("rows_per_cta", 1),)))
+        return [naive, self.instantiate(self.default_knobs)]
+
+    def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
+        """The template at ``knobs`` as a Kernel whose LaunchConfig carries all six knobs and
+        block = (threads, 1, 1). ValueError on invalid knobs; SeedBuildError if nvcc fails."""
+        k = self.check_knobs(knobs)
+        return self._kernel(self.template_ptx(k), LaunchConfig(block=(k["threads"], 1, 1), knobs=tuple(k.items())))
+
+    # ------------------------------------------------------------------------------------- launch and roofline
+    @staticmethod
+    def _check_shape(shape: Shape) -> tuple[int, int]:
+        if len(shape) != 2 or int(shape[0]) < 1 or int(shape[1]) < 1:
+            raise ValueError(f"rmsnorm shape must be (M, N) with M, N >= 1, got {shape!r}")
+        return int(shape[0]), int(shape[1])
+
+    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
+        """grid = (ceil(M / rows_per_cta), 1, 1), block = launch.block, dynamic smem = launch's.
+        ValueError when the grid exceeds 2^31 - 1 CTAs or the block 1024 threads (CUDA launch limits)."""
+        m, _ = self._check_shape(shape)
+        rpc = launch.knob("rows_per_cta", 1)
+        if rpc < 1:
+            raise ValueError(f"rows_per_cta must be >= 1, got {rpc}")
+        grid = -(-m // rpc)
+        if grid > 2**31 - 1:
+            raise ValueError(f"grid of {grid} CTAs exceeds 2^31-1 for shape {shape}")
+        if launch.threads > 1024:
+            raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
+        return (grid, 1, 1), launch.block, launch.dynamic_smem_bytes
+
+    def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
+        """rows_per_cta * N: the elements of x one CTA reads in one pass."""
+        _, n = self._check_shape(shape)
+        return launch.knob("rows_per_cta", 1) * n
+
+    def bytes_moved(self, shape: Shape) -> int:
+        """2 * M * N * element bytes (x read, y written) + 4 * N (w read once)."""
+        m, n = self._check_shape(shape)
+        return 2 * m * n * self.elt + 4 * n
+
+    def flops(self, shape: Shape) -> int:
+        """4 M N: square and add per element, then scale by r and by w."""
+        m, n = self._check_shape(shape)
+        return 4 * m * n
+
+    # ------------------------------------------------------------------------------------------------- data
+    def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
+                    xp: ModuleType = np) -> dict[str, Any]:
+        """x (M, N) in this dtype and w (N,) float32, fresh from ``seed``.
+
+        Distributions: ``normal`` x ~ N(0, 1); ``large`` x ~ LARGE_SCALE[dtype] * N(0, 1); ``zero_rows``
+        x ~ N(0, 1) with about one row in eight (and row 0) all zeros. w ~ N(1, 0.5) in every case.
+        ``xp`` numpy gives ml_dtypes.bfloat16 for bf16; cupy gives uint16 bits (dtypes module).
+        ValueError on an unknown distribution.
+        """
+        m, n = self._check_shape(shape)
+        if distribution not in self.distributions:
+            raise ValueError(f"unknown distribution {distribution!r}; have {self.distributions}")
+        rng = xp.random.default_rng(seed)
+        x = rng.standard_normal((m, n), dtype=xp.float32)
+        if distribution == "large":
+            x *= xp.float32(LARGE_SCALE[self.dtype])
+        elif distribution == "zero_rows":
+            host = np.random.default_rng(seed + 1)
+            zero = host.random(m) < 0.125
+            zero[0] = True
+            x[xp.asarray(zero)] = 0
+        w = (1.0 + 0.5 * rng.standard_normal(n, dtype=xp.float32)).astype(xp.float32)
+        return {"x": from_float(x, self.dtype, xp), "w": w}
+
+    def outputs(self, shape: Shape) -> list[OutputSpec]:
+        return [OutputSpec("y", self._check_shape(shape), self.dtype)]
+
+    def scalars(self, shape: Shape) -> dict[str, int | float]:
+        m, n = self._check_shape(shape)
+        return {"M": m, "N": n, "eps": self.eps}
+
+    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
+        """{"y": float64 (M, N)}: ``x / sqrt(mean(x^2) + eps) * w`` computed in float64 from the exact inputs."""
+        x = to_float64(inputs["x"], self.dtype, xp)
+        w = inputs["w"].astype(xp.float64)
+        ms = xp.mean(x * x, axis=1, keepdims=True)
+        return {"y": x / xp.sqrt(ms + self.eps) * w}
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        return TOLERANCES[self.dtype]
+
+    @cached_property
+    def input_dtypes(self) -> dict[str, str]:
+        """Element dtype of each input buffer: x in the workload dtype, w float32."""
+        return {"x": self.dtype, "w": "fp32"}
