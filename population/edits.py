@@ -31,8 +31,11 @@ turns a parent Kernel plus a script into a child Kernel (raising :class:`EditApp
 
 from __future__ import annotations
 
+import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import replace as dc_replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -46,6 +49,10 @@ from lark import (
     UnexpectedToken,
 )
 from lark.exceptions import VisitError
+
+from population.ast import Function, Instruction, Module, PerfDirective, Scope
+from population.defuse import declare_missing
+from population.kernel import Kernel
 
 GRAMMAR_PATH = Path(__file__).with_name("edit_grammar.lark")
 
@@ -550,3 +557,494 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
         "dname ::= " + alt(list(PERF_DIRECTIVES), "directives"),
     ]
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------- listing line map
+
+
+@dataclass
+class LineMap:
+    """Where each statement of a module sits in its canonical listing (``population.printer.listing``).
+
+    listing: the Listing the numbers refer to.
+    spans: id(statement) -> (first, last) line, 1-based inclusive; a Scope's span runs from its ``{`` line to
+        its ``}`` line. Statements the canonical print leaves out (``.loc``, comments) have no span.
+    owner: id(body list) -> (parent body list, index of the Scope in it), for scope bodies only.
+    functions: id(body list) -> the Function whose body (or nested scope) it is.
+    opens / closes: line -> body list, for the ``{`` / ``}`` line of every function body and scope.
+    """
+
+    listing: object
+    spans: dict[int, tuple[int, int]]
+    owner: dict[int, tuple[list, int]]
+    functions: dict[int, Function]
+    opens: dict[int, list]
+    closes: dict[int, list]
+
+    def span(self, node: object) -> tuple[int, int]:
+        """(first, last) line of a statement; KeyError when the canonical listing does not show it."""
+        try:
+            return self.spans[id(node)]
+        except KeyError:
+            raise KeyError(f"{type(node).__name__} is not shown in the canonical listing") from None
+
+    def line(self, node: object) -> int:
+        """The first line of a statement (what an edit names to address it)."""
+        return self.span(node)[0]
+
+    def info(self, lineno: int):  # type: ignore[no-untyped-def]
+        """The listing's LineInfo for 1-based ``lineno``."""
+        return self.listing.lines[lineno - 1]  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return len(self.listing.lines)  # type: ignore[attr-defined]
+
+
+def line_map(module: Module, listing_: object | None = None) -> LineMap:
+    """Build the :class:`LineMap` of ``module`` (its canonical listing unless ``listing_`` is given; it must be
+    ``listing(module)`` of this very object, since nodes are matched by identity)."""
+    from population.printer import listing
+
+    lst = listing(module) if listing_ is None else listing_
+    lines = lst.lines  # type: ignore[attr-defined]
+    own: dict[int, list[int]] = {}
+    for info in lines:
+        if info.node is not None:
+            own.setdefault(id(info.node), []).append(info.lineno)
+    spans: dict[int, tuple[int, int]] = {}
+    owner: dict[int, tuple[list, int]] = {}
+    functions: dict[int, Function] = {}
+    opens: dict[int, list] = {}
+    closes: dict[int, list] = {}
+    braces_open = [i.lineno for i in lines if i.text.strip().startswith("{")]
+    braces_close = [i.lineno for i in lines if i.text.strip().startswith("}")]
+    claimed: set[int] = set()
+
+    def nearest(cands: list[int], before: int | None = None, after: int | None = None) -> int | None:
+        pool = [c for c in cands if c not in claimed
+                and (before is None or c < before) and (after is None or c > after)]
+        if not pool:
+            return None
+        return max(pool) if before is not None else min(pool)
+
+    def rec(body: list, fn: Function) -> tuple[int, int] | None:
+        functions[id(body)] = fn
+        lo = hi = None
+        for k, s in enumerate(body):
+            if isinstance(s, Scope):
+                owner[id(s.body)] = (body, k)
+                inner = rec(s.body, fn)
+                mine = own.get(id(s), [])
+                pts = mine + (list(inner) if inner else [])
+                if not pts:
+                    continue
+                a, b = min(pts), max(pts)
+                text_a = lines[a - 1].text.strip()
+                if not text_a.startswith("{"):
+                    o = nearest(braces_open, before=a)
+                    a = o if o is not None else a
+                c = nearest(braces_close, after=b - 1 if lines[b - 1].text.strip().startswith("}") else b)
+                b = c if c is not None else b
+                claimed.update((a, b))
+                opens[a] = s.body
+                closes[b] = s.body
+                spans[id(s)] = (a, b)
+            elif id(s) in own:
+                spans[id(s)] = (min(own[id(s)]), max(own[id(s)]))
+            else:
+                continue
+            a, b = spans[id(s)]
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else max(hi, b)
+        return None if lo is None else (lo, hi)
+
+    for fn in module.functions:
+        if fn.body is None:
+            continue
+        inner = rec(fn.body, fn)
+        fn_lines = [i.lineno for i in lines if i.function == fn.name]
+        if inner is not None:
+            o = nearest(braces_open, before=inner[0])
+            c = nearest(braces_close, after=inner[1])
+        else:
+            o = nearest([b for b in braces_open if b in fn_lines])
+            c = nearest([b for b in braces_close if b in fn_lines], after=o)
+        for b, target in ((o, opens), (c, closes)):
+            if b is not None:
+                claimed.add(b)
+                target[b] = fn.body
+    return LineMap(lst, spans, owner, functions, opens, closes)
+
+
+# ----------------------------------------------------------------------------------------------- modifiers
+
+# Where an added modifier goes, following the modifier order of the PTX ISA 9.0 instruction syntax
+# (§9.7.9.8 ld: ``ld{.weak,.volatile,.relaxed.scope,.acquire.scope}{.ss}{.cop}{.nc}{.level::eviction_priority}
+# {.level::cache_hint}{.level::prefetch_size}{.vec}.type``; §9.7.9.10 st likewise; §9.7.3 floating point:
+# ``op{.rnd|.approx|.full}{.ftz}{.sat}.type``).
+_SEMANTICS = ("weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "mmio")
+_SCOPES = ("cta", "cluster", "gpu", "sys")
+_CACHE_OPS = ("ca", "cg", "cs", "lu", "cv", "wb", "wt")
+_ROUNDING = ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "approx", "full")
+
+
+def _is_space(m: str) -> bool:
+    return m.split("::", 1)[0] in ("global", "shared", "local", "param", "const")
+
+
+def _is_tail(m: str) -> bool:
+    from population.defuse import TYPE_BITS
+
+    return m in TYPE_BITS or m in ("v2", "v4", "v8")
+
+
+def insert_modifier(modifiers: tuple[str, ...], add: str) -> tuple[str, ...]:
+    """``modifiers`` with ``add`` placed where the PTX ISA syntax puts that kind of qualifier: memory
+    semantics first, then scope; cache operators (``.cs``) right after the state space; ``.nc`` after those;
+    rounding/``.approx`` first among arithmetic qualifiers, then ``.ftz``, then ``.sat``; anything else
+    (``L1::no_allocate``, ``L2::evict_last``, ``L2::256B``) just before the trailing vector/type modifiers."""
+    mods = list(modifiers)
+    tail = len(mods)
+    while tail > 0 and _is_tail(mods[tail - 1]):
+        tail -= 1
+
+    def after_last(pred) -> int:  # type: ignore[no-untyped-def]
+        idx = [i for i, m in enumerate(mods[:tail]) if pred(m)]
+        return idx[-1] + 1 if idx else -1
+
+    if add in _SEMANTICS:
+        pos = 0
+    elif add in _SCOPES:
+        pos = max(after_last(lambda m: m in _SEMANTICS), 0)
+    elif add in _CACHE_OPS:
+        pos = after_last(_is_space)
+        pos = pos if pos >= 0 else max(after_last(lambda m: m in _SEMANTICS + _SCOPES), 0)
+    elif add == "nc":
+        pos = max(after_last(lambda m: _is_space(m) or m in _CACHE_OPS), 0)
+    elif add in _ROUNDING:
+        pos = max(after_last(lambda m: m in ("wide", "lo", "hi")), 0)
+    elif add == "ftz":
+        pos = max(after_last(lambda m: m in _ROUNDING), 0)
+    elif add == "sat":
+        pos = max(after_last(lambda m: m in (*_ROUNDING, "ftz")), 0)
+    else:
+        pos = tail
+    mods.insert(pos, add)
+    return tuple(mods)
+
+
+def set_modifier(instr: Instruction, remove: str | None, add: str | None) -> Instruction:
+    """A copy of ``instr`` with modifier ``remove`` taken out and/or ``add`` put in (in the removed one's place
+    when both are given, else by :func:`insert_modifier`). Raises ValueError when ``remove`` is absent or
+    ``add`` already present."""
+    mods = list(instr.modifiers)
+    if remove is not None and remove not in mods:
+        raise ValueError(f"{instr.full_opcode} has no modifier .{remove}")
+    if add is not None and add in mods and add != remove:
+        raise ValueError(f"{instr.full_opcode} already has modifier .{add}")
+    if remove is not None:
+        pos = mods.index(remove)
+        if add is not None:
+            mods[pos] = add
+            return dc_replace(instr, modifiers=tuple(mods))
+        del mods[pos]
+    new = tuple(mods) if add is None else insert_modifier(tuple(mods), add)
+    return dc_replace(instr, modifiers=new)
+
+
+# ------------------------------------------------------------------------------------------------ applying
+
+
+@dataclass
+class _Plan:
+    index: int  # edit index in the script
+    edit: Edit
+    key: float  # position in parent lines; applied from the largest down
+    body: list | None = None
+    lo: int = 0  # body[lo:hi] is replaced
+    hi: int = 0
+    new: list | None = None
+    instr: Instruction | None = None
+    lines: tuple[int, int] = (0, 0)  # occupied parent lines (Insert: (after, after) as a gap)
+
+
+def _describe(lm: LineMap, lineno: int) -> str:
+    info = lm.info(lineno)
+    text = info.text.strip()
+    return f"line {lineno} ({text[:60]!r})" if text else f"line {lineno} (blank)"
+
+
+def _statement_at(lm: LineMap, lineno: int) -> tuple[list, int, object] | None:
+    """(body, index, node) of the statement whose span is the innermost one holding ``lineno``."""
+    info = lm.info(lineno)
+    node = info.node
+    if node is not None and info.body is not None and id(node) in lm.spans:
+        return info.body, info.index, node
+    if lineno in lm.opens or lineno in lm.closes:
+        body = lm.opens.get(lineno) or lm.closes.get(lineno)
+        if id(body) in lm.owner:
+            parent, k = lm.owner[id(body)]
+            return parent, k, parent[k]
+    return None
+
+
+def _ancestor_in(lm: LineMap, body: list, index: int, target: list) -> int | None:
+    """Index in ``target`` of the statement holding body[index] (itself or an enclosing scope), or None."""
+    while body is not target:
+        if id(body) not in lm.owner:
+            return None
+        body, index = lm.owner[id(body)]
+    return index
+
+
+def _resolve_range(lm: LineMap, start: int, end: int) -> tuple[list, int, int, Function]:
+    """(body, lo, hi, function) such that body[lo:hi] is exactly what parent lines start..end show."""
+    found: list[tuple[int, list, int]] = []  # (line, body, index)
+    for ln in range(start, end + 1):
+        info = lm.info(ln)
+        if not info.text.strip():
+            continue
+        hit = _statement_at(lm, ln)
+        if hit is None:
+            where = "a function's brace" if (ln in lm.opens or ln in lm.closes) else "not a statement in a body"
+            raise ValueError(f"{_describe(lm, ln)} is {where}; a range must hold body statements only")
+        found.append((ln, hit[0], hit[1]))
+    if not found:
+        raise ValueError(f"lines {start}-{end} hold no statement")
+
+    def depth(body: list) -> int:
+        d = 0
+        while id(body) in lm.owner:
+            body = lm.owner[id(body)][0]
+            d += 1
+        return d
+
+    _, target, _ = min(found, key=lambda f: depth(f[1]))
+    idx: list[int] = []
+    for ln, body, k in found:
+        a = _ancestor_in(lm, body, k, target)
+        if a is None:
+            raise ValueError(f"{_describe(lm, ln)} lies in a different {{ }} scope than {_describe(lm, found[0][0])};"
+                             " a range must lie within one body (a function body or one scope)")
+        idx.append(a)
+    lo, hi = min(idx), max(idx) + 1
+    for k in range(lo, hi):
+        sp = lm.spans.get(id(target[k]))
+        if sp is not None and (sp[0] < start or sp[1] > end):
+            raise ValueError(f"the range {start}-{end} covers only part of the {{ }} scope at lines "
+                             f"{sp[0]}-{sp[1]}; cover all of it or stay inside it")
+    return target, lo, hi, lm.functions[id(target)]
+
+
+def _resolve_insert(lm: LineMap, after: int) -> tuple[list, int, Function]:
+    """(body, position, function): where lines inserted after parent line ``after`` go."""
+    ln = after
+    while ln >= 1 and not lm.info(ln).text.strip():
+        ln -= 1  # after a blank line = after the statement above it
+    if ln < 1:
+        raise ValueError(f"line {after} is not inside a function body")
+    if ln in lm.opens:
+        body = lm.opens[ln]
+        return body, 0, lm.functions[id(body)]
+    if ln in lm.closes:
+        body = lm.closes[ln]
+        if id(body) not in lm.owner:
+            raise ValueError(f"{_describe(lm, ln)} closes a function body; insert before it instead")
+        parent, k = lm.owner[id(body)]
+        return parent, k + 1, lm.functions[id(parent)]
+    hit = _statement_at(lm, ln)
+    if hit is None:
+        raise ValueError(f"{_describe(lm, ln)} is not a statement in a function body")
+    body, k, node = hit
+    if lm.spans[id(node)][1] != ln:
+        raise ValueError(f"{_describe(lm, ln)} is inside a statement that ends at line {lm.spans[id(node)][1]}")
+    return body, k + 1, lm.functions[id(body)]
+
+
+def _parse_lines(lines: tuple[str, ...], fn: Function, edit_index: int) -> list:
+    from population.analysis import declared_registers
+    from population.errors import PTXSyntaxError
+    from population.parser import parse_statements
+
+    try:
+        return parse_statements("\n".join(lines), registers=set(declared_registers(fn)),
+                                filename=f"edit {edit_index}")
+    except PTXSyntaxError as e:
+        raise ValueError(f"PTX line {e.line} of the edit, column {e.column}: {e.message}") from None
+
+
+def _plan_line_edit(i: int, e: Edit, lm: LineMap) -> _Plan:
+    n = len(lm)
+    if isinstance(e, (Replace, Delete)):
+        if e.end > n:
+            raise ValueError(f"line {e.end} is past the end of the listing ({n} lines)")
+        body, lo, hi, fn = _resolve_range(lm, e.start, e.end)
+        new = _parse_lines(e.lines, fn, i) if isinstance(e, Replace) else []
+        return _Plan(i, e, e.start, body, lo, hi, new, lines=(e.start, e.end))
+    if isinstance(e, Insert):
+        if e.after > n:
+            raise ValueError(f"line {e.after} is past the end of the listing ({n} lines)")
+        body, pos, fn = _resolve_insert(lm, e.after)
+        return _Plan(i, e, e.after + 0.5, body, pos, pos, _parse_lines(e.lines, fn, i), lines=(e.after, e.after))
+    assert isinstance(e, SetModifier)
+    if e.line > n:
+        raise ValueError(f"line {e.line} is past the end of the listing ({n} lines)")
+    node = lm.info(e.line).node
+    if not isinstance(node, Instruction):
+        what = type(node).__name__ if node is not None else "no statement"
+        raise ValueError(f"{_describe(lm, e.line)} is not an instruction ({what})")
+    info = lm.info(e.line)
+    return _Plan(i, e, e.line, info.body, info.index, info.index + 1, None, instr=node, lines=(e.line, e.line))
+
+
+def _check_overlaps(plans: list[_Plan], script: EditScript) -> None:
+    ranges = [p for p in plans if isinstance(p.edit, (Replace, Delete))]
+    for p in plans:
+        for r in ranges:
+            if r is p:
+                continue
+            a, b = r.lines
+            if isinstance(p.edit, (Replace, Delete)):
+                clash = not (p.lines[1] < a or b < p.lines[0])
+            elif isinstance(p.edit, Insert):
+                clash = a <= p.lines[0] < b  # the gap after line N lies inside a..b
+            else:
+                clash = a <= p.lines[0] <= b
+            if clash and (isinstance(p.edit, (Insert, SetModifier)) or r.index < p.index):
+                other = script.edits[r.index].to_text().splitlines()[0]
+                raise EditApplyError(p.index, f"overlaps edit {r.index} ({other}): edits of one script must "
+                                     "touch disjoint lines", script.edits[p.index].to_text().splitlines()[0])
+
+
+def apply_script(kernel: Kernel, script: EditScript, *, operator: str,
+                 instantiate: Callable[[dict[str, int]], Kernel] | None = None) -> Kernel:
+    """Apply ``script`` to ``kernel`` and return the child (the parent is never modified).
+
+    Line numbers refer to ``listing(kernel.module)``; all edits refer to the parent's numbering and are
+    applied bottom-up; ranges must not overlap and must lie within one body list. Replacement PTX is parsed
+    with ``parse_statements`` knowing the function's declared registers. KNOBS re-instantiates the template
+    through ``instantiate`` (with the parent's launch knobs updated by the edit's) and cannot be combined with
+    line edits; LAUNCH and DIRECTIVE then apply on top of it. Finally registers the new code uses are
+    declared (``declare_missing``).
+
+    The child has ``parents=(kernel.identity,)``, ``operator=operator`` and ``edit_text=script.to_text()``.
+    Raises EditApplyError(edit_index, reason) naming the edit and the parent line that broke a rule (an
+    unknown line, a range across scopes, a non-instruction under MODIFIER, a missing modifier, replacement PTX
+    that does not parse, an unknown function, KNOBS without ``instantiate``, a register whose type cannot be
+    inferred ...)."""
+    edits = script.edits
+    if not edits:
+        raise EditApplyError(0, "the script has no edits")
+    first = [e.to_text().splitlines()[0] for e in edits]
+    knob_edits = [i for i, e in enumerate(edits) if isinstance(e, SetKnobs)]
+    line_edits = [i for i, e in enumerate(edits) if isinstance(e, LINE_EDITS)]
+    entry, launch = kernel.entry, kernel.launch
+    if knob_edits:
+        i = knob_edits[0]
+        if len(knob_edits) > 1:
+            raise EditApplyError(knob_edits[1], "only one KNOBS edit per script", first[knob_edits[1]])
+        if line_edits:
+            raise EditApplyError(line_edits[0], "KNOBS replaces the whole module, so line edits cannot be in the "
+                                 "same script (their line numbers would refer to the old module)", first[line_edits[0]])
+        if instantiate is None:
+            raise EditApplyError(i, "KNOBS needs the workload's instantiate function", first[i])
+        knobs = {**dict(kernel.launch.knobs), **dict(edits[i].knobs)}  # type: ignore[union-attr]
+        try:
+            base = instantiate(knobs)
+        except (ValueError, KeyError) as err:
+            raise EditApplyError(i, f"the template rejected knobs {knobs}: {err}", first[i]) from None
+        module, entry, launch = copy.deepcopy(base.module), base.entry, base.launch
+    else:
+        module = copy.deepcopy(kernel.module)
+
+    touched: set[int] = set()
+    if line_edits:
+        lm = line_map(module)
+        plans: list[_Plan] = []
+        for i in line_edits:
+            try:
+                plans.append(_plan_line_edit(i, edits[i], lm))
+            except ValueError as err:
+                raise EditApplyError(i, str(err), first[i]) from None
+        _check_overlaps(plans, script)
+        # bottom-up; several inserts after one line keep script order; modifiers on one line apply in order
+        plans.sort(key=lambda p: (-p.key, -p.index if isinstance(p.edit, Insert) else p.index))
+        for p in plans:
+            assert p.body is not None
+            fn = lm.functions[id(p.body)]
+            touched.add(id(fn))
+            if isinstance(p.edit, SetModifier):
+                current = p.body[p.lo]
+                try:
+                    p.body[p.lo] = set_modifier(current, p.edit.remove, p.edit.add)
+                except ValueError as err:
+                    raise EditApplyError(p.index, f"line {p.edit.line}: {err}", first[p.index]) from None
+            else:
+                p.body[p.lo:p.hi] = p.new or []
+
+    for i, e in enumerate(edits):
+        if isinstance(e, SetLaunch):
+            try:
+                launch = dc_replace(
+                    launch,
+                    block=e.block if e.block is not None else launch.block,
+                    dynamic_smem_bytes=(e.dynamic_smem_bytes if e.dynamic_smem_bytes is not None
+                                        else launch.dynamic_smem_bytes),
+                    knobs=tuple({**dict(launch.knobs), **dict(e.knobs)}.items()))
+            except ValueError as err:
+                raise EditApplyError(i, str(err), first[i]) from None
+        elif isinstance(e, SetDirective):
+            try:
+                fn = module.function(e.entry)
+            except KeyError as err:
+                raise EditApplyError(i, str(err.args[0]), first[i]) from None
+            _set_directive(fn, e, i, first[i])
+
+    for fn in module.functions:
+        if fn.body is not None and (id(fn) in touched or knob_edits):
+            try:
+                declare_missing(fn)
+            except ValueError as err:
+                idx = line_edits[0] if line_edits else 0
+                raise EditApplyError(idx, str(err), first[idx]) from None
+    return Kernel(module=module, entry=entry, launch=launch, parents=(kernel.identity,), operator=operator,
+                  edit_text=script.to_text())
+
+
+def _directive_name(d: PerfDirective) -> str:
+    return d.name.lstrip(".")
+
+
+def _set_directive(fn: Function, e: SetDirective, i: int, text: str) -> None:
+    existing = [k for k, d in enumerate(fn.directives) if _directive_name(d) == e.name]
+    if e.values is None:
+        if not existing:
+            have = ", ".join("." + _directive_name(d) for d in fn.directives) or "none"
+            raise EditApplyError(i, f"function {fn.name} has no .{e.name} to remove (has: {have})", text)
+        for k in reversed(existing):
+            del fn.directives[k]
+        return
+    # keep the parser's spelling of directive names (with or without the dot)
+    dotted = any(d.name.startswith(".") for d in fn.directives)
+    new = PerfDirective(("." if dotted else "") + e.name, tuple(e.values))
+    if existing:
+        fn.directives[existing[0]] = new
+        for k in reversed(existing[1:]):
+            del fn.directives[k]
+    else:
+        fn.directives.append(new)
+
+
+def diff_text(parent: Kernel, child: Kernel, context: int = 2) -> str:
+    """A unified diff of the canonical PTX of ``parent`` and ``child`` (difflib), with launch-config changes as
+    a leading ``# launch:`` line: what the lineage view shows for one step. Empty when nothing changed."""
+    import difflib
+
+    out: list[str] = []
+    if parent.launch != child.launch:
+        out.append(f"# launch: {parent.launch.to_json()} -> {child.launch.to_json()}\n")
+    out.extend(difflib.unified_diff(parent.canonical_ptx.splitlines(keepends=True),
+                                    child.canonical_ptx.splitlines(keepends=True),
+                                    fromfile=f"parent {parent.short_id}", tofile=f"child {child.short_id}",
+                                    n=context))
+    return "".join(out)
