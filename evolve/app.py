@@ -1,0 +1,240 @@
+"""Build a run from a composed config and execute it: what ``python -m evolve`` does after Hydra composes.
+
+``run(cfg)`` validates the config before touching anything, then builds the workload, evaluator, archive,
+algorithm, operators, bandit, store, lessons memory and tracker, runs the engine (resuming from the store's
+checkpoint when the run dir already holds one and ``resume`` is true), exports the best kernels, and returns
+the final metrics. Tests call it with a config from Hydra's compose API; nothing here needs a ``@hydra.main``.
+
+Outputs in the run dir: ``store.sqlite`` (every candidate, checkpoints, lessons), ``metrics.jsonl`` (one
+``Snapshot.flat()`` per line, the source of ``experiments/compare_algorithms.py``), ``summary.json``,
+``best/`` (exported kernels), ``wandb/`` (the W&B run), ``evolve.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from archive.grid import GridArchive, default_dimensions, dims_from_config
+from archive.knowledge import open_knowledge
+from archive.lessons import Lessons
+from archive.store import Store
+from evolve.algorithms.ga import GeneticAlgorithm
+from evolve.algorithms.hill_climb import HillClimb
+from evolve.algorithms.islands import Islands
+from evolve.algorithms.map_elites import MapElites
+from evolve.algorithms.random_search import RandomSearch
+from evolve.budget import Budget
+from evolve.config import assign_devices, validate
+from evolve.engine import Engine, EngineSettings, Snapshot
+from evolve.progress import ProgressLine
+from evolve.selection import OperatorSelector
+from evolve.tracking import make_tracker
+
+log = logging.getLogger(__name__)
+
+ESTIMATE_BANNER = ("No GPU evaluator: running with the static evaluator. Objectives are ESTIMATES from ptxas "
+                   "resources, occupancy and a roofline model, not measurements.")
+
+
+def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], GridArchive]) -> Any:
+    """The algorithm named by ``cfg.name`` (``algorithm`` config group); ValueError for an unknown name."""
+    name = str(cfg.name)
+    if name == "map_elites":
+        return MapElites(archive, selection=str(cfg.selection))
+    if name == "random":
+        return RandomSearch()
+    if name == "hill_climb":
+        return HillClimb()
+    if name == "ga":
+        return GeneticAlgorithm(population_size=int(cfg.population_size), tournament_size=int(cfg.tournament_size),
+                                crossover_rate=float(cfg.crossover_rate))
+    if name == "islands":
+        return Islands(make_archive, n_islands=int(cfg.n_islands), migration_interval=int(cfg.migration_interval),
+                       migrants=int(cfg.migrants), selection=str(cfg.selection))
+    raise ValueError(f"algorithm.name: {name!r} is not one of ['map_elites', 'random', 'hill_climb', 'ga', "
+                     f"'islands']")
+
+
+def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
+    """``archive.dims`` from the config, or ``archive.grid.default_dimensions(gpu)`` when it is empty."""
+    dims = OmegaConf.to_container(cfg.dims, resolve=True) if isinstance(cfg.dims, ListConfig) else list(cfg.dims)
+    return dims_from_config(dims) if dims else default_dimensions(gpu)
+
+
+def visible_gpus() -> list[int]:
+    """Indices of the GPUs CuPy can see ([] without CuPy or a GPU)."""
+    try:
+        import cupy
+
+        return list(range(int(cupy.cuda.runtime.getDeviceCount())))
+    except Exception:
+        return []
+
+
+def _job_num() -> int | None:
+    """``hydra.job.num`` inside a multirun job, else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        return int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
+    except Exception:
+        return None
+
+
+def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
+    """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
+    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static."""
+    from evaluators.factory import make_evaluator
+
+    kind = str(cfg.evaluator.kind)
+    gpus = visible_gpus()
+    if kind == "auto":
+        kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
+    options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
+    options.setdefault("gpu", str(cfg.hardware.name))
+    options.setdefault("arch", str(cfg.hardware.arch))
+    if kind == "gpu":
+        devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
+        if devices is None:
+            devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
+        if devices is not None:
+            options.setdefault("devices", devices)
+    evaluator = make_evaluator(kind, workload, **options)
+    return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("numpy", "hydra-core", "omegaconf", "wandb", "lark", "networkx"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    try:
+        from evaluators.toolchain import ptxas_version
+
+        out["ptxas"] = ptxas_version()
+    except Exception:
+        pass
+    return out
+
+
+def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
+    """Execute the run described by ``cfg`` (a composed ``conf/config.yaml``); returns the final metrics.
+
+    evaluator: use this evaluator instead of building one (benchmarks and tests of the engine itself).
+    Raises ``evolve.config.ConfigError`` (before any work) for invalid values.
+    """
+    validate(cfg)
+    run_dir = Path(str(cfg.run_dir))
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    from evaluators.hardware import get_gpu
+    from evaluators.workloads.registry import get_workload
+    from evolve.operators.registry import build_operators
+
+    workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
+    gpu = get_gpu(str(cfg.hardware.name))
+    estimate = False
+    if evaluator is None:
+        evaluator, estimate = make_evaluator_from(cfg, workload)
+    if estimate:
+        print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
+        log.warning(ESTIMATE_BANNER)
+
+    dims = archive_dimensions(cfg.archive, gpu)
+    qd_offset = float(cfg.archive.qd_offset)
+    archive = GridArchive(dims, qd_offset=qd_offset)
+    algorithm = make_algorithm(cfg.algorithm, archive, lambda: GridArchive(dims, qd_offset=qd_offset))
+    specs = OmegaConf.to_container(cfg.mutator.operators, resolve=True)
+    operators = build_operators(specs, workload)
+    selector = OperatorSelector([op.name for op in operators],
+                                weights=[float(getattr(op, "weight", 1.0)) for op in operators],
+                                kind=str(cfg.mutator.selection), c=float(cfg.mutator.ucb_c))
+    budget = Budget(max_evaluations=cfg.budget.evaluations, max_seconds=cfg.budget.seconds,
+                    max_candidates=cfg.budget.candidates)
+    capacity = cfg.engine.capacity or int(getattr(evaluator, "capacity", 1))
+    settings = EngineSettings(capacity=int(capacity), ordered=bool(cfg.engine.ordered),
+                              inspirations=int(cfg.engine.inspirations), lessons=int(cfg.engine.lessons),
+                              checkpoint_every=int(cfg.engine.checkpoint_every),
+                              max_repairs=int(cfg.mutator.max_repairs),
+                              reward_validity=float(cfg.mutator.reward_validity),
+                              reward_improvement=float(cfg.mutator.reward_improvement),
+                              log_every=int(cfg.logger.get("log_every", 10)))
+
+    store = Store(run_dir / str(cfg.store))
+    knowledge = open_knowledge(cfg.knowledge) if cfg.knowledge else None
+    tracker = None
+    try:
+        lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name)
+        plain_cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        if store.get_meta("config") is None:
+            store.set_meta("config", plain_cfg)
+            store.set_meta("versions", _versions())
+            store.set_meta("estimate", estimate)
+        metrics_path = run_dir / "metrics.jsonl"
+        algo = str(cfg.algorithm.name)
+        tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
+                               name=f"{algo}-s{cfg.seed}-{run_dir.name}",
+                               tags=[algo, f"seed={cfg.seed}", str(cfg.workload.name), str(cfg.hardware.name)],
+                               job_type=algo, config=plain_cfg, run_id=store.get_meta("wandb_run_id"))
+        if getattr(tracker, "run_id", None):
+            store.set_meta("wandb_run_id", tracker.run_id)
+        progress = ProgressLine(cfg.budget.evaluations, enabled=bool(cfg.engine.progress))
+
+        def on_snapshot(snap: Snapshot) -> None:
+            flat = snap.flat()
+            with metrics_path.open("a") as f:
+                f.write(json.dumps(flat) + "\n")
+            tracker.log(flat)
+            progress.update(snap)
+
+        engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
+                        operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
+                        settings=settings, lessons=lessons, on_snapshot=on_snapshot)
+        if cfg.resume:
+            engine.try_resume()
+        with progress:
+            final = engine.run()
+
+        export_dir = None
+        if cfg.engine.export and len(archive):
+            export_dir = run_dir / "best"
+            try:
+                from archive.export import export_best
+
+                export_best(store, archive, export_dir)
+            except Exception as e:  # the store holds everything; an export problem must not lose the run
+                log.warning("export of the best kernels failed: %s", e)
+        summary = {**final.flat(), "algorithm": algo, "seed": int(cfg.seed), "estimate": estimate,
+                   "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
+                   "lessons": lessons.top_lines(8)}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        tracker.finish(summary={k: v for k, v in summary.items() if k != "lessons"}, store=store,
+                       archive=archive, export_dir=export_dir)
+        tracker = None
+        return summary
+    finally:
+        if tracker is not None:  # an exception: close the W&B run so its files are complete
+            try:
+                tracker.run.finish(exit_code=1)
+            except Exception:
+                pass
+        store.close()
+        if knowledge is not None:
+            knowledge.close()
+        close = getattr(evaluator, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,288 @@
+"""Configuration schema of ``python -m evolve``: dataclasses registered in Hydra's ConfigStore, plus the checks
+that need more than a type (ranges, registry names, combinations), run before any work starts.
+
+``conf/config.yaml`` puts ``ptxforge_schema`` first in its defaults list, so every group file merges into the
+typed tree below and a wrong type, an unknown key or an enum value outside its set fails at composition with
+OmegaConf's message (the full key and the allowed values). ``validate(cfg)`` then checks what types cannot say
+and raises ``ConfigError`` naming the key and the allowed values or range.
+
+Run directories: ``hydra.run.dir`` and ``hydra.sweep.dir`` use ``${now:...}`` plus ``${ptxforge.uid:}``, a
+per-process value (pid and 4 random hex digits), so two runs started in the same second never share a folder.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class AlgorithmName(StrEnum):
+    map_elites = "map_elites"
+    random = "random"
+    hill_climb = "hill_climb"
+    ga = "ga"
+    islands = "islands"
+
+
+class ParentSelection(StrEnum):
+    uniform = "uniform"
+    curiosity = "curiosity"
+
+
+class EvaluatorKind(StrEnum):
+    auto = "auto"
+    gpu = "gpu"
+    static = "static"
+
+
+class LoggerKind(StrEnum):
+    wandb = "wandb"
+    none = "none"
+
+
+class SelectionKind(StrEnum):
+    ucb = "ucb"
+    weighted = "weighted"
+
+
+@dataclass
+class AlgorithmConfig:
+    """name: which algorithm; selection: parent selection of map_elites/islands; GA: population_size,
+    tournament_size, crossover_rate; islands: n_islands, migration_interval (non-seed tells), migrants."""
+
+    name: AlgorithmName = AlgorithmName.map_elites
+    selection: ParentSelection = ParentSelection.uniform
+    population_size: int = 16
+    tournament_size: int = 3
+    crossover_rate: float = 0.3
+    n_islands: int = 4
+    migration_interval: int = 50
+    migrants: int = 1
+
+
+@dataclass
+class WorkloadConfig:
+    """name: a workload of ``evaluators.workloads.registry``; options: keyword arguments of ``get_workload``
+    (e.g. ``dtype: bf16``)."""
+
+    name: str = "rmsnorm"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MutatorConfig:
+    """operators: specs ``{name, weight, **params}`` for ``evolve.operators.registry.build_operators``;
+    selection: ``ucb`` (UCB1 bandit) or ``weighted`` (sample by weight); ucb_c: UCB1 exploration constant;
+    reward_validity / reward_improvement: the bandit reward of a valid child / of one that entered the archive;
+    max_repairs: repair attempts per failed child for operators with ``repair`` (0 = none)."""
+
+    operators: list[Any] = field(default_factory=list)
+    selection: SelectionKind = SelectionKind.ucb
+    ucb_c: float = 1.0
+    reward_validity: float = 0.2
+    reward_improvement: float = 0.8
+    max_repairs: int = 1
+
+
+@dataclass
+class EvaluatorConfig:
+    """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
+    use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
+    round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
+    ``evaluators.factory.make_evaluator``."""
+
+    kind: EvaluatorKind = EvaluatorKind.auto
+    devices: list[int] | None = None
+    gpus_per_job: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ArchiveConfig:
+    """dims: descriptor axes ``{name, edges}`` or ``{name, lo, hi, bins, log}`` (archive.grid.dims_from_config);
+    empty = ``archive.grid.default_dimensions`` for the hardware's compute capability; qd_offset: subtracted from
+    each elite's objective in the QD score."""
+
+    dims: list[Any] = field(default_factory=list)
+    qd_offset: float = 0.0
+
+
+@dataclass
+class LoggerConfig:
+    """kind: ``wandb`` or ``none``; mode: W&B mode (``offline`` unless WANDB_MODE says otherwise);
+    log_every: evaluations between metric logs; tables / figures / artifact: what to upload at the end."""
+
+    kind: LoggerKind = LoggerKind.wandb
+    mode: str = "offline"
+    project: str = "ptxforge"
+    entity: str | None = None
+    log_every: int = 10
+    tables: bool = True
+    figures: bool = True
+    artifact: bool = True
+
+
+@dataclass
+class HardwareConfig:
+    """name: a GPU of ``evaluators.hardware`` (h200, h100, b200); arch: the ptxas target;
+    compile_only: no GPU of this kind is expected (only static evaluation makes sense)."""
+
+    name: str = "h200"
+    arch: str = "sm_90"
+    compile_only: bool = False
+
+
+@dataclass
+class BudgetConfig:
+    """evaluations: evaluator calls; seconds: wall seconds; candidates: recorded proposals (null = 20 x
+    evaluations)."""
+
+    evaluations: int | None = 200
+    seconds: float | None = None
+    candidates: int | None = None
+
+
+@dataclass
+class EngineConfig:
+    """capacity: concurrent evaluations (null = the evaluator's capacity); ordered: tell results in the order
+    they were asked (deterministic for any capacity) instead of as they complete; inspirations: elites from
+    other cells shown to an operator; lessons: lesson lines shown to an operator; checkpoint_every: tells
+    between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
+    the best kernels at the end."""
+
+    capacity: int | None = None
+    ordered: bool = True
+    inspirations: int = 2
+    lessons: int = 8
+    checkpoint_every: int = 1
+    progress: bool = True
+    export: bool = True
+
+
+@dataclass
+class Config:
+    """The whole run. seed: RNG seed of the search; experiment_name: W&B group and report label;
+    store: the SQLite store, relative to the run dir; resume: continue from the store's checkpoint when the run
+    dir already holds one; knowledge: path of the cross-run knowledge store, or null for none."""
+
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    mutator: MutatorConfig = field(default_factory=MutatorConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    llm: Any = None
+    seed: int = 0
+    experiment_name: str = "default"
+    store: str = "store.sqlite"
+    resume: bool = True
+    knowledge: str | None = None
+    run_dir: str = MISSING
+
+
+class ConfigError(ValueError):
+    """A configuration value that is out of range or unknown; the message names the key and what is allowed."""
+
+
+ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
+HARDWARE = ("h200", "h100", "b200")
+
+_UID = f"{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def run_uid() -> str:
+    """This process's unique run-dir suffix (pid and 4 random hex digits), stable for the process's lifetime."""
+    return _UID
+
+
+def register() -> None:
+    """Register the schema (``ptxforge_schema``) in Hydra's ConfigStore and the ``ptxforge.uid`` resolver.
+    Idempotent; call before composing."""
+    ConfigStore.instance().store(name="ptxforge_schema", node=Config)
+    if not OmegaConf.has_resolver("ptxforge.uid"):
+        OmegaConf.register_new_resolver("ptxforge.uid", run_uid)
+
+
+def _need(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check what the schema's types cannot: ranges, registry names and combinations. Raises ConfigError with the
+    key and the allowed values; touches nothing (no file, no GPU)."""
+    a = cfg.algorithm
+    _need(a.population_size >= 2, "algorithm.population_size", f"must be >= 2, got {a.population_size}")
+    _need(a.tournament_size >= 1, "algorithm.tournament_size", f"must be >= 1, got {a.tournament_size}")
+    _need(0.0 <= a.crossover_rate <= 1.0, "algorithm.crossover_rate", f"must be in [0, 1], got {a.crossover_rate}")
+    _need(a.n_islands >= 2, "algorithm.n_islands", f"must be >= 2, got {a.n_islands}")
+    _need(a.migration_interval >= 0, "algorithm.migration_interval", f"must be >= 0, got {a.migration_interval}")
+    _need(a.migrants >= 0, "algorithm.migrants", f"must be >= 0, got {a.migrants}")
+
+    b = cfg.budget
+    _need(b.evaluations is not None or b.seconds is not None, "budget", "set budget.evaluations or budget.seconds")
+    _need(b.evaluations is None or b.evaluations >= 1, "budget.evaluations", f"must be >= 1, got {b.evaluations}")
+    _need(b.seconds is None or b.seconds > 0, "budget.seconds", f"must be > 0, got {b.seconds}")
+    _need(b.candidates is None or b.candidates >= 1, "budget.candidates", f"must be >= 1, got {b.candidates}")
+
+    e = cfg.engine
+    _need(e.capacity is None or e.capacity >= 1, "engine.capacity", f"must be >= 1 or null, got {e.capacity}")
+    _need(e.checkpoint_every >= 1, "engine.checkpoint_every", f"must be >= 1, got {e.checkpoint_every}")
+    _need(e.inspirations >= 0, "engine.inspirations", f"must be >= 0, got {e.inspirations}")
+    _need(e.lessons >= 0, "engine.lessons", f"must be >= 0, got {e.lessons}")
+
+    m = cfg.mutator
+    _need(len(m.operators) > 0, "mutator.operators", "is empty; choose a mutator (rules, template, llm, mixed)")
+    names = []
+    for i, spec in enumerate(m.operators):
+        _need(isinstance(spec, DictConfig | dict) and "name" in spec, f"mutator.operators[{i}]",
+              f"must be a mapping with a 'name', got {spec!r}")
+        w = spec.get("weight", 1.0)
+        _need(isinstance(w, int | float) and w >= 0, f"mutator.operators[{i}].weight", f"must be >= 0, got {w!r}")
+        names.append(spec["name"])
+    _need(len(set(names)) == len(names), "mutator.operators", f"names must be unique, got {names}")
+    _need(m.ucb_c >= 0, "mutator.ucb_c", f"must be >= 0, got {m.ucb_c}")
+    _need(m.reward_validity >= 0 and m.reward_improvement >= 0
+          and m.reward_validity + m.reward_improvement <= 1.0 + 1e-12,
+          "mutator.reward_validity/reward_improvement", "must be >= 0 and sum to <= 1")
+    _need(m.max_repairs >= 0, "mutator.max_repairs", f"must be >= 0, got {m.max_repairs}")
+
+    h = cfg.hardware
+    _need(h.name in HARDWARE, "hardware.name", f"{h.name!r} is not one of {list(HARDWARE)}")
+    _need(h.arch in ARCHES, "hardware.arch", f"{h.arch!r} is not one of {list(ARCHES)}")
+    ev = cfg.evaluator
+    _need(not (h.compile_only and ev.kind == EvaluatorKind.gpu), "evaluator.kind",
+          f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
+    _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
+    _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
+    _need(cfg.logger.mode in ("online", "offline", "disabled", "shared", "run", "dryrun"), "logger.mode",
+          f"{cfg.logger.mode!r} is not one of ['online', 'offline', 'disabled']")
+
+    try:
+        from evaluators.workloads.registry import available_workloads
+    except ImportError:
+        available_workloads = None
+    if available_workloads is not None:
+        known = list(available_workloads())
+        _need(cfg.workload.name in known, "workload.name", f"{cfg.workload.name!r} is not one of {known}")
+
+
+def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> list[int] | None:
+    """The GPUs a sweep job uses: ``per_job`` consecutive devices starting at ``job_num * per_job``, wrapping
+    round-robin over ``visible``; None (all visible) when ``per_job`` is 0, not in a multirun, or no GPU.
+    E.g. job 3 of a sweep on 2 GPUs with per_job=1 gets [1]."""
+    if per_job <= 0 or job_num is None or not visible:
+        return None
+    if per_job > len(visible):
+        raise ConfigError(f"evaluator.gpus_per_job: {per_job} exceeds the {len(visible)} visible GPUs")
+    start = job_num * per_job
+    return [visible[(start + k) % len(visible)] for k in range(per_job)]

@@ -1,0 +1,593 @@
+"""The engine: the ask/tell loop that proposes, applies, evaluates and records every candidate.
+
+One step for one candidate (DESIGN.md "Data flow of one candidate")::
+
+    algorithm.ask(rng)            -> parent ids (+ a forced operator, an island)
+    selector.select(rng)          -> operator (UCB1 bandit, evolve.selection)
+    operator.propose(parent, ctx) -> EditScript      (NoProposal -> a "no_proposal" row, next operator)
+    apply_script(parent, script)  -> child Kernel    (EditApplyError -> an "apply_error" row)
+    hash cache                    -> identical kernels are evaluated once (the store's identity index)
+    evaluator.evaluate(child)     -> EvalResult, on ``capacity`` threads
+    tell                          -> store row, archive insert, algorithm.tell, bandit reward, lessons,
+                                     op.reflect (a lesson line), op.repair (one retry per failed child)
+                                     and a checkpoint, all in one SQLite transaction
+
+Workload seeds are evaluated first, in order, as candidates with operator ``"seed"``.
+
+Determinism and resume. With ``ordered=True`` (the default) results are told in the order the candidates were
+asked, whatever order the evaluations finish in: the window of in-flight candidates is refilled only after the
+oldest is told, so every ask sees the same state for any thread timing. The checkpoint holds the algorithm,
+archive, bandit, budget counters, the numpy Generator's ``bit_generator.state`` and the proposed-but-untold
+candidates (their PTX), and commits in the same transaction as the rows it covers. A run killed at any
+instant resumes from the last commit, re-evaluates the untold candidates and, with a deterministic evaluator,
+ends with the same archive as an uninterrupted run. ``ordered=False`` tells results as they complete
+(better GPU utilisation with uneven evaluation times, not reproducible).
+
+Statuses of rows that never reached the evaluator: ``no_proposal`` (the operator had nothing to propose),
+``apply_error`` (the script did not apply), ``operator_error`` (the operator raised something else). A kernel
+whose identity was already evaluated, or is in flight, is not re-evaluated and gets no row (``duplicates``
+counts them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import traceback
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from archive.lessons import script_kind
+from archive.store import CandidateRow, Store
+from evaluators.types import EvalResult, Status
+from evolve.algorithms.base import SEED, Ask, CandidateId, NoParent, Told
+from evolve.budget import Budget
+from evolve.operators.base import NoProposal, OperatorContext
+from evolve.selection import OperatorSelector, operator_reward
+from population.kernel import Kernel, LaunchConfig
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "engine"
+# Statuses after which an operator's repair role gets a chance (compile or gate failures, DESIGN.md words).
+EVAL_STATUSES = frozenset(str(s) for s in Status)
+REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_ERROR, Status.WRONG_RESULT,
+                        Status.NONDETERMINISTIC, Status.TOO_FAST_TO_BE_TRUE})
+
+
+@dataclass
+class EngineSettings:
+    """capacity: concurrent evaluations (threads); ordered: tell in ask order (see module docstring);
+    inspirations: elites from other cells put in ``OperatorContext.inspirations``; lessons: lines of the lessons
+    memory given to operators; checkpoint_every: tells per checkpoint transaction; max_repairs: repair
+    attempts per failed child; reward_validity / reward_improvement: bandit reward weights
+    (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots."""
+
+    capacity: int = 1
+    ordered: bool = True
+    inspirations: int = 2
+    lessons: int = 8
+    checkpoint_every: int = 1
+    max_repairs: int = 1
+    reward_validity: float = 0.2
+    reward_improvement: float = 0.8
+    log_every: int = 10
+
+
+@dataclass
+class _Item:
+    """A candidate proposed and waiting for (or holding) its evaluation."""
+
+    ask: Ask
+    operator: str
+    kernel: Kernel
+    edit_kind: str = "NONE"
+    repairs_left: int = 0
+    repair_of: CandidateId | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    future: Future | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        k = self.kernel
+        return {"ask": self.ask.to_json(), "operator": self.operator, "edit_kind": self.edit_kind,
+                "repairs_left": self.repairs_left, "repair_of": self.repair_of, "timings": self.timings,
+                "kernel": {"ptx": k.ptx, "entry": k.entry, "launch": k.launch.to_json(),
+                           "parents": list(k.parents), "operator": k.operator, "edit_text": k.edit_text}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> _Item:
+        from population.parser import parse_module
+
+        kd = d["kernel"]
+        kernel = Kernel(module=parse_module(kd["ptx"], filename="<checkpoint>"), entry=kd["entry"],
+                        launch=LaunchConfig.from_json(kd["launch"]), parents=tuple(kd["parents"]),
+                        operator=kd["operator"], edit_text=kd["edit_text"])
+        return cls(ask=Ask.from_json(d["ask"]), operator=d["operator"], kernel=kernel,
+                   edit_kind=d["edit_kind"], repairs_left=int(d["repairs_left"]),
+                   repair_of=d["repair_of"], timings=dict(d["timings"]))
+
+
+@dataclass
+class Snapshot:
+    """Run metrics at one moment, logged against ``evaluations``.
+
+    evaluations: evaluator calls so far; candidates: recorded proposals; valid_rate: ok / evaluated rows;
+    best: best objective in the archive (None before any valid kernel); qd_score / coverage / n_elites: archive
+    stats; evals_per_s: evaluations per wall second this session; seconds: wall seconds of search;
+    statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator.
+    """
+
+    evaluations: int
+    candidates: int
+    valid_rate: float
+    best: float | None
+    qd_score: float
+    coverage: float
+    n_elites: int
+    evals_per_s: float
+    seconds: float
+    statuses: dict[str, int]
+    duplicates: int
+    operator_rewards: dict[str, float]
+
+    def flat(self) -> dict[str, float]:
+        """Scalars for a tracker: nested dicts become ``failures/<status>`` and ``operator_reward/<name>``."""
+        out: dict[str, float] = {
+            "evaluations": self.evaluations, "candidates": self.candidates, "valid_rate": self.valid_rate,
+            "qd_score": self.qd_score, "coverage": self.coverage, "n_elites": self.n_elites,
+            "evals_per_s": self.evals_per_s, "seconds": self.seconds, "duplicates": self.duplicates}
+        if self.best is not None:
+            out["best_objective"] = self.best
+        for s, n in self.statuses.items():
+            if s != Status.OK:
+                out[f"failures/{s}"] = n
+        for op, r in self.operator_rewards.items():
+            out[f"operator_reward/{op}"] = r
+        return out
+
+
+class Engine:
+    """Drives one run (module docstring). The caller builds the parts and owns closing the evaluator/store.
+
+    workload: ``evaluators.workloads`` Workload (seeds(), instantiate()); evaluator: ``evaluators.types.Evaluator``;
+    algorithm: an ``evolve.algorithms`` ask/tell algorithm; archive: ``archive.grid.GridArchive`` (the run's
+    archive: QD metrics, export; MAP-Elites selects from it); operators: objects with ``name`` and ``propose``
+    (optionally ``repair`` and ``reflect``); selector: the bandit over ``operators`` by name; store: the run's
+    ``archive.store.Store``; budget: limits; seed: the numpy Generator seed; lessons: an ``archive.lessons``
+    Lessons memory or None; on_snapshot: called with each Snapshot (tracker, progress line, metrics file).
+
+    Raises ValueError when an algorithm needs an operator that is not configured (the GA needs ``crossover``).
+    """
+
+    def __init__(self, *, workload: Any, evaluator: Any, algorithm: Any, archive: Any, operators: list[Any],
+                 selector: OperatorSelector, store: Store, budget: Budget, seed: int,
+                 settings: EngineSettings | None = None, lessons: Any = None,
+                 on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+        self.workload, self.evaluator, self.algorithm, self.archive = workload, evaluator, algorithm, archive
+        self.operators = {op.name: op for op in operators}
+        self.selector, self.store, self.budget = selector, store, budget
+        self.settings = settings or EngineSettings()
+        self.lessons, self.on_snapshot = lessons, on_snapshot
+        self.rng = np.random.default_rng(seed)
+        for name in getattr(algorithm, "required_operators", ()):
+            if name not in self.operators:
+                raise ValueError(f"algorithm {algorithm.name!r} needs operator {name!r}; add it to "
+                                 f"mutator.operators (configured: {sorted(self.operators)})")
+        self.pending: deque[_Item] = deque()
+        self.buffer: list[CandidateRow] = []
+        self.in_flight: set[str] = set()
+        self.seeds_queued = False
+        self.statuses: Counter[str] = Counter()
+        self.duplicates = 0
+        self.tells_since_checkpoint = 0
+        self.last_logged = -1
+        self._kernels: OrderedDict[CandidateId, Kernel] = OrderedDict()
+        self._results: OrderedDict[CandidateId, EvalResult] = OrderedDict()
+        self._session_start = time.monotonic()
+        self._session_evals0 = 0
+        self.resumed = False
+        self._committed = False
+
+    # ---------------------------------------------------------------------------------------- lookups
+    def kernel(self, cid: CandidateId) -> Kernel:
+        """The kernel of candidate row ``cid`` (cached; parsed from the store otherwise)."""
+        k = self._kernels.get(cid)
+        if k is None:
+            k = self.store.get(int(cid)).kernel()
+            self._remember(cid, k, None)
+        return k
+
+    def result(self, cid: CandidateId) -> EvalResult:
+        """The EvalResult of candidate row ``cid`` (cached; rebuilt from the store otherwise)."""
+        r = self._results.get(cid)
+        if r is None:
+            r = self.store.get(int(cid)).to_eval_result()
+            self._results[cid] = r
+        return r
+
+    def _remember(self, cid: CandidateId, kernel: Kernel | None, result: EvalResult | None) -> None:
+        if kernel is not None:
+            self._kernels[cid] = kernel
+            self._kernels.move_to_end(cid)
+            while len(self._kernels) > 512:
+                self._kernels.popitem(last=False)
+        if result is not None:
+            self._results[cid] = result
+            self._results.move_to_end(cid)
+            while len(self._results) > 4096:
+                self._results.popitem(last=False)
+
+    # ------------------------------------------------------------------------------------- checkpoint
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue: JSON-able."""
+        return {
+            "algorithm": self.algorithm.state_dict(),
+            "archive": self.archive.state_dict(),
+            "selector": self.selector.state_dict(),
+            "budget": self.budget.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "pending": [it.to_json() for it in self.pending],
+            "seeds_queued": self.seeds_queued,
+            "statuses": dict(self.statuses),
+            "duplicates": self.duplicates,
+            "last_logged": self.last_logged,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.algorithm.load_state(state["algorithm"])
+        self.archive.load_state(state["archive"])
+        self.selector.load_state(state["selector"])
+        self.budget.load_state(state["budget"])
+        self.rng.bit_generator.state = state["rng"]
+        self.pending = deque(_Item.from_json(d) for d in state["pending"])
+        self.seeds_queued = bool(state["seeds_queued"])
+        self.statuses = Counter(state["statuses"])
+        self.duplicates = int(state["duplicates"])
+        self.last_logged = int(state["last_logged"])
+
+    def try_resume(self) -> bool:
+        """Load the store's engine checkpoint if there is one; rows written after it (none when every write
+        went through the engine) are dropped so the replay re-creates them. Returns whether it resumed."""
+        cp = self.store.checkpoint(CHECKPOINT)
+        if cp is None:
+            return False
+        dropped = self.store.truncate_after(cp.last_candidate_id)
+        if dropped:
+            log.warning("resume: dropped %d rows written after the last checkpoint", dropped)
+        self.load_state(cp.state)
+        self.resumed = True
+        self._session_evals0 = self.budget.evaluations
+        log.info("resumed from checkpoint: %d evaluations, %d candidates, %d untold", self.budget.evaluations,
+                 self.budget.candidates, len(self.pending))
+        return True
+
+    # --------------------------------------------------------------------------------------- proposing
+    def _context(self, ask: Ask, parent_id: CandidateId) -> OperatorContext:
+        parent_result = None
+        try:
+            parent_result = self.result(parent_id)
+        except Exception:  # a seed row without metrics, or a store without the row yet
+            parent_result = None
+        inspirations: list[tuple[Kernel, Any]] = []
+        if len(ask.parents) > 1:
+            inspirations = [(self.kernel(p), self.result(p)) for p in ask.parents[1:]]
+        elif self.settings.inspirations and len(self.archive) > 1:
+            others = [e for e in self.archive.elites() if e.candidate_id != parent_id]
+            if others:
+                idx = self.rng.choice(len(others), size=min(self.settings.inspirations, len(others)),
+                                      replace=False)
+                inspirations = [(self.kernel(others[int(i)].candidate_id), self.result(others[int(i)].candidate_id))
+                                for i in sorted(idx)]
+        lessons: list[str] = []
+        if self.lessons is not None and self.settings.lessons and hasattr(self.lessons, "top_lines"):
+            lessons = list(self.lessons.top_lines(self.settings.lessons))
+        return OperatorContext(workload=self.workload, parent_result=parent_result, inspirations=inspirations,
+                               lessons=lessons)
+
+    def _failure_row(self, parent: Kernel, operator: str, status: str, reason: str, edit_text: str = "",
+                     island: int | None = None) -> None:
+        digest = hashlib.sha256(f"{parent.identity}\0{operator}\0{edit_text}\0{reason}".encode()).hexdigest()
+        row = CandidateRow(identity=f"{status}:{digest[:48]}", status=status, reason=reason[:2000],
+                           parents=[parent.identity], operator=operator, edit_text=edit_text, entry=parent.entry,
+                           island=island)
+        self.buffer.append(row)
+        self.statuses[status] += 1
+        self.budget.candidates += 1
+        # The lessons memory knows no "operator_error"; it counts as a proposal that got nowhere.
+        lesson_status = "no_proposal" if status == "operator_error" else status
+        self._lesson(operator, script_kind(edit_text) if edit_text else "NONE", lesson_status, False, reason)
+
+    def _lesson(self, operator: str, edit_kind: str, status: str, improved: bool, reason: str,
+                candidate_id: int | None = None) -> None:
+        if self.lessons is not None:
+            self.lessons.record(operator, edit_kind, status, improved, reason, candidate_id=candidate_id)
+
+    def _apply(self, parent: Kernel, script: Any, operator: str) -> Kernel:
+        from population.edits import apply_script
+
+        return apply_script(parent, script, operator=operator,
+                            instantiate=getattr(self.workload, "instantiate", None))
+
+    def _propose(self) -> _Item | None:
+        """One ask: returns an item to evaluate, or None when every tried operator failed (rows recorded)."""
+        ask = self.algorithm.ask(self.rng)
+        parent = self.kernel(ask.parents[0])
+        ctx = self._context(ask, ask.parents[0])
+        tried: set[str] = set()
+        while True:
+            if ask.operator is not None:
+                if ask.operator in tried:
+                    return None
+                name = ask.operator
+            else:
+                try:
+                    name = self.selector.select(self.rng, exclude=tried)
+                except ValueError:
+                    return None
+            tried.add(name)
+            op = self.operators[name]
+            t0 = time.perf_counter()
+            try:
+                script = op.propose(parent, ctx, self.rng)
+            except NoProposal as e:
+                self._failure_row(parent, name, "no_proposal", str(e) or "no proposal", island=ask.island)
+                self._reward(name, 0.0)
+                continue
+            except Exception as e:
+                log.warning("operator %s raised while proposing: %s", name, e)
+                self._failure_row(parent, name, "operator_error", _short_exc(e), island=ask.island)
+                self._reward(name, 0.0)
+                continue
+            t1 = time.perf_counter()
+            text = script.to_text() if hasattr(script, "to_text") else str(script)
+            try:
+                child = self._apply(parent, script, name)
+            except Exception as e:
+                self._failure_row(parent, name, "apply_error", _short_exc(e), edit_text=text, island=ask.island)
+                self._reward(name, 0.0)
+                return None
+            if len(ask.parents) > 1:
+                child = replace(child, parents=tuple(self.kernel(p).identity for p in ask.parents))
+            item = _Item(ask=ask, operator=name, kernel=child, edit_kind=script_kind(script),
+                         repairs_left=self.settings.max_repairs,
+                         timings={"propose": t1 - t0, "apply": time.perf_counter() - t1})
+            return self._admit(item)
+
+    def _admit(self, item: _Item) -> _Item | None:
+        """Hash cache: an identity in flight or already evaluated is not evaluated again."""
+        ident = item.kernel.identity
+        if ident in self.in_flight:
+            return self._duplicate(item)
+        prev = self.store.find_identity(ident)
+        if prev is not None and prev.status in EVAL_STATUSES:
+            return self._duplicate(item)
+        self.budget.candidates += 1
+        return item
+
+    def _duplicate(self, item: _Item) -> None:
+        self.duplicates += 1
+        self.budget.candidates += 1
+        if item.operator != SEED:
+            self._reward(item.operator, 0.0)
+        return None
+
+    def _reward(self, name: str, reward: float) -> None:
+        if name in self.selector.counts:
+            self.selector.update(name, reward)
+
+    def _submit(self, item: _Item, pool: ThreadPoolExecutor) -> None:
+        self.in_flight.add(item.kernel.identity)
+        self.budget.evaluations += 1
+        item.future = pool.submit(_timed_evaluate, self.evaluator, item.kernel)
+        self.pending.append(item)
+
+    def _seed_items(self) -> list[_Item]:
+        seeds = list(self.workload.seeds())
+        if not seeds:
+            raise ValueError(f"workload {getattr(self.workload, 'name', '?')!r} has no seeds")
+        return [_Item(ask=Ask((), SEED), operator=SEED, kernel=k) for k in seeds]
+
+    # ------------------------------------------------------------------------------------------ telling
+    def _tell(self, item: _Item, result: EvalResult, pool: ThreadPoolExecutor) -> None:
+        self.in_flight.discard(item.kernel.identity)
+        timings = {**item.timings, "evaluate": result.eval_seconds}
+        with self.store.transaction() as tx:
+            for row in self.buffer:
+                tx.add_candidate(row)
+            self.buffer.clear()
+            row = CandidateRow.from_eval(item.kernel, result, timings=timings, island=item.ask.island)
+            cid = tx.add_candidate(row)
+            self._remember(cid, item.kernel, result)
+            status = str(result.status)
+            self.statuses[status] += 1
+            valid = result.status == Status.OK and result.objective is not None
+            added, cell = "invalid", None
+            if valid:
+                res = self.archive.add(cid, float(result.objective), result.features)
+                added, cell = res.status, res.cell
+                if res.added:
+                    tx.execute("UPDATE candidates SET cell=? WHERE id=?", (_json_cell(cell), cid))
+            told = Told(item.ask, cid, valid, result.objective if valid else None, dict(result.features), added,
+                        cell)
+            self.algorithm.tell(told)
+            improved = told.improved
+            if item.operator != SEED:
+                self._reward(item.operator, operator_reward(valid, improved,
+                                                            validity=self.settings.reward_validity,
+                                                            improvement=self.settings.reward_improvement))
+            kind = "SEED" if item.operator == SEED else item.edit_kind
+            self._lesson(item.operator, kind, status, improved, result.reason, candidate_id=cid)
+            op = self.operators.get(item.operator)
+            self._reflect(op, item, result, cid)
+            if (op is not None and not valid and result.status in REPAIRABLE and item.repairs_left > 0
+                    and hasattr(op, "repair") and not self.budget.exhausted(in_flight=0)):
+                self._repair(op, item, result, cid, pool)
+            self.tells_since_checkpoint += 1
+            self._maybe_snapshot()
+            if self.tells_since_checkpoint >= self.settings.checkpoint_every:
+                self._checkpoint(tx)
+        self._after_commit()
+
+    def _after_commit(self) -> None:
+        if self._committed and self.lessons is not None:
+            self.lessons.sync_knowledge()
+        self._committed = False
+
+    def _checkpoint(self, tx: Any) -> None:
+        for row in self.buffer:
+            tx.add_candidate(row)
+        self.buffer.clear()
+        if self.lessons is not None:
+            self.lessons.flush(tx)
+        tx.save_checkpoint(CHECKPOINT, self.state_dict())
+        self.tells_since_checkpoint = 0
+        self._committed = True
+
+    def _reflect(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId) -> None:
+        if op is None or not hasattr(op, "reflect"):
+            return
+        try:
+            line = op.reflect(item.kernel, result, self._context(item.ask, cid))
+        except Exception as e:
+            log.warning("operator %s raised while reflecting: %s", item.operator, e)
+            return
+        if line and self.lessons is not None and hasattr(self.lessons, "note"):
+            self.lessons.note(str(line), source=f"{item.operator}.reflect", operator=item.operator,
+                              edit_kind=item.edit_kind, candidate_id=cid)
+
+    def _repair(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId, pool: ThreadPoolExecutor) -> None:
+        ctx = self._context(item.ask, cid)
+        ctx.failure = (item.kernel, result)
+        t0 = time.perf_counter()
+        try:
+            script = op.repair(item.kernel, result, ctx, self.rng)
+        except NoProposal as e:
+            self._failure_row(item.kernel, item.operator, "no_proposal", f"repair: {e}", island=item.ask.island)
+            return
+        except Exception as e:
+            log.warning("operator %s raised while repairing: %s", item.operator, e)
+            self._failure_row(item.kernel, item.operator, "operator_error", f"repair: {_short_exc(e)}",
+                              island=item.ask.island)
+            return
+        if script is None:
+            return
+        t1 = time.perf_counter()
+        text = script.to_text() if hasattr(script, "to_text") else str(script)
+        try:
+            child = self._apply(item.kernel, script, item.operator)
+        except Exception as e:
+            self._failure_row(item.kernel, item.operator, "apply_error", f"repair: {_short_exc(e)}",
+                              edit_text=text, island=item.ask.island)
+            return
+        fixed = _Item(ask=item.ask, operator=item.operator, kernel=child, edit_kind=script_kind(script),
+                      repairs_left=item.repairs_left - 1, repair_of=cid,
+                      timings={"propose": t1 - t0, "apply": time.perf_counter() - t1})
+        if self._admit(fixed) is not None:
+            self._submit(fixed, pool)
+
+    # ------------------------------------------------------------------------------------------ metrics
+    def snapshot(self) -> Snapshot:
+        """Current metrics (see Snapshot)."""
+        st = self.archive.stats()
+        evaluated = self.evaluated
+        ok = self.statuses.get(str(Status.OK), 0)
+        secs = max(time.monotonic() - self._session_start, 1e-9)
+        return Snapshot(
+            evaluations=evaluated,
+            candidates=self.budget.candidates, valid_rate=ok / evaluated if evaluated else 0.0, best=st.best,
+            qd_score=st.qd_score, coverage=st.coverage, n_elites=st.n_elites,
+            evals_per_s=(self.budget.evaluations - self._session_evals0) / secs, seconds=self.budget.seconds,
+            statuses=dict(self.statuses), duplicates=self.duplicates,
+            operator_rewards={a: self.selector.mean(a) for a in self.selector.arms})
+
+    @property
+    def evaluated(self) -> int:
+        """Evaluations told so far (rows with an evaluator status)."""
+        return sum(n for s, n in self.statuses.items() if s in EVAL_STATUSES)
+
+    def _maybe_snapshot(self, force: bool = False) -> None:
+        done = self.evaluated
+        if self.on_snapshot is None:
+            return
+        if force or done - self.last_logged >= self.settings.log_every or self.last_logged < 0:
+            self.last_logged = done
+            self.on_snapshot(self.snapshot())
+
+    # --------------------------------------------------------------------------------------------- run
+    def run(self) -> Snapshot:
+        """Run until the budget is spent and every submitted candidate is told; returns the final Snapshot.
+
+        NoParent (from the algorithm) when no seed could be told. Evaluator exceptions become ``crash`` rows.
+        """
+        capacity = max(1, int(self.settings.capacity))
+        with ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="evaluate") as pool:
+            # Items restored from a checkpoint were proposed but never told: evaluate them again, in order.
+            restored, self.pending = list(self.pending), deque()
+            for it in restored:
+                self.in_flight.add(it.kernel.identity)
+                it.future = pool.submit(_timed_evaluate, self.evaluator, it.kernel)
+                self.pending.append(it)
+            if not self.seeds_queued:
+                self.seeds_queued = True
+                for it in self._seed_items():
+                    self.budget.candidates += 1
+                    self._submit(it, pool)
+            while True:
+                while len(self.pending) < capacity and not self.budget.exhausted():
+                    try:
+                        item = self._propose()
+                    except NoParent:
+                        if not self.pending:
+                            raise
+                        break
+                    if item is not None:
+                        self._submit(item, pool)
+                if not self.pending:
+                    if self.buffer or self.tells_since_checkpoint:
+                        with self.store.transaction() as tx:
+                            self._checkpoint(tx)
+                        self._after_commit()
+                    if self.budget.exhausted():
+                        break
+                    continue
+                if self.settings.ordered:
+                    item = self.pending.popleft()
+                else:
+                    done, _ = wait([it.future for it in self.pending], return_when=FIRST_COMPLETED)
+                    item = next(it for it in self.pending if it.future in done)
+                    self.pending.remove(item)
+                self._tell(item, item.future.result(), pool)
+        final = self.snapshot()
+        if self.on_snapshot is not None:
+            self.last_logged = -1
+            self.on_snapshot(final)
+        return final
+
+
+def _timed_evaluate(evaluator: Any, kernel: Kernel) -> EvalResult:
+    """Evaluate on a worker thread; an exception becomes a ``crash`` result rather than ending the run."""
+    t0 = time.perf_counter()
+    try:
+        res = evaluator.evaluate(kernel)
+    except Exception as e:
+        res = EvalResult(status=Status.CRASH, reason=f"evaluator raised {_short_exc(e)}")
+        log.debug("evaluator raised:\n%s", traceback.format_exc())
+    if not res.eval_seconds:
+        res.eval_seconds = time.perf_counter() - t0
+    return res
+
+
+def _short_exc(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:2000]
+
+
+def _json_cell(cell: Any) -> str:
+    import json
+
+    return json.dumps([int(c) for c in cell])
