@@ -110,6 +110,14 @@ def _fmt(x: float) -> str:
     return f"{x:g}" if abs(x) >= 0.01 else f"{x:.3g}"
 
 
+def _resolve_gpu(gpu: Any) -> Any:
+    if isinstance(gpu, str) and not gpu.startswith("sm_") and not gpu[:1].isdigit():
+        from evaluators.hardware import get_gpu  # a GPU name such as "h200"
+
+        return get_gpu(gpu)
+    return gpu
+
+
 def _cc_of(gpu: Any) -> tuple[int, int]:
     cc = getattr(gpu, "cc", gpu)
     if isinstance(cc, str):  # "sm_90" or "9.0"
@@ -126,14 +134,16 @@ def default_dimensions(gpu: Any = (9, 0), *, warp_bins: int = 8, traffic_bins: i
                        traffic_max: float = 4.0) -> list[Dimension]:
     """The default descriptors: registers/thread, active warps/SM, DRAM traffic ratio.
 
-    gpu: a ``evaluators.hardware.GPUSpec`` (its ``cc`` and, when present, ``max_warps_per_sm``), a
-        ``(major, minor)`` tuple or ``"sm_90"``; ValueError for an unknown compute capability.
+    gpu: a ``evaluators.hardware.GPUSpec`` (its ``cc`` and ``max_warps_per_sm``), a GPU name for
+        ``evaluators.hardware.get_gpu`` (``"h200"``), a ``(major, minor)`` tuple or ``"sm_90"``; ValueError for
+        an unknown compute capability.
     - ``registers``: edges at the sm_90 occupancy cliffs ``REGISTER_EDGES`` (0, 32, ..., 168, 255).
       The 64K-register file and the 255 registers/thread cap hold for every cc >= 7.0, so the edges are shared.
     - ``active_warps``: ``warp_bins`` equal bins over 0..max resident warps per SM (64 on sm_90).
     - ``traffic_ratio``: static DRAM bytes / the workload's minimum bytes, ``traffic_bins`` log-spaced bins from
       1x to ``traffic_max`` x (a kernel at the minimum lands in bin 0; above the top clips into the last bin).
     """
+    gpu = _resolve_gpu(gpu)
     cc = _cc_of(gpu)
     max_warps = getattr(gpu, "max_warps_per_sm", None)
     if max_warps is None:

@@ -30,6 +30,7 @@ def test_default_dimensions_sm90_edges():
     assert dims[2].n_bins == 8
     assert dims[2].edges[4] == pytest.approx(2.0)  # log-spaced: the midpoint of 1..4 is 2
     assert default_dimensions("sm_86")[1].edges[-1] == 48  # 48 warps/SM on sm_86
+    assert default_dimensions("h200") == dims
     with pytest.raises(ValueError, match="unknown compute capability"):
         default_dimensions((1, 0))
 

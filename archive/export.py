@@ -1,0 +1,178 @@
+"""Export the best kernels of a run: PTX, cubin and a JSON card each.
+
+``export_best(store, archive, out_dir)`` writes, for the best elite overall (name ``best``) and for the elite of
+every archive cell (name ``cell_<i>_<j>_...``):
+
+- ``<name>.ptx``: the module text as stored;
+- ``<name>.cubin``: the stored cubin, else compiled now with ``evaluators.toolchain.compile_ptx`` for ``arch``
+  (when ptxas refuses or is missing, the card says why and no cubin is written);
+- ``<name>.json``: the card, see ``card_for``;
+
+plus ``index.json`` listing every exported kernel with its objective and cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, is_dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from archive.grid import GridArchive
+from archive.store import CandidateRow, Store
+
+CARD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ExportedKernel:
+    """Files written for one kernel (cubin_path None when no cubin could be produced)."""
+
+    name: str
+    candidate_id: int
+    ptx_path: Path
+    cubin_path: Path | None
+    card_path: Path
+
+
+def _versions(store: Store) -> dict[str, Any]:
+    v: dict[str, Any] = {"card": CARD_VERSION, "python": platform.python_version()}
+    try:
+        v["ptxforge"] = metadata.version("ptxforge")
+    except metadata.PackageNotFoundError:
+        v["ptxforge"] = None
+    try:
+        from evaluators.toolchain import ptxas_version
+
+        v["ptxas"] = ptxas_version()
+    except Exception as e:  # no ptxas here: the card still records everything else
+        v["ptxas"] = f"unavailable: {e}"
+    run_versions = store.get_meta("versions")
+    if run_versions is not None:
+        v["run"] = run_versions
+    return v
+
+
+def _jsonable(x: Any) -> Any:
+    return asdict(x) if is_dataclass(x) and not isinstance(x, type) else x
+
+
+def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = None, arch: str = "sm_90",
+             versions: dict[str, Any] | None = None, lineage: list[dict[str, Any]] | None = None,
+             store_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON card of one stored candidate.
+
+    Keys: name, candidate_id, identity, entry, launch (``LaunchConfig.to_json``), launch_dims (per measured
+    shape: grid, block, dynamic smem bytes, when a workload is given), abi (the workload's ``ParamSpec`` list),
+    workload, dtype, status, reason, objective, objective_definition, shapes (the stored per-shape numbers:
+    time_us in µs, gbps in GB/s, frac_copy, speedups, baseline_us, estimate), resources, occupancy,
+    traffic_bytes (bytes), features, cell, method (evaluator, estimate flag), gpu, arch, versions, operator,
+    edit_text, parents, lineage (operator and objective per step), exported_at (UNIX seconds)."""
+    m = row.metrics
+    meta = store_meta or {}
+    card: dict[str, Any] = {
+        "name": name, "candidate_id": row.id, "identity": row.identity,
+        "entry": row.entry or getattr(workload, "entry", ""), "launch": row.launch,
+        "workload": getattr(workload, "name", meta.get("workload")),
+        "dtype": getattr(workload, "dtype", None),
+        "abi": [_jsonable(p) for p in getattr(workload, "abi", ())] or None,
+        "status": row.status, "reason": row.reason, "objective": row.objective,
+        "objective_definition": (f"geomean speedup over {workload.primary_baseline} across the measured shapes"
+                                 if workload is not None else meta.get("objective")),
+        "shapes": m.get("shapes", []), "resources": m.get("resources"), "occupancy": m.get("occupancy"),
+        "traffic_bytes": m.get("traffic_bytes"), "measured_dram_bytes": m.get("measured_dram_bytes"),
+        "features": row.features, "cell": row.cell,
+        "method": {"evaluator": meta.get("evaluator"), "estimate": bool(m.get("estimate", False)),
+                   "eval_seconds": row.eval_seconds},
+        "gpu": _jsonable(gpu) if gpu is not None else meta.get("gpu"), "arch": arch,
+        "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,
+        "lineage": lineage or [], "exported_at": time.time(),
+    }
+    if workload is not None and row.launch:
+        from population.kernel import LaunchConfig
+
+        launch = LaunchConfig.from_json(row.launch)
+        dims = []
+        for s in card["shapes"]:
+            shape = tuple(s["shape"])
+            try:
+                grid, block, smem = workload.launch_dims(shape, launch)
+                dims.append({"shape": list(shape), "grid": list(grid), "block": list(block), "smem_bytes": smem})
+            except ValueError as e:
+                dims.append({"shape": list(shape), "error": str(e)})
+        card["launch_dims"] = dims
+    return card
+
+
+def _cubin_for(row: CandidateRow, arch: str) -> tuple[bytes | None, str | None]:
+    if row.cubin:
+        return row.cubin, None
+    try:
+        from evaluators.toolchain import compile_ptx
+
+        return compile_ptx(row.ptx, arch).cubin, None
+    except Exception as e:  # CompileError, ToolchainNotFound: the card records why there is no cubin
+        return None, f"{type(e).__name__}: {e}"
+
+
+def export_kernel(row: CandidateRow, out_dir: Path, name: str, **card_kw: Any) -> ExportedKernel:
+    """Write ``<name>.ptx``, ``<name>.cubin`` and ``<name>.json`` for one row (see ``card_for`` for card_kw)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arch = card_kw.get("arch", "sm_90")
+    ptx_path = out_dir / f"{name}.ptx"
+    ptx_path.write_text(row.ptx)
+    cubin, err = _cubin_for(row, arch)
+    cubin_path = None
+    card = card_for(row, name=name, **card_kw)
+    card["ptx_sha256"] = hashlib.sha256(row.ptx.encode()).hexdigest()
+    if cubin is not None:
+        cubin_path = out_dir / f"{name}.cubin"
+        cubin_path.write_bytes(cubin)
+        card["cubin_sha256"] = hashlib.sha256(cubin).hexdigest()
+        card["cubin_source"] = "store" if row.cubin else f"ptxas -arch={arch}"
+    else:
+        card["cubin_error"] = err
+    card_path = out_dir / f"{name}.json"
+    card_path.write_text(json.dumps(card, indent=2, sort_keys=True, default=str))
+    return ExportedKernel(name, int(row.id), ptx_path, cubin_path, card_path)  # type: ignore[arg-type]
+
+
+def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, workload: Any = None, *,
+                arch: str = "sm_90", gpu: Any = None, cells: bool = True) -> list[ExportedKernel]:
+    """Export the best kernel overall (``best``) and, with ``cells``, every cell's elite (``cell_i_j_k``).
+
+    archive: the run's GridArchive whose elites' ``candidate_id`` are store row ids; None exports only the
+    store's best ok row. gpu: a ``GPUSpec`` or name for the card (default: store meta ``gpu``).
+    Returns the exported kernels, best first. ValueError when there is nothing to export; StoreError when an
+    elite's row is missing from the store."""
+    from archive.lineage import lineage_steps
+
+    out = Path(out_dir)
+    if archive is not None and len(archive):
+        best_row = store.get(int(archive.best().candidate_id))  # type: ignore[union-attr]
+        elites = archive.elites() if cells else []
+    else:
+        best_row = store.best()
+        elites = []
+    if best_row is None:
+        raise ValueError(f"{store.path}: no ok candidate to export")
+    kw = {"workload": workload, "gpu": gpu, "arch": arch, "versions": _versions(store), "store_meta": store.meta()}
+
+    def lineage(row: CandidateRow) -> list[dict[str, Any]]:
+        return [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id)]
+
+    done = [export_kernel(best_row, out, "best", lineage=lineage(best_row), **kw)]
+    for e in elites:
+        row = store.get(int(e.candidate_id))
+        done.append(export_kernel(row, out, "cell_" + "_".join(str(c) for c in e.cell), lineage=lineage(row),
+                                  **kw))
+    index = [{"name": k.name, "candidate_id": k.candidate_id, "ptx": k.ptx_path.name,
+              "cubin": k.cubin_path.name if k.cubin_path else None, "card": k.card_path.name,
+              "objective": json.loads(k.card_path.read_text())["objective"],
+              "cell": json.loads(k.card_path.read_text())["cell"]} for k in done]
+    (out / "index.json").write_text(json.dumps(index, indent=2))
+    return done
