@@ -358,8 +358,8 @@ def infer_register_types(fn: Function, names: set[str] | None = None) -> dict[st
     """A declaration type for each register in ``names`` (default: the undeclared ones).
 
     From every typed occurrence (:func:`operand_types`): ``pred`` if any occurrence is a predicate; else the
-    nvcc prefix type (``%f`` f32, ``%rd`` b64 ...) when it is compatible with every occurrence; else ``bN``
-    with N the width at the first definition (or the first use). Untyped registers (only address bases, say)
+    nvcc prefix type (``%f`` f32, ``%rd`` b64 ...) when it is compatible with every occurrence; else the type of
+    the first definition (then of any occurrence) that fits every occurrence; else ``bN`` with N the width at the first definition (or the first use). Untyped registers (only address bases, say)
     fall back to the nvcc prefix type, then to ``b64`` for address bases. Raises ValueError naming the
     register when no rule gives a type."""
     names = undeclared_registers(fn) if names is None else set(names)
@@ -383,7 +383,8 @@ def infer_register_types(fn: Function, names: set[str] | None = None) -> dict[st
                 out[name] = prefix
             else:
                 first = next((t for t, d in obs if d), obs[0][0])
-                out[name] = f"b{TYPE_BITS[first]}"
+                fits = [t for t in (first, *(t for t, _ in obs)) if all(compatible(t, u) for u, _ in obs)]
+                out[name] = fits[0] if fits else f"b{TYPE_BITS[first]}"
         elif prefix is not None:
             out[name] = prefix
         elif name in addr_base:
