@@ -5,7 +5,8 @@ compiled, passed the gate, improved the archive), keeps the commonest failure re
 numbers, register names and numbers stripped, see ``normalise_reason``), recent ptxas and gate failure
 messages, and free-text lessons (a critic role's one-liners) with their source.
 
-How far a status got (``STAGE_OF_STATUS``): ``no_proposal``/``parse_error``/``apply_error`` -> proposed only;
+How far a status got (``STAGE_OF_STATUS``): ``no_proposal``/``operator_error``/``parse_error``/``apply_error``
+-> proposed only;
 ``compile_error``/``skipped`` -> applied; ``load_error``, ``launch_error``, ``timeout``, ``crash``,
 ``wrong_result``, ``nondeterministic``, ``too_fast_to_be_true`` -> compiled; ``ok`` -> passed the gate, and
 ``improved=True`` (the child entered the archive) -> improved.
@@ -35,7 +36,7 @@ from typing import Any
 from archive.knowledge import STAGES, KnowledgeStore, Note, StageCounts
 
 STAGE_OF_STATUS: dict[str, int] = {
-    "no_proposal": 0, "parse_error": 0, "apply_error": 0,
+    "no_proposal": 0, "operator_error": 0, "parse_error": 0, "apply_error": 0,
     "compile_error": 1, "skipped": 1,
     "load_error": 2, "launch_error": 2, "timeout": 2, "crash": 2, "wrong_result": 2, "nondeterministic": 2,
     "too_fast_to_be_true": 2,
@@ -140,6 +141,9 @@ class Lessons:
         self.family, self.gpu, self.run = family, gpu, run
         self.counts: dict[tuple[str, str], StageCounts] = {}
         self.failures: Counter[tuple[str, str, str, str]] = Counter()
+        self._failures_by_kind: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
+        self._version = 0  # bumped on every change; top_lines is cached per version (called per proposal)
+        self._top_cache: tuple[int, int, list[str]] | None = None
         self.recent: deque[tuple[str, str, str, str]] = deque(maxlen=recent)  # (operator, kind, status, reason)
         self.notes: list[Note] = []
         self._pending_events: list[tuple[Any, ...]] = []
@@ -184,6 +188,7 @@ class Lessons:
             return ""
         n = Note(clean, sanitize_text(source, 60), operator, edit_kind, time.time())
         self.notes.append(n)
+        self._version += 1
         self._k_notes.append(n)
         self._pending_notes.append((n, candidate_id))
         return clean
@@ -191,8 +196,10 @@ class Lessons:
     def _count(self, operator: str, kind: str, status: str, improved: bool, reason: str) -> None:
         c = self.counts.setdefault((operator, kind), StageCounts())
         _bump(c, STAGE_OF_STATUS[status], improved)
+        self._version += 1
         if status != "ok":
             self.failures[(operator, kind, status, reason)] += 1
+            self._failures_by_kind.setdefault((operator, kind), Counter())[(status, reason)] += 1
             if status == "compile_error" or status in GATE_FAILURES:
                 self.recent.append((operator, kind, status, reason))
 
@@ -253,7 +260,7 @@ class Lessons:
         keys = set(self.counts) | (set(self.prior) if include_prior else set())
         out = []
         for op, kind in sorted(keys):
-            fails = sorted(((s, r, n) for (o, k, s, r), n in self.failures.items() if (o, k) == (op, kind)),
+            fails = sorted(((s, r, n) for (s, r), n in self._failures_by_kind.get((op, kind), {}).items()),
                            key=lambda x: (-x[2], x[0], x[1]))[:n_failures]
             out.append(KindSummary(op, kind, self.counts.get((op, kind), StageCounts()),
                                    self.prior.get((op, kind), StageCounts()) if include_prior else StageCounts(),
@@ -265,6 +272,13 @@ class Lessons:
         (by improvement rate), edit kinds that tend to fail (by the stage they fail at, with the commonest
         reason), recent ptxas/gate failure messages, and free-text lessons. Counts include the prior from
         earlier runs; kinds with fewer than MIN_SAMPLES proposals are left out."""
+        if self._top_cache is not None and self._top_cache[:2] == (self._version, n):
+            return list(self._top_cache[2])
+        out = self._top_lines(n)
+        self._top_cache = (self._version, n, out)
+        return list(out)
+
+    def _top_lines(self, n: int) -> list[str]:
         helps, fails = [], []
         for s in self.summary():
             t = s.total
