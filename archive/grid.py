@@ -84,6 +84,7 @@ class Dimension:
 
     @property
     def n_bins(self) -> int:
+        """Number of bins (len(edges) - 1)."""
         return len(self.edges) - 1
 
     def bin(self, value: float) -> int:
@@ -99,10 +100,12 @@ class Dimension:
         return [f"({_fmt(a)}, {_fmt(b)}]" for a, b in zip(self.edges, self.edges[1:])]
 
     def to_json(self) -> dict[str, Any]:
+        """``{name, edges, unit}``, the form ``from_json`` and ``dims_from_config`` read."""
         return {"name": self.name, "edges": list(self.edges), "unit": self.unit}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Dimension:
+        """Inverse of ``to_json``; ValueError for bad edges."""
         return cls(name=str(d["name"]), edges=tuple(d["edges"]), unit=str(d.get("unit", "")))
 
 
@@ -179,11 +182,13 @@ class Elite:
     added: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-able dict (cell as a list); ``from_json`` restores an equal Elite."""
         return {"candidate_id": self.candidate_id, "objective": self.objective, "features": self.features,
                 "cell": list(self.cell), "curiosity": self.curiosity, "added": self.added}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Elite:
+        """Inverse of ``to_json``."""
         return cls(candidate_id=d["candidate_id"], objective=float(d["objective"]),
                    features={str(k): float(v) for k, v in d["features"].items()}, cell=tuple(d["cell"]),
                    curiosity=float(d.get("curiosity", 0.0)), added=int(d.get("added", 0)))
@@ -206,6 +211,7 @@ class AddResult:
 
     @property
     def added(self) -> bool:
+        """True for ``"new"`` and ``"improved"``."""
         return self.status != "not_added"
 
 
@@ -240,6 +246,7 @@ class GridArchive:
 
     @property
     def n_cells(self) -> int:
+        """Total cells of the grid (product of bins per dimension)."""
         return int(np.prod(self.shape))
 
     def index_of(self, features: Mapping[str, float]) -> Cell:
@@ -284,6 +291,7 @@ class GridArchive:
         return True
 
     def clear(self) -> None:
+        """Remove every elite and reset the insertion counter."""
         self._cells.clear()
         self._by_id.clear()
         self._counter = 0

@@ -170,6 +170,7 @@ class KnowledgeStore:
         return [Note(*r) for r in rows]
 
     def close(self) -> None:
+        """Close the connection (committed merges are already on disk)."""
         with self._lock:
             self._conn.close()
 

@@ -121,6 +121,7 @@ class KindSummary:
 
     @property
     def total(self) -> StageCounts:
+        """This run's counts plus the prior."""
         return self.counts + self.prior
 
 

@@ -37,6 +37,7 @@ class ArchiveStats:
     qd_offset: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
+        """The fields as a dict (for W&B summaries and metrics files)."""
         return asdict(self)
 
 

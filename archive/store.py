@@ -247,6 +247,7 @@ class Transaction:
         return int(last)
 
     def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON-able ``value`` under ``key`` in this transaction."""
         self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -457,6 +458,7 @@ class Store:
         return None if cp is None else cp.state
 
     def checkpoint_names(self) -> list[str]:
+        """Names of all saved checkpoints, sorted."""
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT name FROM checkpoints ORDER BY name")]
 
@@ -480,6 +482,7 @@ class Store:
             tx.set_meta(key, value)
 
     def get_meta(self, key: str, default: Any = None) -> Any:
+        """The value stored under ``key``, or ``default``."""
         with self._lock:
             r = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if r is None else json.loads(r[0])
@@ -496,6 +499,7 @@ class Store:
             return self._conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
+        """Close the connection; committed transactions are on disk (see the crash model)."""
         with self._lock:
             self._conn.close()
 
