@@ -411,6 +411,8 @@ class _Builder(Transformer):
     # -------------------------------------------------------------------------------- statements
     def instruction(self, c: list) -> ast.Instruction:
         first: Token = c[0]
+        if first.type == "INSTRUCTION":
+            return self._fast_instruction(first)
         semi: Token = c[-1]
         pred = None
         i = 0
@@ -429,6 +431,43 @@ class _Builder(Transformer):
             opcode=opcode, modifiers=modifiers, operands=operands, predicate=pred, loc=self._loc(first), trivia=trivia
         )
         node.layout = ((opcode, modifiers, operands, pred), raw)
+        return node
+
+    def _fast_instruction(self, tok: Token) -> ast.Instruction:
+        """An instruction lexed as one token: opcode by regex, operands by ``_OperandScanner``. Text the
+        scanner cannot read goes through the token-level grammar, which gives the error (or the node)."""
+        text = str(tok)
+        m = _HEAD.match(text)
+        assert m is not None  # the INSTRUCTION terminal starts with the same pattern
+        pred = None
+        if m.group(1) is not None:
+            pred = ast.Predicate(ast.Register(m.group(2)), m.group(1) == "!")
+        parts = m.group(3).split(".")
+        operands = _OperandScanner(self).scan(text, m.end(), len(text) - 1)
+        if operands is None:
+            return self._reference_instruction(tok)
+        trivia, raw = self._take(tok.start_pos, tok.end_pos)
+        opcode = parts[0]
+        modifiers = tuple(parts[1:])
+        node = ast.Instruction(
+            opcode=opcode, modifiers=modifiers, operands=operands, predicate=pred, loc=self._loc(tok), trivia=trivia
+        )
+        node.layout = ((opcode, modifiers, operands, pred), raw)
+        return node
+
+    def _reference_instruction(self, tok: Token) -> ast.Instruction:
+        registers = set().union(*self.scopes)
+        for ranges in self.ranges:
+            for prefix, count in ranges:
+                registers.update(f"{prefix}{i}" for i in range(count))
+        # Pad so that line and column numbers of the re-parse are those of the file.
+        pad = "\n" * (tok.line - 1) + " " * (tok.column - 1)
+        stmts = _reference_statements(pad + str(tok), registers, self.file)
+        if len(stmts) != 1 or not isinstance(stmts[0], ast.Instruction):
+            raise self._error(tok, "expected one instruction")
+        node = stmts[0]
+        node.trivia, raw = self._take(tok.start_pos, tok.end_pos)
+        node.layout = ((node.opcode, node.modifiers, node.operands, node.predicate), raw)
         return node
 
     def label(self, c: list) -> ast.Label:
@@ -506,6 +545,150 @@ class _Builder(Transformer):
         return ast.ParenList(tuple(c[1:-1]))
 
 
+_HEAD = re.compile(r"(?:@(!?)([%$A-Za-z_][A-Za-z0-9_$]*)[ \t]*)?([A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z0-9_$:]+)*)")
+_OPERAND_TOKEN = re.compile(
+    r"(?P<ws>(?:\s|//[^\n]*|/\*[\s\S]*?\*/)+)"
+    r"|(?P<reg>%[A-Za-z0-9_$]+(?:\.[A-Za-z][A-Za-z0-9_]*)?)"
+    r"|(?P<num>-?(?:0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|0[xX][0-9a-fA-F]+[uU]?|0[bB][01]+[uU]?"
+    r"|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[uU]?)(?![A-Za-z0-9_$.]))"
+    r"|(?P<name>[A-Za-z_$][A-Za-z0-9_$]*)"
+    r"|(?P<p>[\[\]{}(),+|!-])"
+)
+
+
+class _OperandScanner:
+    """Reads an instruction's operand list with the ``operand`` rules of grammar.lark, by regex tokens and
+    recursive descent; returns None on anything it does not accept (the caller then re-parses)."""
+
+    __slots__ = ("b", "i", "toks")
+
+    def __init__(self, builder: _Builder) -> None:
+        self.b = builder
+
+    def scan(self, text: str, start: int, end: int) -> tuple | None:
+        toks = []
+        pos = start
+        match = _OPERAND_TOKEN.match
+        while pos < end:
+            m = match(text, pos)
+            if m is None:
+                return None
+            kind = m.lastgroup
+            if kind != "ws":
+                toks.append((kind, m.group()))
+            pos = m.end()
+        if pos != end:
+            return None
+        if not toks:
+            return ()
+        self.toks = toks
+        self.i = 0
+        try:
+            out = self._list(None)
+        except (IndexError, _Reject):
+            return None
+        if self.i != len(toks):
+            return None
+        return tuple(out)
+
+    def _list(self, close: str | None) -> list:
+        toks = self.toks
+        out = []
+        if close is not None and toks[self.i] == ("p", close):
+            self.i += 1
+            return out
+        while True:
+            out.append(self._operand())
+            kind, text = toks[self.i] if self.i < len(toks) else ("end", "")
+            if kind == "p" and text == ",":
+                self.i += 1
+                continue
+            if close is None:
+                return out
+            if kind == "p" and text == close:
+                self.i += 1
+                return out
+            raise _Reject
+
+    def _operand(self) -> ast.Operand:
+        toks = self.toks
+        kind, text = toks[self.i]
+        self.i += 1
+        b = self.b
+        if kind == "reg" or kind == "name":
+            if self.i < len(toks) and toks[self.i] == ("p", "|"):
+                k2, t2 = toks[self.i + 1]
+                if k2 != "reg" and k2 != "name":
+                    raise _Reject
+                self.i += 2
+                return ast.PredicatePair(ast.Register(text), ast.Register(t2))
+            if kind == "reg":
+                base = text.split(".", 1)[0]
+                if base in SPECIAL_REGISTERS or _SPECIAL_PATTERN.match(base):
+                    return ast.SpecialRegister(text)
+                return ast.Register(text)
+            if b._declared(text):
+                return ast.Register(text)
+            return ast.Sink() if text == "_" else ast.Symbol(text)
+        if kind == "num":
+            return ast.Immediate(text)
+        if text == "[":
+            return self._address()
+        if text == "{":
+            return ast.Vector(tuple(self._list("}")))
+        if text == "(":
+            return ast.ParenList(tuple(self._list(")")))
+        if text == "!":
+            k2, t2 = toks[self.i]
+            if k2 != "reg" and k2 != "name":
+                raise _Reject
+            self.i += 1
+            return ast.Negated(ast.Register(t2))
+        raise _Reject
+
+    def _address(self) -> ast.Address:
+        toks = self.toks
+        kind, text = toks[self.i]
+        self.i += 1
+        base: ast.Register | ast.Symbol | ast.Immediate
+        if kind == "num":
+            base = ast.Immediate(text)
+        elif kind == "reg":
+            b = text.split(".", 1)[0]
+            if b in SPECIAL_REGISTERS or _SPECIAL_PATTERN.match(b):
+                raise _Reject
+            base = ast.Register(text)
+        elif kind == "name":
+            if self.b._declared(text):
+                base = ast.Register(text)
+            elif text == "_":
+                raise _Reject
+            else:
+                base = ast.Symbol(text)
+        else:
+            raise _Reject
+        kind, text = toks[self.i]
+        self.i += 1
+        if text == "]" and kind == "p":
+            return ast.Address(base, None)
+        sign = 1
+        if kind == "p" and text in "+-":
+            sign = -1 if text == "-" else 1
+            kind, text = toks[self.i]
+            self.i += 1
+        if kind != "num":
+            raise _Reject
+        value = ast.Immediate(text).value
+        if not isinstance(value, int) or toks[self.i] != ("p", "]"):
+            raise _Reject
+        self.i += 1
+        return ast.Address(base, sign * value)
+
+
+class _Reject(Exception):
+    """The operand scanner met something outside the operand rules."""
+
+
 _LOCK = threading.Lock()
 _PARSER: Lark | None = None
 _BUILDER: _Builder | None = None
@@ -527,12 +710,53 @@ def _parser() -> tuple[Lark, _Builder]:
     return _PARSER, _BUILDER
 
 
+_REF_LOCK = threading.Lock()
+_REF_PARSER: Lark | None = None
+_REF_BUILDER: _Builder | None = None
+
+
+def reference_grammar() -> str:
+    """grammar.lark without the whole-instruction INSTRUCTION fast path: every instruction is read token by
+    token by the ``operand`` rules. Used for exact error positions and to check the fast path against."""
+    text = GRAMMAR_PATH.read_text()
+    return text.replace("           | INSTRUCTION\n", "")
+
+
+def reference_parser() -> tuple[Lark, _Builder]:
+    """The Lark parser built from ``reference_grammar()`` and its AST builder (one parse at a time)."""
+    global _REF_PARSER, _REF_BUILDER
+    if _REF_PARSER is None or _REF_BUILDER is None:
+        builder = _Builder()
+        _REF_PARSER = Lark(
+            reference_grammar(),
+            parser="lalr",
+            lexer="contextual",
+            transformer=builder,
+            start=["start", "stmts"],
+            maybe_placeholders=False,
+        )
+        _REF_BUILDER = builder
+    return _REF_PARSER, _REF_BUILDER
+
+
+def _reference_statements(text: str, registers: Iterable[str], file: str | None) -> list:
+    parser, builder = reference_parser()
+    with _REF_LOCK:
+        builder.reset(text, file, registers)
+        try:
+            return parser.parse(text, start="stmts")
+        except UnexpectedInput as e:
+            raise _convert(e, text, file) from None
+        finally:
+            builder.reset("", None, ())
+
+
 def _expected_text(expected: Iterable[str]) -> str:
     names = sorted({_TERMINAL_NAMES.get(e, e) for e in expected if not e.startswith("__")})
     if not names:
         return ""
     if len(names) > 8:
-        names = names[:8] + ["..."]
+        names = [*names[:8], "..."]
     return "expected one of: " + ", ".join(names)
 
 
@@ -559,7 +783,7 @@ def _unknown_directive(text: str, pos: int) -> tuple[str, int] | None:
 
 def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int = 0) -> PTXSyntaxError:
     pos = getattr(err, "pos_in_stream", None)
-    if isinstance(err, UnexpectedToken) and err.token.type == "$END" or isinstance(err, UnexpectedEOF):
+    if (isinstance(err, UnexpectedToken) and err.token.type == "$END") or isinstance(err, UnexpectedEOF):
         pos = len(text)
     if pos is None:
         pos = len(text)
