@@ -8,7 +8,7 @@ the grid of a launch and for how each ``.param`` of the entry is bound.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -154,6 +154,13 @@ class Workload(ABC):
         """(atol, rtol): an output element passes when ``|out - ref| <= atol + rtol * |ref|``."""
 
     # -- shared helpers -----------------------------------------------------------------------------------------
+    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int,
+                         xp: ModuleType = np) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
+        """(index, reference) pairs that together cover every output element, each reference small enough
+        (about ``max_elements``) to hold in float64; ``out[index]`` is compared with it. The default is one
+        block; workloads whose rows are independent override it so huge shapes can be checked."""
+        yield (), self.reference(inputs, xp)
+
     def gbps(self, shape: Shape, time_us: float) -> float:
         """Achieved bandwidth in GB/s (1e9 bytes/s): ``bytes_moved(shape) / time``."""
         return self.bytes_moved(shape) / (time_us * 1e-6) / 1e9

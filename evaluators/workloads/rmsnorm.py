@@ -10,7 +10,7 @@ suites): bf16 atol 3e-2, fp16 atol 1e-2, fp32 atol 1e-4, rtol 1e-3 for all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from types import ModuleType
 from typing import Any
@@ -218,6 +218,15 @@ class RMSNorm(Workload):
         w = inputs["w"].astype(xp.float64)
         ms = xp.mean(x * x, axis=1, keepdims=True)
         return {"y": x / xp.sqrt(ms + self.eps) * w}
+
+    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int,
+                         xp: ModuleType = np) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
+        """Row blocks of at most ``max_elements`` elements (at least one row): rows are independent."""
+        m, n = inputs["x"].shape
+        rows = max(1, max_elements // n)
+        for r0 in range(0, m, rows):
+            idx = (slice(r0, min(m, r0 + rows)),)
+            yield idx, self.reference({"x": inputs["x"][idx], "w": inputs["w"]}, xp)
 
     @property
     def tolerance(self) -> tuple[float, float]:

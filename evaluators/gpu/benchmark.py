@@ -1,0 +1,101 @@
+"""Timing on the GPU with CUDA events: warm-up, L2 flush before every timed launch, interleaving, median.
+
+Method (DESIGN.md, "Traps"): each callable is warmed up, then the callables are timed round-robin in the same
+process (candidate, baseline 1, baseline 2, candidate, ...) so clock and thermal drift hit all alike; before
+every timed launch a buffer of twice the L2 size is overwritten (``cudaMemsetAsync``) so the launch reads its
+inputs from DRAM; each launch sits between two events on the stream; the result is the median in µs.
+The copy roofline is a device-to-device ``cudaMemcpyAsync`` of ``COPY_BYTES``, counted as bytes read plus
+bytes written, median of repeats. Only runs inside a process that owns a GPU (the worker).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+COPY_BYTES = 1 << 30  # 1 GiB each way: far beyond the 60 MiB L2 of an H200
+# A measured bandwidth above the copy roofline by more than this factor is a bug, not a result.
+ROOFLINE_SLACK = 1.05
+
+
+def cupy_module() -> Any:
+    """Import CuPy (raises ImportError with a hint when it is missing)."""
+    try:
+        import cupy
+    except ImportError as e:  # pragma: no cover - only on a machine without CuPy
+        raise ImportError("GPU evaluation needs CuPy (pip install cupy-cuda13x)") from e
+    return cupy
+
+
+@dataclass
+class L2Flusher:
+    """Overwrites ``nbytes`` of device memory (twice the L2 by default) on the current stream."""
+
+    nbytes: int
+    buf: Any = None
+
+    @classmethod
+    def for_device(cls, factor: int = 2) -> L2Flusher:
+        cp = cupy_module()
+        l2 = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())["l2CacheSize"])
+        n = max(factor * l2, 8 << 20)
+        return cls(n, cp.empty(n, dtype=cp.uint8))
+
+    def __call__(self) -> None:
+        cp = cupy_module()
+        cp.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.nbytes, cp.cuda.get_current_stream().ptr)
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any]], flush: Callable[[], None] | None = None, *,
+                     warmup: int = 3, repeats: int = 20) -> dict[str, list[float]]:
+    """Time each callable ``repeats`` times, round-robin, each launch between two CUDA events after ``flush``.
+
+    fns: name -> a callable that enqueues the work (a kernel launch) on the current stream.
+    Returns name -> list of per-launch times in µs (take the median). Exceptions of the callables propagate.
+    """
+    cp = cupy_module()
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    cp.cuda.get_current_stream().synchronize()
+    marks: dict[str, list[tuple[Any, Any]]] = {n: [] for n in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            if flush is not None:
+                flush()
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            marks[name].append((start, end))
+    cp.cuda.get_current_stream().synchronize()
+    return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.items()}
+
+
+def median_us(samples: list[float]) -> float:
+    """Median of per-launch times (µs)."""
+    return float(statistics.median(samples))
+
+
+def copy_bandwidth_gbps(nbytes: int = COPY_BYTES, repeats: int = 10) -> float:
+    """Device-to-device copy bandwidth in GB/s (1e9 B/s), counting ``2 * nbytes`` (read + write), median of
+    ``repeats`` after warm-up, on the current device."""
+    cp = cupy_module()
+    src = cp.empty(nbytes, dtype=cp.uint8)
+    src.fill(1)  # never time on untouched pages
+    dst = cp.empty_like(src)
+    stream = cp.cuda.get_current_stream()
+
+    def copy() -> None:
+        cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes,
+                                    cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    t = median_us(time_interleaved({"copy": copy}, warmup=3, repeats=repeats)["copy"])
+    return 2 * nbytes / (t * 1e-6) / 1e9
+
+
+def too_fast(gbps: float, copy_gbps: float, slack: float = ROOFLINE_SLACK) -> bool:
+    """True when a bandwidth is beyond the measured copy roofline (times ``slack``): a bug, not a result."""
+    return copy_gbps > 0 and gbps > copy_gbps * slack

@@ -1,0 +1,67 @@
+"""Static facts about a compiled kernel that every evaluation reports: occupancy, traffic and features.
+
+Uses the project's occupancy calculator (cuda_occupancy.h algorithm), the static traffic estimate and, when
+present, ``evaluators.features.kernel_features`` for the archive's behaviour measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluators.types import Occupancy, ResourceUsage
+from evaluators.workloads.base import Shape, Workload
+from population.kernel import Kernel
+
+
+@dataclass
+class Description:
+    """occupancy (None if the launch cannot run); traffic: the TrafficEstimate (or None when the analysis
+    failed, with ``notes`` saying why); features: behaviour measures by name."""
+
+    occupancy: Occupancy | None
+    traffic: Any
+    features: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape: Shape,
+             cc: tuple[int, int] = (9, 0)) -> Description:
+    """Occupancy, static traffic at ``shape`` and behaviour features of ``kernel`` given ptxas' ``resources``.
+
+    Raises ValueError if the launch rule refuses the kernel's launch config at ``shape``.
+    """
+    from evaluators.occupancy import occupancy
+
+    grid, block, smem = workload.launch_dims(shape, kernel.launch)
+    notes: dict[str, str] = {}
+    occ: Occupancy | None
+    try:
+        occ = occupancy(kernel.launch.threads, resources.registers, resources.shared_static_bytes,
+                        dynamic_shared_bytes=smem, barriers=max(1, resources.barriers), cc=cc)
+    except ValueError as e:
+        occ, notes["occupancy"] = None, str(e)
+    traffic = None
+    try:
+        from evaluators.traffic import estimate_traffic
+
+        elt = getattr(workload, "elt", None)
+        traffic = estimate_traffic(kernel.module.function(kernel.entry), grid, block,
+                                   workload.elements_per_cta_sweep(shape, kernel.launch), element_bytes=elt)
+    except Exception as e:  # the estimate is advisory; a kernel it cannot model is still evaluated
+        notes["traffic"] = f"{type(e).__name__}: {e}"
+    features: dict[str, float]
+    try:
+        from evaluators.features import kernel_features
+
+        features = dict(kernel_features(kernel, workload, resources, occ, traffic))
+    except ImportError:
+        features = {"registers": float(resources.registers),
+                    "active_warps": float(occ.active_warps) if occ else 0.0,
+                    "occupancy": float(occ.occupancy) if occ else 0.0,
+                    "shared_bytes": float(resources.shared_static_bytes + smem)}
+        if traffic is not None:
+            features["traffic_ratio"] = float(traffic.bytes) / workload.bytes_moved(shape)
+    except Exception as e:
+        features, notes["features"] = {}, f"{type(e).__name__}: {e}"
+    return Description(occ, traffic, features, notes)

@@ -1,0 +1,182 @@
+"""GPUPool: the GPU evaluator the engine calls (``evaluators.types.Evaluator``), one worker per visible GPU.
+
+``evaluate(kernel)`` compiles the kernel with ptxas in the calling thread (``evaluators.toolchain.compile_ptx``),
+checks its ``.param`` list against the workload ABI, works out occupancy, static traffic and features, then hands
+the cubin to a free worker (blocking while all are busy) which gates and benchmarks it. Thread-safe: up to
+``capacity`` (= number of workers) evaluations run at once.
+
+Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
+(``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
+and ``extra["objective_baseline"]`` says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from evaluators.gpu.args import param_types
+from evaluators.gpu.describe import describe
+from evaluators.gpu.devices import visible_devices
+from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
+from evaluators.workloads.base import AbiMismatch, Shape, Workload, check_abi
+from population.kernel import Kernel
+
+
+class NoGPU(RuntimeError):
+    """No GPU is visible to CuPy, so a GPUPool cannot start."""
+
+
+def _shape_list(workload: Workload, shapes: str | Sequence[Shape]) -> list[Shape]:
+    if isinstance(shapes, str):
+        return workload.shape_list(shapes)
+    return [tuple(int(v) for v in s) for s in shapes]
+
+
+class GPUPool:
+    """Evaluates kernels on every visible GPU (or ``devices``).
+
+    Options: arch (ptxas target, "sm_90"); shapes ("search" | "benchmark" | "heldout" | list of shapes: what is
+    timed); gate (run the correctness gate, True); gate_shapes (None: the workload's); timeout_s (deadline per
+    candidate in the worker, seconds); startup_timeout_s; warmup, repeats (benchmark launches); baselines
+    ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
+    check_output (re-check the benchmarked output); seed (None: fresh gate inputs from the OS per
+    evaluation; an int: a reproducible sequence).
+    Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start.
+    """
+
+    estimate = False
+
+    def __init__(self, workload: Workload, *, devices: Sequence[int] | None = None, arch: str = "sm_90",
+                 shapes: str | Sequence[Shape] = "search", gate: bool = True,
+                 gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
+                 startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
+                 baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
+                 naive_baseline: bool = True, check_output: bool = True, seed: int | None = None):
+        from evaluators.toolchain import compile_ptx
+
+        if baselines not in ("cached", "interleaved", "none"):
+            raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
+        self.workload, self.arch = workload, arch
+        self.devices = list(devices) if devices is not None else visible_devices()
+        if not self.devices:
+            raise NoGPU("no GPU visible to CuPy; use the static evaluator (evaluator=static)")
+        self.shapes = _shape_list(workload, shapes)
+        self.gate, self.gate_shapes = gate, [tuple(s) for s in gate_shapes] if gate_shapes else None
+        self.timeout_s, self.warmup, self.repeats = float(timeout_s), int(warmup), int(repeats)
+        self.baselines, self.check_output = baselines, check_output
+        self._seed_counter = itertools.count() if seed is not None else None
+        self._seed = seed
+        config: dict[str, Any] = {"baseline_names": tuple(baseline_names), "warm_shapes": self.shapes}
+        if naive_baseline:
+            naive = workload.seeds()[0]
+            config.update(naive_cubin=compile_ptx(naive, arch).cubin, naive_param_types=param_types(naive),
+                          naive_launch=naive.launch.to_json())
+        self._sups = [Supervisor(d, workload.name, workload.options(), config, startup_timeout_s)
+                      for d in self.devices]
+        for s in self._sups:
+            s.start()  # all workers warm up at once
+        self.info = [s.wait_ready() for s in self._sups]
+        self._free: queue.Queue[Supervisor] = queue.Queue()
+        for s in self._sups:
+            self._free.put(s)
+        self.capacity = len(self._sups)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def copy_gbps(self) -> float:
+        """Device-to-device copy bandwidth (GB/s) measured by the first worker."""
+        return float(self.info[0]["copy_gbps"])
+
+    def _gate_seed(self) -> int:
+        if self._seed_counter is None:
+            return secrets.randbits(62)
+        with self._lock:
+            return self._seed * 1_000_003 + next(self._seed_counter)
+
+    def evaluate(self, kernel: Kernel, *, shapes: str | Sequence[Shape] | None = None,
+                 baselines: str | None = None, gate: bool | None = None) -> EvalResult:
+        """Compile, gate and benchmark ``kernel``; never raises for a bad kernel (the status says what failed).
+
+        shapes / baselines / gate override the pool's settings for this call (final verification uses
+        ``shapes="benchmark", baselines="interleaved"``).
+        """
+        from evaluators.toolchain import compile_ptx
+
+        if self._closed:
+            raise RuntimeError("GPUPool is closed")
+        t0 = time.perf_counter()
+        wl = self.workload
+        bench = self.shapes if shapes is None else _shape_list(wl, shapes)
+
+        def done(status: Status, reason: str, **kw: Any) -> EvalResult:
+            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0, **kw)
+
+        try:
+            compiled = compile_ptx(kernel, self.arch)
+        except CompileError as e:
+            return done(Status.COMPILE_ERROR, f"ptxas: {e}")
+        res = compiled.resources.get(kernel.entry)
+        if res is None:
+            return done(Status.COMPILE_ERROR, f"entry {kernel.entry!r} not in the compiled module "
+                        f"(have {sorted(compiled.resources)})")
+        try:
+            types = param_types(kernel)
+            check_abi(wl.abi, types, kernel.entry)
+            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0])
+        except (AbiMismatch, KeyError, ValueError) as e:
+            return done(Status.LAUNCH_ERROR, f"ABI/launch: {e}", resources=res)
+        extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
+                                 **{f"note_{k}": v for k, v in desc.notes.items()}}
+        common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
+                  "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
+        if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
+            return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
+                        f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)
+        req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
+               "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
+               "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
+               "warmup": self.warmup, "repeats": self.repeats,
+               "baselines": self.baselines if baselines is None else baselines, "check_output": self.check_output}
+        sup = self._free.get()
+        try:
+            reply = sup.request(req, self.timeout_s)
+        except WorkerStartError as e:
+            return done(Status.CRASH, f"GPU worker could not restart: {e}", extra=extra, **common)
+        finally:
+            self._free.put(sup)
+        extra.update(device=reply.get("device"), copy_gbps=reply.get("copy_gbps"), gate_checks=reply.get("gate_checks"),
+                     seconds=reply.get("seconds", {}), worker_restarts=sup.restarts,
+                     baseline_notes=reply.get("notes", {}))
+        shape_results = [ShapeResult(**{**d, "shape": tuple(d["shape"])}) for d in reply.get("shapes", [])]
+        status = Status(reply["status"])
+        objective = None
+        if status == Status.OK and shape_results:
+            objective, extra["objective_baseline"] = self._objective(shape_results)
+        return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
+                    **common)
+
+    def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
+        for name in (self.workload.primary_baseline, "naive"):
+            if all(name in s.speedups for s in shapes):
+                return geomean([s.speedups[name] for s in shapes]), name
+        return geomean([s.frac_copy or 1e-9 for s in shapes]), "copy_roofline"
+
+    def close(self) -> None:
+        """Stop every worker (idempotent)."""
+        self._closed = True
+        for s in self._sups:
+            s.close()
+
+    def __enter__(self) -> GPUPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
