@@ -32,6 +32,7 @@ import json
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -275,7 +276,7 @@ class Store:
         elif readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such store")
-            uri, is_uri = f"file:{self.path.resolve()}?mode=ro", True
+            uri, is_uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro", True
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             uri, is_uri = str(self.path), False

@@ -114,3 +114,30 @@ def test_knowledge_shared_between_two_runs(tmp_path):
     assert open_knowledge(None) is None and open_knowledge("none") is None
     with pytest.raises(ValueError, match="family"):
         Lessons(None, k1)
+
+
+MERGER = """
+import sys
+sys.path.insert(0, {repo!r})
+from archive.knowledge import KnowledgeStore, Note, StageCounts
+k = KnowledgeStore(sys.argv[1])
+for i in range(40):
+    k.merge("rmsnorm", "h200", {{("hints", "MODIFIER"): StageCounts(2, 2, 1, 1, 1)}},
+            {{("hints", "MODIFIER", "compile_error", "bad"): 1}}, [Note(f"n{{i}}", sys.argv[2])], run=sys.argv[2])
+"""
+
+
+def test_knowledge_concurrent_runs_add_up(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "merge.py"
+    script.write_text(MERGER.format(repo=str(Path(__file__).resolve().parents[1])))
+    kpath = tmp_path / "k.sqlite"
+    procs = [subprocess.Popen([sys.executable, str(script), str(kpath), f"run{i}"]) for i in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    k = KnowledgeStore(kpath)
+    assert k.counts("rmsnorm", "h200") == {("hints", "MODIFIER"): StageCounts(240, 240, 120, 120, 120)}
+    assert k.failures("rmsnorm", "h200")[0].count == 120
+    assert len(k.notes("rmsnorm", "h200", limit=1000)) == 120

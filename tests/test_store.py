@@ -152,23 +152,36 @@ def test_one_writer_many_reader_threads(tmp_path):
 
 
 WRITER = textwrap.dedent("""
-    import sys, time
+    import sys
     sys.path.insert(0, {repo!r})
-    from archive.store import Store, CandidateRow
+    from archive.grid import Dimension, GridArchive
+    from archive.lessons import Lessons
+    from archive.store import CandidateRow, Store
     s = Store(sys.argv[1])
     batch = int(sys.argv[2])
+    lessons = Lessons(s)
+    archive = GridArchive([Dimension("x", tuple(range(0, 11)))])
     n = 0
     while True:
-        rows = [CandidateRow(identity=f"k{{n + j}}", status="ok", objective=float(n + j), ptx="x" * 4000)
-                for j in range(batch)]
+        rows = [CandidateRow(identity=f"k{{n + j}}", status="ok", objective=float(n + j), ptx="x" * 4000,
+                             features={{"x": (n + j) % 10 + 0.5}}) for j in range(batch)]
         n += batch
-        s.record_batch(rows, ("latest", {{"n": n, "archive": list(range(n % 97))}}))
+        with s.transaction() as tx:
+            for r in rows:
+                tx.add_candidate(r)
+                archive.add(r.id, r.objective, r.features)
+                lessons.record("op", "MODIFIER", "ok", improved=True, candidate_id=r.id)
+            lessons.flush(tx)
+            tx.save_checkpoint("latest", {{"n": n, "archive": archive.state_dict()}})
         if n == batch * 3:
             print("started", flush=True)
 """)
 
 
 def test_kill_minus_9_leaves_whole_batches(tmp_path):
+    from archive.grid import GridArchive
+    from archive.lessons import Lessons
+
     path = tmp_path / "run.sqlite"
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(repo=str(REPO)))
@@ -184,13 +197,31 @@ def test_kill_minus_9_leaves_whole_batches(tmp_path):
         s = Store(path)
         n = s.count()
         cp = s.checkpoint("latest")
-        assert n > 0 and n % batch == 0
-        assert cp.last_candidate_id == s.last_id()
-        assert cp.state["n"] == s.last_id()  # ids are contiguous within a run: state matches the rows
-        assert cp.state["archive"] == list(range(cp.state["n"] % 97))
-        rows = s.candidates(after_id=s.last_id() - batch)
-        assert [r.objective for r in rows] == [float(i) for i in range(cp.state["n"] - batch, cp.state["n"])]
+        assert n >= 3 * batch and n % batch == 0
+        assert cp.last_candidate_id == s.last_id() == cp.state["n"] == n
+        rows = s.candidates(after_id=n - batch)
+        assert [r.objective for r in rows] == [float(i) for i in range(n - batch, n)]
+        # the archive state and the lessons memory describe exactly the committed rows
+        archive = GridArchive.from_state(cp.state["archive"])
+        assert sorted(e.candidate_id for e in archive.elites()) == list(range(n - 9, n + 1))
+        assert archive.best().objective == float(n - 1)
+        lessons = Lessons(s)
+        assert lessons.counts[("op", "MODIFIER")].proposed == n == lessons.counts[("op", "MODIFIER")].improved
         s.close()
         path.unlink()
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def test_kernel_round_trip_through_the_store(tmp_path):
+    from evaluators.types import EvalResult, Status
+    from evaluators.workloads.registry import get_workload
+
+    seed = get_workload("rmsnorm").seeds()[1]
+    s = Store(tmp_path / "run.sqlite")
+    cid = s.add_candidate(CandidateRow.from_eval(seed, EvalResult(status=Status.COMPILE_ERROR, reason="x"),
+                                                 timings={"compile": 0.5}))
+    back = s.get(cid).kernel()
+    assert back.identity == seed.identity and back.launch == seed.launch and back.entry == seed.entry
+    assert s.find_identity(seed.identity).id == cid
+    assert s.get(cid).to_eval_result() == EvalResult(status=Status.COMPILE_ERROR, reason="x")
