@@ -290,6 +290,12 @@ class GridArchive:
         self._cells[cell].curiosity += CURIOSITY_SUCCESS if child_added else CURIOSITY_FAILURE
         return True
 
+    def remove(self, candidate_id: CandidateId) -> Elite | None:
+        """Take the elite ``candidate_id`` out of its cell (e.g. it failed a re-timing or a held-out check);
+        returns it, or None when it is not an elite. The cell becomes empty."""
+        cell = self._by_id.pop(candidate_id, None)
+        return None if cell is None else self._cells.pop(cell)
+
     def clear(self) -> None:
         """Remove every elite and reset the insertion counter."""
         self._cells.clear()

@@ -268,6 +268,18 @@ class Lessons:
                                    fails))
         return out
 
+    def rows(self) -> list[dict[str, Any]]:
+        """``summary()`` flattened for a table (W&B, reports): operator, edit_kind, this run's five counts,
+        the prior's five counts (``prior_*``), and the commonest failure as ``top_failure``."""
+        out = []
+        for s in self.summary():
+            row: dict[str, Any] = {"operator": s.operator, "edit_kind": s.edit_kind}
+            row.update({k: getattr(s.counts, k) for k in STAGES})
+            row.update({f"prior_{k}": getattr(s.prior, k) for k in STAGES})
+            row["top_failure"] = f"{s.failures[0][0]}: {s.failures[0][1]}" if s.failures else ""
+            out.append(row)
+        return out
+
     def top_lines(self, n: int = 8) -> list[str]:
         """Up to ``n`` short prompt lines, most useful first, interleaving: edit kinds that tend to help
         (by improvement rate), edit kinds that tend to fail (by the stage they fail at, with the commonest

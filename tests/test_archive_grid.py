@@ -68,6 +68,8 @@ def test_add_new_improved_tie_not_added():
     assert 1 not in a and 4 in a
     assert a.get((0, 0)).candidate_id == 4
     assert a.add(5, 1.0, {"a": 2.5, "b": 15}).status == "new"
+    assert a.remove(5).cell == (2, 1) and a.remove(5) is None and a.get((2, 1)) is None
+    assert a.add(5, 1.0, {"a": 2.5, "b": 15}).status == "new"
     s = a.stats()
     assert s.n_elites == 2 and s.n_cells == 6
     assert s.qd_score == pytest.approx((3.25 - 0.5) + (1.0 - 0.5))

@@ -38,6 +38,11 @@ def test_stage_counts_and_failure_aggregation():
     # the three llm compile messages dedupe to one; newest first
     assert lines[3:] == ["recent wrong_result: N of N elements differ",
                          "recent compile_error: <file>; error : Unknown modifier"]
+    rows = lessons.rows()
+    assert rows[1] == {"operator": "llm", "edit_kind": "REPLACE", "proposed": 4, "applied": 4, "compiled": 1,
+                       "passed": 1, "improved": 0, "prior_proposed": 0, "prior_applied": 0, "prior_compiled": 0,
+                       "prior_passed": 0, "prior_improved": 0,
+                       "top_failure": "compile_error: ptxas <file>; error : Unknown symbol '%reg'"}
     with pytest.raises(ValueError, match="unknown status"):
         lessons.record("x", "DELETE", "exploded")
     with pytest.raises(ValueError, match="improved=True"):
