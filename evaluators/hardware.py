@@ -1,0 +1,106 @@
+"""Target GPUs: the datasheet numbers the static model and the occupancy calculator need.
+
+Sources, per field:
+- SM count, L2 size, shared memory per SM, registers: the NVIDIA H100 Tensor Core GPU Architecture whitepaper
+  (H100 SXM5: 132 SMs, 50 MB L2, 228 KB shared memory per SM, 64K 32-bit registers per SM) and, for the
+  H200, ``cudaDeviceProp`` read on the H200 machine (132 SMs, 60 MiB L2, 228 KiB shared memory per SM).
+- DRAM bandwidth and capacity: the product datasheets (H100 SXM 80 GB HBM3 at 3.35 TB/s; H200 SXM 141 GB
+  HBM3e at 4.8 TB/s; B200 HBM3e at 8 TB/s, 180 GB per GPU in DGX B200).
+- Boost clocks: 1980 MHz for H100 SXM5 / H200 (whitepaper), 1965 MHz for B200 (an assumption, used only to
+  convert per-clock throughputs).
+- ``copy_fraction``: device-to-device copy bandwidth / datasheet bandwidth. Measured on the H200 here:
+  4153 GB/s of 4800 GB/s = 0.865 (cupy copy, 32768 x 4096 bf16 read + write, median). The same fraction is
+  assumed for the other GPUs.
+- ``dram_latency_ns``: load-to-use latency of an HBM access under light load, a model parameter of the
+  static evaluator's latency-hiding term (Little's law, V. Volkov, "Understanding Latency Hiding on GPUs",
+  PhD thesis, UC Berkeley 2016). Microbenchmarks of Hopper report a few hundred ns to about 700 ns
+  depending on load and address pattern; 600 ns is assumed, not measured here.
+
+B200 (cc 10.0, ``sm_100a``) is a compile-only target here: no such GPU is lent, so its numbers feed estimates
+and ptxas targets only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluators.occupancy import DeviceProps, device_props
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU model.
+
+    name: short key (``"h200"``); marketing_name; cc: compute capability; arch: the ptxas target used for it;
+    sm_count; dram_gbps: datasheet DRAM bandwidth in GB/s (1e9 bytes/s); dram_bytes: capacity in bytes;
+    l2_bytes; smem_per_sm: largest shared-memory carveout per SM in bytes; regs_per_sm: 32-bit registers;
+    max_warps_per_sm; boost_mhz: SM boost clock in MHz; copy_fraction: achievable fraction of dram_gbps for a
+    streaming copy; dram_latency_ns: assumed DRAM latency in ns; runnable: whether the project can run on it
+    (False: compile-only target); source: where the numbers come from.
+    """
+
+    name: str
+    marketing_name: str
+    cc: tuple[int, int]
+    arch: str
+    sm_count: int
+    dram_gbps: float
+    dram_bytes: int
+    l2_bytes: int
+    smem_per_sm: int
+    regs_per_sm: int
+    max_warps_per_sm: int
+    boost_mhz: float
+    copy_fraction: float
+    dram_latency_ns: float
+    runnable: bool
+    source: str
+
+    @property
+    def props(self) -> DeviceProps:
+        """The occupancy table (``cudaOccDeviceProp``) for this GPU's compute capability."""
+        return device_props(self.cc)
+
+    @property
+    def copy_gbps(self) -> float:
+        """Achievable streaming bandwidth in GB/s: dram_gbps * copy_fraction."""
+        return self.dram_gbps * self.copy_fraction
+
+    @property
+    def bytes_in_flight_needed(self) -> float:
+        """Bytes that must be outstanding GPU-wide to sustain ``copy_gbps`` (Little's law: bandwidth x latency)."""
+        return self.copy_gbps * 1e9 * self.dram_latency_ns * 1e-9
+
+
+GPUS: dict[str, GPUSpec] = {
+    "h200": GPUSpec(
+        name="h200", marketing_name="NVIDIA H200 SXM 141GB", cc=(9, 0), arch="sm_90", sm_count=132,
+        dram_gbps=4800.0, dram_bytes=141 * 10**9, l2_bytes=60 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
+        max_warps_per_sm=64, boost_mhz=1980.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=True,
+        source="NVIDIA H200 datasheet (4.8 TB/s, 141 GB); cudaDeviceProp on the H200 (132 SMs, 60 MiB L2)",
+    ),
+    "h100": GPUSpec(
+        name="h100", marketing_name="NVIDIA H100 SXM5 80GB", cc=(9, 0), arch="sm_90", sm_count=132,
+        dram_gbps=3350.0, dram_bytes=80 * 10**9, l2_bytes=50 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
+        max_warps_per_sm=64, boost_mhz=1980.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=True,
+        source="NVIDIA H100 datasheet (SXM: 3.35 TB/s, 80 GB); H100 architecture whitepaper (132 SMs, 50 MB L2)",
+    ),
+    "b200": GPUSpec(
+        name="b200", marketing_name="NVIDIA B200 180GB", cc=(10, 0), arch="sm_100a", sm_count=148,
+        dram_gbps=8000.0, dram_bytes=180 * 10**9, l2_bytes=126 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
+        max_warps_per_sm=64, boost_mhz=1965.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=False,
+        source="NVIDIA DGX B200 datasheet (8 TB/s, 180 GB per GPU); 148 SMs and 126 MiB L2 as cudaDeviceProp "
+               "reports them; compile-only here",
+    ),
+}
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """The GPUSpec for ``name`` (case-insensitive: ``"h200"``, ``"h100"``, ``"b200"``); ValueError listing the
+    known names otherwise."""
+    key = name.lower().strip()
+    if key not in GPUS:
+        raise ValueError(f"unknown GPU {name!r}; known: {sorted(GPUS)}")
+    return GPUS[key]
