@@ -46,9 +46,11 @@ CandidateId = int | str
 CURIOSITY_SUCCESS = 1.0
 CURIOSITY_FAILURE = -0.5
 
-# sm_90 occupancy cliffs in registers/thread (65536 registers per SM, allocated per warp in units of 256):
-# 32 -> 64 warps, 40 -> 51 (48 usable in 8-warp CTAs), 48 -> 42, 64 -> 32, 80 -> 25, 96 -> 21, 128 -> 16,
-# 168 -> 12, 255 the per-thread maximum (PTX ISA §5.2 / CUDA Programming Guide "Compute Capabilities" table).
+# sm_90 occupancy cliffs in registers/thread (65536 registers per SM, allocated per warp in units of 256,
+# cuda_occupancy.h): the register file holds 64 warps at 32 regs, 51 at 40, 42 at 48, 32 at 64, 25 at 80, 21 at
+# 96, 16 at 128, 12 at 168; one register more loses resident warps (for 128-thread CTAs at every edge, checked in
+# tests against evaluators.occupancy). 255 is the per-thread maximum (CUDA Programming Guide, "Technical
+# Specifications per Compute Capability").
 REGISTER_EDGES: tuple[float, ...] = (0.0, 32.0, 40.0, 48.0, 64.0, 80.0, 96.0, 128.0, 168.0, 255.0)
 
 # Maximum resident warps per SM by compute capability (CUDA Programming Guide, "Technical Specifications per

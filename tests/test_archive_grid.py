@@ -42,6 +42,14 @@ def test_register_bins_at_occupancy_cliffs():
            [0, 0, 1, 1, 2, 3, 4, 6, 7, 7, 8, 8]
 
 
+def test_register_edges_are_occupancy_cliffs():
+    from evaluators.occupancy import occupancy
+
+    for e in REGISTER_EDGES[1:-1]:
+        assert occupancy(128, int(e)).active_warps > occupancy(128, int(e) + 1).active_warps, e
+    assert [occupancy(128, int(e)).active_warps for e in REGISTER_EDGES[1:-1]] == [64, 48, 40, 32, 24, 20, 16, 12]
+
+
 def test_clip_out_of_range_into_edge_cells():
     a = small_archive()
     assert a.index_of({"a": -5, "b": 100}) == (0, 1)
