@@ -1,0 +1,148 @@
+"""Template and crossover operators (KNOBS / LAUNCH / DIRECTIVE genes) and the operator registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from evolve.operators.base import NoProposal, OperatorContext
+from evolve.operators.crossover import CrossoverOperator, crossover
+from evolve.operators.hints import HintsOperator
+from evolve.operators.registry import OPERATORS, build_operators
+from evolve.operators.template import TemplateOperator, step_knobs
+from population.edits import SetDirective, SetKnobs, SetLaunch, apply_script
+from population.kernel import Kernel, LaunchConfig
+
+
+@pytest.fixture(scope="module")
+def workload():
+    from evaluators.workloads.registry import get_workload
+
+    return get_workload("rmsnorm")
+
+
+@pytest.fixture(scope="module")
+def seeds(workload):
+    return workload.seeds()
+
+
+def test_template_moves_one_knob_one_step(seeds, workload):
+    template = seeds[1]
+    cur = dict(template.launch.knobs)
+    op = TemplateOperator(workload=workload)
+    for seed in range(30):
+        script = op.propose(template, OperatorContext(workload), np.random.default_rng(seed))
+        (edit,) = script.edits
+        assert isinstance(edit, SetKnobs)
+        new = dict(edit.knobs)
+        changed = [k for k in new if new[k] != cur[k]]
+        assert len(changed) == 1
+        k = changed[0]
+        ladder = workload.knob_space[k]
+        assert abs(ladder.index(new[k]) - ladder.index(cur[k])) == 1
+        workload.check_knobs(new)  # valid by construction
+
+
+def test_template_from_naive_samples_and_applies(seeds, workload):
+    naive = seeds[0]
+    op = TemplateOperator(workload=workload)
+    script = op.propose(naive, OperatorContext(workload), np.random.default_rng(3))
+    knobs = dict(script.edits[0].knobs)
+    assert set(knobs) == set(workload.knob_space)
+    child = apply_script(naive, script, operator="template", instantiate=workload.instantiate)
+    assert dict(child.launch.knobs) == workload.check_knobs(knobs)
+    assert child.parents == (naive.identity,)
+
+
+def test_template_without_knobs_has_no_proposal(seeds):
+    @dataclass
+    class NoKnobs:
+        name: str = "plain"
+        knob_space: dict | None = None
+
+    with pytest.raises(NoProposal):
+        TemplateOperator().propose(seeds[0], OperatorContext(NoKnobs()), np.random.default_rng(0))
+
+
+def test_step_knobs_stays_on_ladder():
+    space = {"a": (1, 2, 4), "b": (0, 1)}
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        out = step_knobs({"a": 4, "b": 0}, space, rng, changes=2)
+        assert out["a"] in (2, 4) and out["b"] in (0, 1) and out != {"a": 4, "b": 0}
+
+
+def test_crossover_mixes_template_knobs(seeds, workload):
+    a = seeds[1]
+    kb = {**dict(a.launch.knobs), "threads": 512, "vec": 4, "cache_hint": 1}
+    b = Kernel(module=a.module, entry=a.entry, launch=LaunchConfig(block=(512, 1, 1), knobs=tuple(kb.items())))
+    mixes = set()
+    for seed in range(40):
+        script = crossover(a, b, np.random.default_rng(seed), knob_space=workload.knob_space)
+        (edit,) = script.edits
+        assert isinstance(edit, SetKnobs)
+        new = dict(edit.knobs)
+        assert new != dict(a.launch.knobs)
+        for k, v in new.items():
+            assert v in (dict(a.launch.knobs)[k], kb[k])
+        mixes.add(tuple(sorted(new.items())))
+    assert len(mixes) >= 4
+    with pytest.raises(NoProposal):
+        crossover(a, a, np.random.default_rng(0), knob_space=workload.knob_space)
+
+
+def test_crossover_launch_and_directives(seeds, workload):
+    naive = seeds[0]
+    b_script = [SetLaunch(block=(512, 1, 1)), SetDirective(naive.entry, "maxnreg", (64,))]
+    from population.edits import EditScript
+
+    b = apply_script(naive, EditScript(tuple(b_script)), operator="launch")
+    kinds = set()
+    for seed in range(30):
+        script = CrossoverOperator(workload=workload).propose(
+            naive, OperatorContext(workload, inspirations=[(b, None)]), np.random.default_rng(seed))
+        child = apply_script(naive, script, operator="crossover")
+        fn = child.module.function(child.entry)
+        got_reg = any(d.name == "maxnreg" for d in fn.directives)
+        got_block = child.launch.block == (512, 1, 1)
+        assert got_reg or got_block
+        kinds.add((got_reg, got_block))
+    assert len(kinds) == 3
+    with pytest.raises(NoProposal):
+        CrossoverOperator().propose(naive, OperatorContext(workload), np.random.default_rng(0))
+
+
+def test_registry_builds_configured_operators(workload):
+    ops = build_operators([{"name": "hints", "weight": 2.0, "allow_nc": False},
+                           {"name": "template", "weight": 0.5, "changes": 2},
+                           {"name": "unroll", "factors": [2]}], workload)
+    assert [o.name for o in ops] == ["hints", "template", "unroll"]
+    assert isinstance(ops[0], HintsOperator) and ops[0].weight == 2.0 and ops[0].allow_nc is False
+    assert ops[1].workload is workload and ops[1].changes == 2
+    assert ops[2].factors == (2,)
+
+
+def test_registry_errors_name_the_problem(workload):
+    with pytest.raises(ValueError, match="allowed: crossover, hints, launch, llm, mathops, prefetch"):
+        build_operators([{"name": "bogus"}], workload)
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['colour'\]"):
+        build_operators([{"name": "hints", "colour": 1}], workload)
+    with pytest.raises(ValueError, match="weight must be >= 0"):
+        build_operators([{"name": "hints", "weight": -1}], workload)
+    with pytest.raises(ValueError, match="configured twice"):
+        build_operators([{"name": "hints"}, {"name": "hints"}], workload)
+    with pytest.raises(ValueError, match="no operators configured"):
+        build_operators([], workload)
+    with pytest.raises(ValueError, match="policies"):
+        build_operators([{"name": "schedule", "policies": ["fastest"]}], workload)
+    assert OPERATORS["llm"] == "evolve.operators.llm:LLMOperator"
+
+
+def test_registry_accepts_omegaconf_specs(workload):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"ops": [{"name": "prefetch", "weight": 1.5, "ahead": [2, 4]}]})
+    (op,) = build_operators(cfg.ops, workload)
+    assert op.ahead == (2, 4) and op.weight == 1.5
