@@ -1,0 +1,309 @@
+"""apply_script on real corpus kernels: every edit kind, children accepted by ptxas, the parent untouched, and
+the errors an operator or a model can run into."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaluators.toolchain import compile_ptx
+from population.analysis import declared_registers, flat_instructions
+from population.edits import (
+    EditApplyError,
+    EditScript,
+    Insert,
+    SetModifier,
+    apply_script,
+    diff_text,
+    insert_modifier,
+    line_map,
+    parse_edit_script,
+)
+from population.kernel import Kernel, LaunchConfig
+from population.parser import parse_module
+from population.printer import listing, print_module
+
+CORPUS = Path("/work/shared/ptx-corpus")
+HERE = Path(__file__).parent
+
+
+def load(name: str, entry: str) -> Kernel:
+    for d in (HERE / "data", CORPUS):
+        p = d / name
+        if p.exists():
+            return Kernel(parse_module(p.read_text(), str(p)), entry, LaunchConfig(block=(256, 1, 1)))
+    pytest.skip(f"corpus file {name} not present")
+
+
+def line_of(kernel: Kernel, text: str, nth: int = 0) -> int:
+    """1-based listing line whose stripped text starts with ``text`` (the nth such line)."""
+    hits = [i.lineno for i in listing(kernel.module).lines if i.text.strip().startswith(text)]
+    assert len(hits) > nth, f"{text!r} not in listing"
+    return hits[nth]
+
+
+def scope_line(kernel: Kernel) -> int:
+    """The ``{`` line of the first nested scope (eval_poly's call sequence)."""
+    from population.ast import Scope
+
+    return next(i.lineno for i in listing(kernel.module).lines if isinstance(i.node, Scope))
+
+
+def apply(kernel: Kernel, text: str, **kw) -> Kernel:  # type: ignore[no-untyped-def]
+    return apply_script(kernel, parse_edit_script(text), operator="test", **kw)
+
+
+def assert_assembles(child: Kernel, arch: str = "sm_90") -> None:
+    res = compile_ptx(child.ptx, arch)
+    assert child.entry in res.resources
+    # the printed child reads back as the same module
+    assert parse_module(child.ptx) == child.module
+
+
+@pytest.fixture
+def poly() -> Kernel:
+    return load("i_device_func.ptx", "eval_poly")
+
+
+def test_line_map_spans(poly: Kernel) -> None:
+    lm = line_map(poly.module)
+    fn = poly.module.function("eval_poly")
+    first_line = scope_line(poly)
+    assert lm.info(first_line).text.strip() == "{"
+    scope = lm.info(first_line).node
+    first, last = lm.span(scope)
+    assert first == first_line and lm.info(last).text.strip() == "}" and last - first == 7
+    assert lm.opens[first] is scope.body and lm.closes[last] is scope.body
+    assert lm.functions[id(scope.body)] is fn
+    ld = next(i for i in flat_instructions(fn) if i.full_opcode == "ld.global.nc.f32")
+    assert lm.line(ld) == line_of(poly, "ld.global.nc.f32")
+
+
+def test_each_edit_kind_assembles_and_parent_untouched(poly: Kernel) -> None:
+    before_ptx, before_id = poly.canonical_ptx, poly.identity
+    ld = line_of(poly, "ld.global.nc.f32")
+    add = line_of(poly, "add.s64 \t%rd6")
+    mov = line_of(poly, "mov.u64 \t%rd8, counter")
+    st = line_of(poly, "st.global.f32")
+    script = f"""\
+MODIFIER {ld} -nc +L1::no_allocate
+MODIFIER {st} +cs
+INSERT AFTER {add}
+prefetch.global.L2 [%rd6];
+add.s64 %rd100, %rd6, 4;
+END
+REPLACE {mov}-{mov + 1}
+mov.u64 %rd8, counter;
+atom.global.add.u32 %r9, [%rd8], 2;
+END
+DIRECTIVE eval_poly .maxntid 128
+LAUNCH block=128 smem=256 rows=2
+"""
+    child = apply(poly, script)
+    assert poly.canonical_ptx == before_ptx and poly.identity == before_id
+    assert child.parents == (poly.identity,) and child.operator == "test"
+    assert child.edit_text == parse_edit_script(script).to_text()
+    assert child.launch == LaunchConfig(block=(128, 1, 1), dynamic_smem_bytes=256, knobs=(("rows", 2),))
+    fn = child.module.function("eval_poly")
+    ops = [i.full_opcode for i in flat_instructions(fn)]
+    assert "ld.global.L1::no_allocate.f32" in ops and "st.global.cs.f32" in ops
+    assert ops[ops.index("add.s64") + 1: ops.index("add.s64") + 3] == ["prefetch.global.L2", "add.s64"]
+    assert declared_registers(fn)["%rd100"] == "b64"
+    assert [(d.name.lstrip("."), d.values) for d in fn.directives] == [("maxntid", (128,))]
+    assert child.identity != poly.identity
+    assert_assembles(child)
+
+
+def test_maxnreg_directive_reaches_ptxas() -> None:
+    from evaluators.workloads.registry import get_workload
+
+    k = get_workload("rmsnorm").seeds()[-1]  # the template at default knobs: 53 registers unconstrained
+    free = compile_ptx(k.ptx).resources[k.entry]
+    child = apply(k, f"DIRECTIVE {k.entry} .maxnreg 32\n")
+    capped = compile_ptx(child.ptx).resources[k.entry]
+    assert free.registers > 32 >= capped.registers
+    assert capped.spill_stores_bytes > free.spill_stores_bytes == 0
+    again = apply(child, f"DIRECTIVE {k.entry} -.maxnreg\n")
+    assert again.module.function(k.entry).directives == k.module.function(k.entry).directives
+    assert again.canonical_ptx == k.canonical_ptx
+
+
+def test_edits_refer_to_parent_numbering(poly: Kernel) -> None:
+    # deleting lines above must not shift where a later edit lands
+    a = line_of(poly, "mov.u32 \t%r6, %ctaid.x")
+    ld = line_of(poly, "ld.global.nc.f32")
+    child = apply(poly, f"DELETE {a}\nMODIFIER {ld} -nc\nINSERT AFTER {a - 1}\nmov.u32 %r6, %nctaid.x;\nEND\n")
+    text = child.canonical_ptx
+    assert "%nctaid.x" in text and "%ctaid.x" not in text
+    assert "ld.global.f32" in text and "ld.global.nc" not in text
+    assert_assembles(child)
+
+
+def test_scope_lines(poly: Kernel) -> None:
+    open_line = scope_line(poly)
+    lm = line_map(poly.module)
+    close_line = lm.span(lm.info(open_line).node)[1]
+    # after the scope's "{": first inside the scope
+    child = apply(poly, f"INSERT AFTER {open_line}\n.reg .b32 %extra;\nEND\n")
+    scope = line_map(child.module).info(open_line).node
+    assert scope.body[0].names == (("%extra", None),)
+    # after its "}": after the scope, in the function body
+    child = apply(poly, f"INSERT AFTER {close_line}\nmov.f32 %f2, 0f3F800000;\nEND\n")
+    assert listing(child.module).lines[close_line].text.strip().startswith("mov.f32")
+    assert_assembles(child)
+    # the whole scope can be replaced
+    child = apply(poly, f"REPLACE {open_line}-{close_line}\nmov.f32 %f2, %f1;\nEND\n")
+    assert not any(i.opcode == "call" for i in flat_instructions(child.module.function("eval_poly")))
+    assert_assembles(child)
+    # a range inside the scope edits the scope's body
+    child = apply(poly, f"DELETE {close_line - 1}\nINSERT AFTER {close_line - 1}\nmov.f32 %f2, %f1;\nEND\n")
+    assert_assembles(child)
+
+
+def test_range_across_scope_boundary_is_rejected(poly: Kernel) -> None:
+    open_line = scope_line(poly)
+    with pytest.raises(EditApplyError) as ei:
+        apply(poly, f"DELETE {open_line - 3}\nDELETE {open_line - 1}-{open_line + 2}\n")
+    e = ei.value
+    assert e.edit_index == 1
+    assert f"covers only part of the {{ }} scope at lines {open_line}-{open_line + 7}" in e.reason
+    with pytest.raises(EditApplyError, match=f"scope at lines {open_line}-{open_line + 7}; cover all of it"):
+        apply(poly, f"DELETE {open_line + 2}-{open_line + 9}\n")
+    with pytest.raises(EditApplyError, match="function's brace"):
+        apply(poly, f"DELETE {line_of(poly, 'ret;')}-{line_of(poly, 'ret;') + 1}\n")
+
+
+def test_line_errors(poly: Kernel) -> None:
+    n = len(listing(poly.module).lines)
+    fn_close = n  # the listing ends with eval_poly's "}"
+    fn_open = line_of(poly, ".visible .entry eval_poly") + 5
+    cases = [
+        (f"DELETE {n + 1}", "past the end of the listing"),
+        ("DELETE 1", "not a statement in a body"),
+        (f"DELETE {fn_open}", "function's brace"),
+        (f"INSERT AFTER {fn_close}\nret;\nEND", "closes a function body"),
+        (f"INSERT AFTER {fn_open - 2}\nret;\nEND", "not a statement in a function body"),
+        (f"MODIFIER {line_of(poly, '$L__BB1_3:')} +cs", "is not an instruction (Label)"),
+        (f"MODIFIER {line_of(poly, 'st.global.f32')} -nc", "has no modifier .nc"),
+        (f"MODIFIER {line_of(poly, 'ld.global.nc.f32')} +nc", "already has modifier .nc"),
+        (f"REPLACE {line_of(poly, 'ret;', 1)}\nadd.f32 %f1, %f2;;\nEND", "PTX line 1 of the edit"),
+        ("DIRECTIVE nosuch .maxnreg 32", "no function 'nosuch'"),
+        ("DIRECTIVE eval_poly -.maxnreg", "has no .maxnreg to remove"),
+        ("KNOBS vec=4", "needs the workload's instantiate"),
+    ]
+    for text, fragment in cases:
+        with pytest.raises(EditApplyError) as ei:
+            apply(poly, text + "\n")
+        assert fragment in ei.value.reason, (text, ei.value.reason)
+        assert ei.value.edit_index == 0
+        assert str(ei.value).startswith("edit 0 (")
+
+
+def test_overlaps_are_rejected(poly: Kernel) -> None:
+    a = line_of(poly, "cvta.to.global.u64")
+    with pytest.raises(EditApplyError) as ei:
+        apply(poly, f"DELETE {a}-{a + 2}\nREPLACE {a + 2}\nmov.u32 %r1, 0;\nEND\n")
+    assert ei.value.edit_index == 1 and "overlaps edit 0" in ei.value.reason
+    with pytest.raises(EditApplyError, match="overlaps edit 1"):
+        apply(poly, f"MODIFIER {a + 1} +cs\nDELETE {a}-{a + 2}\n")
+    with pytest.raises(EditApplyError, match="overlaps"):
+        apply(poly, f"INSERT AFTER {a}\nmov.u32 %r1, 0;\nEND\nDELETE {a}-{a + 1}\n")
+    # adjacent is fine: the insert point after a+2 is the end of the deleted range (line a+2: mul.wide)
+    child = apply(poly, f"DELETE {a + 2}\nINSERT AFTER {a + 2}\nmul.wide.s32 %rd5, %r1, 8;\nEND\n"
+                        f"INSERT AFTER {a + 2}\nadd.s64 %rd20, %rd4, %rd5;\nEND\n")
+    ins = flat_instructions(child.module.function("eval_poly"))
+    k = [i.opcode for i in ins].index("mul")
+    # two inserts after one line keep script order; the original add.s64 follows them
+    got = [(i.full_opcode, i.operands[0].name) for i in ins[k:k + 3]]
+    assert got == [("mul.wide.s32", "%rd5"), ("add.s64", "%rd20"), ("add.s64", "%rd6")]
+    assert ins[k].operands[2].text == "8"
+    assert_assembles(child)
+
+
+def test_knobs_reinstantiate_template() -> None:
+    from evaluators.workloads.registry import get_workload
+
+    w = get_workload("rmsnorm")
+    parent = w.seeds()[-1]
+    child = apply(parent, "KNOBS vec=4 threads=128\nLAUNCH smem=0\n", instantiate=w.instantiate)
+    assert child.launch.knob("vec") == 4 and child.launch.threads == 128
+    assert child.parents == (parent.identity,)
+    expected = w.instantiate({**dict(parent.launch.knobs), "vec": 4, "threads": 128})
+    assert child.canonical_ptx == expected.canonical_ptx
+    assert_assembles(child)
+    with pytest.raises(EditApplyError, match="line edits cannot be in the same script"):
+        apply(parent, "KNOBS vec=4\nDELETE 30\n", instantiate=w.instantiate)
+    with pytest.raises(EditApplyError, match="template rejected"):
+        apply(parent, "KNOBS vec=3\n", instantiate=w.instantiate)
+
+
+def test_new_registers_declared_with_inferred_types(poly: Kernel) -> None:
+    ld = line_of(poly, "ld.global.nc.f32")
+    child = apply(poly, f"""REPLACE {ld}
+ld.global.nc.v2.f32 {{%f10, %f11}}, [%rd6];
+add.rn.f32 %f1, %f10, %f11;
+setp.gt.f32 %pnew, %f1, 0f00000000;
+selp.f32 %f1, %f1, 0f00000000, %pnew;
+END
+""")
+    decl = declared_registers(child.module.function("eval_poly"))
+    assert (decl["%f10"], decl["%f11"], decl["%pnew"]) == ("f32", "f32", "pred")
+    assert_assembles(child)
+
+
+def test_wgmma_kernel_edit_sm90a() -> None:
+    k = load("e_wgmma.ptx", "wgmma_tile")
+    st = line_of(k, "st.global.f32")
+    child = apply(k, f"MODIFIER {st} +cs\n")
+    assert_assembles(child, "sm_90a")
+
+
+def test_diff_text(poly: Kernel) -> None:
+    ld = line_of(poly, "ld.global.nc.f32")
+    child = apply(poly, f"MODIFIER {ld} -nc\nLAUNCH block=64\n")
+    d = diff_text(poly, child)
+    lines = d.splitlines()
+    assert lines[0].startswith("# launch: {'block': [256, 1, 1]")
+    assert "-\tld.global.nc.f32 \t%f1, [%rd6];" in lines
+    assert "+\tld.global.f32 \t%f1, [%rd6];" in lines
+    assert diff_text(poly, poly) == ""
+
+
+def test_empty_script_and_replace_with_nothing(poly: Kernel) -> None:
+    with pytest.raises(EditApplyError, match="no edits"):
+        apply_script(poly, EditScript(()), operator="x")
+    a = line_of(poly, "mov.u64 \t%rd8, counter")
+    child = apply(poly, f"REPLACE {a}-{a + 1}\nEND\n")
+    assert "atom.global" not in child.canonical_ptx
+    assert_assembles(child)
+
+
+@pytest.mark.parametrize(
+    ("mods", "add", "expected"),
+    [
+        (("global", "f32"), "cs", ("global", "cs", "f32")),
+        (("global", "f32"), "nc", ("global", "nc", "f32")),
+        (("global", "nc", "v4", "f32"), "L1::no_allocate", ("global", "nc", "L1::no_allocate", "v4", "f32")),
+        (("global", "nc", "f32"), "cs", ("global", "cs", "nc", "f32")),
+        (("global", "v2", "u64"), "L2::evict_last", ("global", "L2::evict_last", "v2", "u64")),
+        (("approx", "f32"), "ftz", ("approx", "ftz", "f32")),
+        (("f32",), "rn", ("rn", "f32")),
+        (("rn", "ftz", "f32"), "sat", ("rn", "ftz", "sat", "f32")),
+        (("global", "u32"), "relaxed", ("relaxed", "global", "u32")),
+        (("relaxed", "global", "u32"), "gpu", ("relaxed", "gpu", "global", "u32")),
+    ],
+)
+def test_insert_modifier_order(mods: tuple[str, ...], add: str, expected: tuple[str, ...]) -> None:
+    assert insert_modifier(mods, add) == expected
+
+
+def test_modifier_assembles_in_place(poly: Kernel) -> None:
+    # -rn +approx swaps in place; the result is valid PTX
+    k = load("i_device_func.ptx", "eval_poly")
+    fma = line_of(k, "fma.rn.f32")
+    child = apply_script(k, EditScript((SetModifier(fma, "rn", "rz"), Insert(fma, ("mov.f32 %f3, %f3;",)))),
+                         operator="t")
+    assert [i.full_opcode for i in flat_instructions(child.module.function("_Z4polyfPKfi"))][2] == "fma.rz.f32"
+    assert print_module(child.module, canonical=True).count("fma.rz.f32") == 1
+    assert_assembles(child)
