@@ -260,25 +260,27 @@ def cubin_sections(cubin: bytes) -> dict[str, int]:
 # -------------------------------------------------------------------------------------------- compiling
 
 
-def _source_text(src: str | Module | Kernel) -> tuple[str, Any]:
-    """(text to compile, line map or None). Modules print canonically through population.printer.listing so
-    ptxas line numbers map back to AST nodes."""
+def _source_text(src: str | Module | Kernel) -> tuple[str, Module | None]:
+    """(text to compile, module or None). Modules and kernels compile their canonical print (what
+    ``population.printer.listing`` numbers), so ptxas line numbers map back to AST nodes."""
     if isinstance(src, str):
         return src, None
-    module = src.module if isinstance(src, Kernel) else src
-    if not isinstance(module, Module):
+    if isinstance(src, Kernel):
+        return src.canonical_ptx, src.module  # cached on the kernel: identity hashing printed it already
+    if not isinstance(src, Module):
         raise TypeError(f"compile_ptx takes PTX text, a Module or a Kernel, got {type(src).__name__}")
-    from population.printer import listing
+    from population.printer import print_module
 
-    lst = listing(module)
-    return lst.text, lst
+    return print_module(src, canonical=True), src
 
 
-def _statement_at(text: str, lst: Any, line: int | None) -> Any:
+def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
     if line is None:
         return None
-    if lst is not None:
-        for info in lst.lines:
+    if module is not None:
+        from population.printer import listing
+
+        for info in listing(module).lines:
             if info.lineno == line:
                 return info.node if info.node is not None else info.text
         return None

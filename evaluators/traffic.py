@@ -47,6 +47,7 @@ requested bytes; the static evaluator decides which of them reach DRAM.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,12 +59,13 @@ from population.analysis import (
     MemorySite,
     basic_blocks,
     cfg,
-    def_use,
+    destinations,
+    flat_instructions,
     loops,
     memory_sites,
     sources,
 )
-from population.ast import Address, Function, Register, Symbol
+from population.ast import Address, Function, Instruction, Register, Symbol
 
 POINTER_TYPES = frozenset({"u64", "b64", "s64"})
 _MAX_PATH_STATES = 512  # distinct per-node byte totals kept while enumerating paths (the cheapest)
@@ -90,12 +92,20 @@ class BodyTraffic:
     """One loop body (``loop`` = header block id) or the straight-line code (``loop`` None) on the costliest
     path: bytes_per_cta it moves there; load_bytes_per_iteration: bytes of global loads one thread issues
     per iteration (per execution of the straight-line code), what it can have in flight at once;
-    loads_per_iteration: the number of those load sites."""
+    loads_per_iteration: the number of those load sites; access_bytes_per_iteration / accesses_per_iteration:
+    the same for loads and stores together (their ratio is the body's mean access width per thread)."""
 
     loop: int | None
     bytes_per_cta: float
     load_bytes_per_iteration: int
     loads_per_iteration: int
+    access_bytes_per_iteration: int = 0
+    accesses_per_iteration: int = 0
+
+    @property
+    def mean_width_bytes(self) -> float:
+        """Mean bytes per thread per access in this body (0 when it has none)."""
+        return self.access_bytes_per_iteration / self.accesses_per_iteration if self.accesses_per_iteration else 0.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,20 @@ class TrafficEstimate:
     bodies: tuple[BodyTraffic, ...] = ()
     max_width_bytes: int = 0
     loads_per_iteration: int = 0
+
+
+class _Defs:
+    """Register -> defining instructions (only the ``defs`` half of ``population.analysis.def_use``; the
+    estimate never needs the uses, and building them costs as much again)."""
+
+    def __init__(self, fn: Function) -> None:
+        self.defs: dict[str, list[Instruction]] = {}
+        for ins in flat_instructions(fn):
+            for r in destinations(ins):
+                self.defs.setdefault(r, []).append(ins)
+
+    def defs_of(self, reg: str) -> list[Instruction]:
+        return self.defs.get(reg, [])
 
 
 def _pointer_params(fn: Function) -> set[str]:
@@ -193,6 +217,9 @@ class _Prepared:
     remainder_loops: frozenset[int]
     group_elt: dict[str, int]
     edge_decisions: dict[tuple[int, int], list[tuple[str, bool] | None]]
+    topo_order: tuple[int, ...] = ()
+    preds: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    sinks: tuple[int, ...] = ()
 
 
 def _zero_trip_bypasses(blocks, g: nx.DiGraph, loop_list: Sequence[Loop]) -> set[tuple[int, int]]:
@@ -293,7 +320,7 @@ def _remainder_loops(sites: list[tuple[MemorySite, str]], inner: dict[int, Loop]
 def _prepare(fn: Function) -> _Prepared:
     blocks = basic_blocks(fn)
     g = cfg(fn, blocks)
-    du = def_use(fn)
+    du = _Defs(fn)
     ptrs = _pointer_params(fn)
     memo: dict[str, frozenset[str]] = {}
     kept: list[tuple[MemorySite, str]] = []
@@ -313,7 +340,10 @@ def _prepare(fn: Function) -> _Prepared:
             group_elt[grp] = min(group_elt.get(grp, st.width_bytes), st.width_bytes)
     mapping = dict(condensed.graph["mapping"])
     return _Prepared(kept, inner, condensed, mapping, _remainder_loops(kept, inner), group_elt,
-                     _edge_decisions(blocks, g, du, mapping, _zero_trip_bypasses(blocks, g, loop_list)))
+                     _edge_decisions(blocks, g, du, mapping, _zero_trip_bypasses(blocks, g, loop_list)),
+                     topo_order=tuple(nx.lexicographical_topological_sort(condensed)),
+                     preds={n: tuple(sorted(condensed.predecessors(n))) for n in condensed},
+                     sinks=tuple(sorted(n for n in condensed if condensed.out_degree(n) == 0)))
 
 
 def _default_element_bytes(sites: list[tuple[MemorySite, str]]) -> int:
@@ -390,6 +420,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     weights: dict[int, dict[tuple[str, str, int | None], float]] = {}
     loads_in_body: dict[int | None, int] = {}
     load_width_in_body: dict[int | None, int] = {}
+    acc_in_body: dict[int | None, int] = {}
+    acc_width_in_body: dict[int | None, int] = {}
     for s, grp in prep.sites:
         lp = prep.inner.get(s.block)
         bulk = s.kind in ("async_copy", "reduction") and "bulk" in s.instruction.modifiers
@@ -400,9 +432,12 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         bytes_cta = execs * threads * s.width_bytes
         header = lp.header if lp is not None else None
         counted.append(SiteTraffic(s.index, s.kind, s.width_bytes, grp, header, execs, bytes_cta))
-        if _direction(s.kind) == "load" and not (lp is not None and lp.header in prep.remainder_loops):
-            loads_in_body[header] = loads_in_body.get(header, 0) + 1
-            load_width_in_body[header] = load_width_in_body.get(header, 0) + s.width_bytes
+        if not (lp is not None and lp.header in prep.remainder_loops):
+            acc_in_body[header] = acc_in_body.get(header, 0) + 1
+            acc_width_in_body[header] = acc_width_in_body.get(header, 0) + s.width_bytes
+            if _direction(s.kind) == "load":
+                loads_in_body[header] = loads_in_body.get(header, 0) + 1
+                load_width_in_body[header] = load_width_in_body.get(header, 0) + s.width_bytes
         node = prep.block_to_node[s.block]
         key = (grp, _direction(s.kind), header)
         weights.setdefault(node, {})[key] = weights.get(node, {}).get(key, 0.0) + bytes_cta
@@ -413,55 +448,57 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
 
     # Enumerate the distinct (byte totals, branch decisions) of the paths through the DAG of strongly connected
     # components. Identical increments collapse, so guarded unrolled chunks give a handful of totals, not 2^n.
-    def key_order(kv: tuple[tuple[str, str, int | None], float]) -> tuple[str, str, int]:
-        (g, d, body), _ = kv
-        return g, d, -1 if body is None else body
+    keys = sorted({k for w in weights.values() for k in w}, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))
+    index = {k: i for i, k in enumerate(keys)}
+    zero = (0.0,) * len(keys)
+    add_vec: dict[int, tuple[float, ...]] = {}
+    for node, w in weights.items():
+        vec = list(zero)
+        for k, v in w.items():
+            vec[index[k]] += v
+        add_vec[node] = tuple(vec)
 
-    State = tuple[tuple[tuple[tuple[str, str, int | None], float], ...], frozenset[tuple[str, bool]]]
-    states: dict[int, set[State]] = {}
-    for node in nx.topological_sort(prep.condensed):
-        preds = list(prep.condensed.predecessors(node))
-        incoming: set[State] = set()
+    cap = [sweep_of[k[0]] if k[2] is None else math.inf for k in keys]
+    states: dict[int, set[tuple[tuple[float, ...], frozenset[tuple[str, bool]]]]] = {}
+    for node in prep.topo_order:
+        preds = prep.preds[node]
+        incoming: set[tuple[tuple[float, ...], frozenset[tuple[str, bool]]]] = set()
         if not preds:
-            incoming.add(((), frozenset()))
+            incoming.add((zero, frozenset()))
         for pnode in preds:
             decisions = prep.edge_decisions.get((pnode, node), [])
             for totals, assigned in states[pnode]:
                 for dec in decisions:
                     if dec is None:
                         incoming.add((totals, assigned))
-                    elif (dec[0], not dec[1]) not in assigned:  # the same predicate decides both ways: infeasible
+                    elif (dec[0], not dec[1]) not in assigned:  # one condition decided both ways: infeasible
                         incoming.add((totals, assigned | {dec}))
-        add = weights.get(node, {})
-        out: set[State] = set()
-        for totals, assigned in incoming:
-            if add:
-                d = dict(totals)
-                for k, v in add.items():
-                    d[k] = d.get(k, 0.0) + v
-                totals = tuple(sorted(d.items(), key=key_order))
-            out.add((totals, assigned))
+        add = add_vec.get(node)
+        # Straight-line entries are clamped at one sweep as they accumulate: past it they change neither the
+        # charged bytes nor coverage, and clamping merges paths that differ only in surplus chunks.
+        out = ({(tuple(min(x + y, c) for x, y, c in zip(t, add, cap)), a) for t, a in incoming}
+               if add else incoming)
         if len(out) > _MAX_PATH_STATES:
-            out = set(sorted(out, key=lambda st: (sum(v for _, v in st[0]), repr(st)))[:_MAX_PATH_STATES])
+            out = set(sorted(out, key=lambda st: (sum(st[0]), st[0], sorted(st[1])))[:_MAX_PATH_STATES])
         states[node] = out
-    sinks = [n for n in prep.condensed if prep.condensed.out_degree(n) == 0]
-    complete = sorted({st[0] for n in sinks for st in states.get(n, ())},
-                      key=lambda st: (sum(v for _, v in st), repr(st)))
+    complete = sorted({st[0] for n in prep.sinks for st in states.get(n, ())}, key=lambda t: (sum(t), t))
 
-    def covers(st: tuple[tuple[tuple[str, str, int | None], float], ...]) -> bool:
+    pair_of = [(k[0], k[1]) for k in keys]
+
+    def covers(t: tuple[float, ...]) -> bool:
         tot: dict[tuple[str, str], float] = {}
-        for (g, d, _), v in st:
-            tot[(g, d)] = tot.get((g, d), 0.0) + v
+        for pair, v in zip(pair_of, t):
+            tot[pair] = tot.get(pair, 0.0) + v
         return all(tot.get(k, 0.0) >= sweep_of[k[0]] * (1 - 1e-9) for k in required)
 
-    # The cheapest path that sweeps every buffer once (rule 4); the costliest path when none does.
-    def charged(st: tuple[tuple[tuple[str, str, int | None], float], ...]) -> dict[tuple[str, str, int | None], float]:
+    def charged(t: tuple[float, ...]) -> tuple[float, ...]:
         # Straight-line bytes per key are capped at one sweep: guarded chunks past the row's end do not run.
-        return {k: (min(v, sweep_of[k[0]]) if k[2] is None else v) for k, v in st}
+        return tuple(min(v, c) for v, c in zip(t, cap))
 
-    covering = sorted((st for st in complete if covers(st)), key=lambda st: (sum(charged(st).values()), repr(st)))
-    chosen = covering[0] if covering else (complete[-1] if complete else ())
-    final = charged(chosen)
+    # The cheapest path that sweeps every buffer once (rule 4); the costliest path when none does.
+    covering = sorted((t for t in complete if covers(t)), key=lambda t: (sum(charged(t)), t))
+    chosen = covering[0] if covering else (complete[-1] if complete else zero)
+    final = dict(zip(keys, charged(chosen)))
     load_cta = sum(v for (_, d, _), v in final.items() if d == "load")
     store_cta = sum(v for (_, d, _), v in final.items() if d == "store")
     sweeps: dict[str, float] = {}
@@ -470,7 +507,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         if sweep_of.get(grp, 0.0) > 0:
             sweeps[grp] = sweeps.get(grp, 0.0) + v / sweep_of[grp]
         body_bytes[body] = body_bytes.get(body, 0.0) + v
-    bodies = tuple(BodyTraffic(b, v, load_width_in_body.get(b, 0), loads_in_body.get(b, 0))
+    bodies = tuple(BodyTraffic(b, v, load_width_in_body.get(b, 0), loads_in_body.get(b, 0),
+                               acc_width_in_body.get(b, 0), acc_in_body.get(b, 0))
                    for b, v in sorted(body_bytes.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)) if v > 0)
     per_cta = load_cta + store_cta
     return TrafficEstimate(

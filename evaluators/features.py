@@ -1,0 +1,102 @@
+"""Behaviour descriptors of a kernel: what the archive may index on, from ptxas resources, occupancy and the
+static traffic estimate. Every evaluator (GPU or static) computes them the same way.
+
+Descriptor ranges come from hardware limits, never from the data seen so far (a moving range makes cells drift):
+``FEATURE_RANGES`` gives them for cc 9.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evaluators.occupancy import device_props
+from evaluators.traffic import TrafficEstimate, TrafficModel
+from evaluators.types import Occupancy, ResourceUsage
+from population.kernel import Kernel
+
+Shape = tuple[int, ...]
+
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "f32": 4, "f16": 2}
+
+# (low, high) per descriptor for cc 9.0: 255 registers per thread (PTX ISA .maxnreg limit), 64 warps per SM,
+# occupancy in [0, 1], traffic_ratio from 1 (the workload's minimum bytes) to 4 (every byte requested four
+# times), 227 KiB + static shared memory per CTA, spills up to 1 KiB per thread, accesses up to 16 bytes wide.
+FEATURE_RANGES: dict[str, tuple[float, float]] = {
+    "registers": (0.0, 255.0),
+    "active_warps": (0.0, 64.0),
+    "occupancy": (0.0, 1.0),
+    "traffic_ratio": (1.0, 4.0),
+    "shared_bytes": (0.0, float(device_props((9, 0)).shared_mem_per_block_optin)),
+    "spill_bytes": (0.0, 1024.0),
+    "vector_bytes": (0.0, 16.0),
+    "loads_in_flight": (0.0, 64.0),
+}
+
+
+def element_bytes(workload) -> int:
+    """Bytes per element of the workload's streamed dtype (``workload.elt`` when it has one, else from
+    ``workload.dtype``: bf16/fp16 -> 2, fp32 -> 4). ValueError for an unknown dtype."""
+    elt = getattr(workload, "elt", None)
+    if isinstance(elt, int) and elt > 0:
+        return elt
+    dtype = getattr(workload, "dtype", None)
+    if dtype not in _ELEMENT_BYTES:
+        raise ValueError(f"workload {getattr(workload, 'name', workload)!r}: unknown dtype {dtype!r}")
+    return _ELEMENT_BYTES[dtype]
+
+
+def kernel_traffic(kernel: Kernel, workload, shapes: Sequence[Shape] | None = None,
+                   model: TrafficModel | None = None) -> dict[Shape, TrafficEstimate]:
+    """The static traffic estimate of ``kernel``'s entry at each shape (default: the workload's search shapes),
+    launched as ``workload.launch_dims(shape, kernel.launch)`` says. Pass ``model`` to reuse an analysis.
+
+    Raises KeyError when the module lacks the entry and ValueError from the workload's launch rule."""
+    model = model or TrafficModel(kernel.module.function(kernel.entry))
+    elt = element_bytes(workload)
+    out: dict[Shape, TrafficEstimate] = {}
+    for shape in (workload.search_shapes if shapes is None else shapes):
+        grid, block, _ = workload.launch_dims(tuple(shape), kernel.launch)
+        sweep = workload.elements_per_cta_sweep(tuple(shape), kernel.launch)
+        out[tuple(shape)] = model.estimate(grid, block, sweep, element_bytes=elt)
+    return out
+
+
+def traffic_ratio(workload, traffic: Mapping[Shape, TrafficEstimate]) -> float:
+    """Mean over the shapes of estimated requested bytes / ``workload.bytes_moved(shape)`` (1.0 = the
+    workload's minimum). ValueError on an empty mapping."""
+    if not traffic:
+        raise ValueError("traffic_ratio needs at least one shape")
+    return sum(t.bytes / workload.bytes_moved(s) for s, t in traffic.items()) / len(traffic)
+
+
+def kernel_features(
+    kernel: Kernel,
+    workload,
+    resources: ResourceUsage,
+    occupancy: Occupancy,
+    traffic: TrafficEstimate | Mapping[Shape, TrafficEstimate],
+    *,
+    shape: Shape | None = None,
+) -> dict[str, float]:
+    """Behaviour descriptors of one compiled kernel, by name (ranges in ``FEATURE_RANGES``).
+
+    registers: ptxas registers per thread; active_warps / occupancy: from ``occupancy``; traffic_ratio:
+    static requested bytes / workload minimum bytes, averaged over the shapes of ``traffic`` (a mapping
+    shape -> estimate, see ``kernel_traffic``; a single estimate needs ``shape``, default the first search
+    shape); shared_bytes: static + dynamic shared memory per CTA; spill_bytes: spill stores + loads per
+    thread; vector_bytes: widest global access per thread; loads_in_flight: most global loads per loop
+    iteration.
+    """
+    if isinstance(traffic, TrafficEstimate):
+        traffic = {tuple(shape or workload.search_shapes[0]): traffic}
+    any_t = next(iter(traffic.values()))
+    return {
+        "registers": float(resources.registers),
+        "active_warps": float(occupancy.active_warps),
+        "occupancy": float(occupancy.occupancy),
+        "traffic_ratio": float(traffic_ratio(workload, traffic)),
+        "shared_bytes": float(resources.shared_static_bytes + kernel.launch.dynamic_smem_bytes),
+        "spill_bytes": float(resources.spill_stores_bytes + resources.spill_loads_bytes),
+        "vector_bytes": float(any_t.max_width_bytes),
+        "loads_in_flight": float(any_t.loads_per_iteration),
+    }
