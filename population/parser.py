@@ -71,7 +71,7 @@ _TERMINAL_NAMES = {
     "PRAGMA": "'.pragma'", "PASSTHROUGH": "a directive", "DOTWORD": "a directive or type (.reg, .u32, ...)",
     "WORD": "an instruction or label", "PRED": "a guard predicate (@%p)", "REG": "a register (%r1)",
     "NAME": "a name", "NUMBER": "a number", "INT": "an integer", "RANGE": "a register range (<N>)",
-    "INIT": "an initializer (= ...)", "$END": "end of input",
+    "INIT": "an initializer (= ...)", "$END": "end of input", "RUN": "an instruction or label",
 }
 
 
@@ -317,7 +317,7 @@ class _Builder(Transformer):
                 continue
             if "." in words or words not in STATE_SPACES | LINKAGES | TYPES | _VECTORS:
                 if info["space"] is None and info["type"] is None and not info["linkage"] and "." not in words:
-                    raise self._error(tok, f"unknown directive {tok!s}")
+                    raise self._error(tok, f"unknown directive '{tok!s}'")
                 info["attributes"].append(f"{words} {nxt}" if nxt is not None else words)
                 i += 2 if nxt is not None else 1
                 continue
@@ -853,6 +853,8 @@ def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int
     if pos is None:
         pos = len(text)
     unknown = _unknown_directive(text, pos)
+    if unknown is not None and text[unknown[1] + len(unknown[0]) + 1 :].strip() == "":
+        unknown = None  # a directive cut short by the end of the text: report the truncation
     if unknown is not None:
         line, col = _line_col(text, unknown[1])
         return PTXSyntaxError(f"unknown directive '.{unknown[0]}'", file, line + offset_line, col)
@@ -863,7 +865,9 @@ def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int
         msg = f"unexpected character {ch!r}" + (f"; {expected}" if expected else "")
     elif isinstance(err, UnexpectedToken) and err.token.type != "$END":
         expected = _expected_text(err.expected)
-        msg = f"unexpected {err.token!s}" + (f"; {expected}" if expected else "")
+        shown = str(err.token)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        msg = f"unexpected {shown.strip()!r}" + (f"; {expected}" if expected else "")
     else:
         expected = _expected_text(getattr(err, "expected", ()) or ())
         msg = "unexpected end of input (truncated file?)" + (f"; {expected}" if expected else "")
