@@ -20,7 +20,8 @@ _ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "f32": 4, "f16": 2}
 
 # (low, high) per descriptor for cc 9.0: 255 registers per thread (PTX ISA .maxnreg limit), 64 warps per SM,
 # occupancy in [0, 1], traffic_ratio from 1 (the workload's minimum bytes) to 4 (every byte requested four
-# times), 227 KiB + static shared memory per CTA, spills up to 1 KiB per thread, accesses up to 16 bytes wide.
+# times), 227 KiB + static shared memory per CTA, spills up to 1 KiB per thread, accesses up to 16 bytes wide,
+# global load sites per loop body up to 128 (clipped: unrolled straight-line code can have more).
 FEATURE_RANGES: dict[str, tuple[float, float]] = {
     "registers": (0.0, 255.0),
     "active_warps": (0.0, 64.0),
@@ -29,7 +30,7 @@ FEATURE_RANGES: dict[str, tuple[float, float]] = {
     "shared_bytes": (0.0, float(device_props((9, 0)).shared_mem_per_block_optin)),
     "spill_bytes": (0.0, 1024.0),
     "vector_bytes": (0.0, 16.0),
-    "loads_in_flight": (0.0, 64.0),
+    "loads_in_flight": (0.0, 128.0),
 }
 
 
@@ -84,8 +85,8 @@ def kernel_features(
     static requested bytes / workload minimum bytes, averaged over the shapes of ``traffic`` (a mapping
     shape -> estimate, see ``kernel_traffic``; a single estimate needs ``shape``, default the first search
     shape); shared_bytes: static + dynamic shared memory per CTA; spill_bytes: spill stores + loads per
-    thread; vector_bytes: widest global access per thread; loads_in_flight: most global loads per loop
-    iteration.
+    thread; vector_bytes: widest global access per thread; loads_in_flight: most global load sites in one
+    loop body or in the straight-line code (clipped at 128).
     """
     if isinstance(traffic, TrafficEstimate):
         traffic = {tuple(shape or workload.search_shapes[0]): traffic}
@@ -98,5 +99,5 @@ def kernel_features(
         "shared_bytes": float(resources.shared_static_bytes + kernel.launch.dynamic_smem_bytes),
         "spill_bytes": float(resources.spill_stores_bytes + resources.spill_loads_bytes),
         "vector_bytes": float(any_t.max_width_bytes),
-        "loads_in_flight": float(any_t.loads_per_iteration),
+        "loads_in_flight": float(min(any_t.loads_per_iteration, FEATURE_RANGES["loads_in_flight"][1])),
     }

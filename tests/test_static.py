@@ -1,0 +1,174 @@
+"""The CPU-only static evaluator on the RMSNorm seeds, its failure statuses, and the cost model's arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evaluators.features import FEATURE_RANGES, kernel_features, kernel_traffic
+from evaluators.hardware import get_gpu
+from evaluators.occupancy import occupancy
+from evaluators.static import LAUNCH_OVERHEAD_US, StaticEvaluator, estimate_shape
+from evaluators.traffic import BodyTraffic, TrafficEstimate
+from evaluators.types import Status
+from evaluators.workloads.registry import get_workload
+from population.kernel import Kernel, LaunchConfig
+from population.parser import parse_module
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return get_workload("rmsnorm", dtype="bf16")
+
+
+@pytest.fixture(scope="module")
+def evaluator(workload):
+    return StaticEvaluator(workload, gpu="h200")
+
+
+@pytest.fixture(scope="module")
+def seeds(workload):
+    return workload.seeds()
+
+
+def _strip_timing(d: dict) -> dict:
+    d = dict(d)
+    d.pop("eval_seconds")
+    d["extra"] = {k: v for k, v in d["extra"].items() if k not in ("ptxas_seconds", "ptxas_cached")}
+    return d
+
+
+def test_naive_seed_is_the_unit_of_the_objective(evaluator, seeds):
+    r = evaluator.evaluate(seeds[0])
+    assert r.status == Status.OK and r.estimate
+    assert r.reason.startswith("estimate:")
+    assert r.objective == pytest.approx(1.0)
+    assert all(s.estimate for s in r.shapes)
+    assert [s.shape for s in r.shapes] == [tuple(s) for s in evaluator.workload.search_shapes]
+    assert "naive_seed" in r.extra["objective_baseline"]
+
+
+def test_template_beats_naive_under_the_model(evaluator, seeds):
+    naive, template = (evaluator.evaluate(k) for k in seeds)
+    assert template.status == Status.OK
+    assert template.objective > 1.5
+    for n, t in zip(naive.shapes, template.shapes):
+        assert t.time_us < n.time_us
+        # Never faster than the copy roofline: at most 100 % of the copy bandwidth.
+        assert 0 < t.frac_copy <= 1.0
+        assert t.gbps == pytest.approx(evaluator.workload.bytes_moved(t.shape) / (t.time_us * 1e-6) / 1e9)
+
+
+def test_resources_occupancy_and_features_agree(evaluator, seeds):
+    k = seeds[1]
+    r = evaluator.evaluate(k)
+    ru = r.resources
+    occ = occupancy(k.launch.threads, ru.registers, ru.shared_static_bytes, barriers=ru.barriers)
+    assert r.occupancy == occ
+    f = r.features
+    assert set(FEATURE_RANGES) == set(f)
+    assert f["registers"] == ru.registers
+    assert f["active_warps"] == occ.active_warps and f["occupancy"] == occ.occupancy
+    assert f["vector_bytes"] == 16
+    for name, (lo, hi) in FEATURE_RANGES.items():
+        if name != "traffic_ratio":
+            assert lo <= f[name] <= hi, name
+    # Traffic ratio: the template requests w (fp32) in every CTA, so more than the minimum bytes.
+    traffic = kernel_traffic(k, evaluator.workload)
+    assert f["traffic_ratio"] == pytest.approx(
+        sum(t.bytes / evaluator.workload.bytes_moved(s) for s, t in traffic.items()) / len(traffic))
+    assert f["traffic_ratio"] > 1.0
+    assert kernel_features(k, evaluator.workload, ru, occ, traffic) == f
+
+
+def test_deterministic(evaluator, seeds, workload):
+    a = evaluator.evaluate(seeds[1]).to_json()
+    b = StaticEvaluator(workload).evaluate(seeds[1]).to_json()
+    assert _strip_timing(a) == _strip_timing(b)
+
+
+def test_compile_error_is_a_status_with_the_line(evaluator, seeds):
+    text = seeds[0].ptx.replace("rsqrt.approx.f32", "rsqrt.approx.f33", 1)
+    assert text != seeds[0].ptx
+    bad = Kernel(module=parse_module(text), entry=seeds[0].entry, launch=seeds[0].launch)
+    r = evaluator.evaluate(bad)
+    assert r.status == Status.COMPILE_ERROR and r.estimate
+    assert r.objective is None
+    assert isinstance(r.extra["line"], int)
+    assert "rsqrt" in r.extra["statement"] and ".f33" in r.reason
+
+
+def test_launch_that_cannot_fit_is_a_launch_error(evaluator, seeds):
+    k = seeds[0]
+    huge = Kernel(module=k.module, entry=k.entry,
+                  launch=LaunchConfig(block=(256, 1, 1), dynamic_smem_bytes=300_000, knobs=k.launch.knobs))
+    r = evaluator.evaluate(huge)
+    assert r.status == Status.LAUNCH_ERROR
+    assert "cannot launch" in r.reason and "300000 B dynamic" in r.reason
+
+
+def test_abi_mismatch_is_a_launch_error(evaluator):
+    text = (".version 9.0\n.target sm_90\n.address_size 64\n\n"
+            ".visible .entry rmsnorm(\n\t.param .u64 x\n)\n{\n\tret;\n}\n")
+    r = evaluator.evaluate(Kernel(module=parse_module(text), entry="rmsnorm"))
+    assert r.status == Status.LAUNCH_ERROR and "params" in r.reason
+
+
+def _traffic(bytes_per_cta: float, ctas: int, threads: int, load_bytes: int, width: int) -> TrafficEstimate:
+    body = BodyTraffic(loop=1, bytes_per_cta=bytes_per_cta, load_bytes_per_iteration=load_bytes,
+                       loads_per_iteration=1, access_bytes_per_iteration=width, accesses_per_iteration=1)
+    return TrafficEstimate(bytes=bytes_per_cta * ctas, load_bytes=bytes_per_cta * ctas, store_bytes=0.0,
+                           bytes_per_cta=bytes_per_cta, ctas=ctas, threads_per_cta=threads, element_bytes=2,
+                           bodies=(body,))
+
+
+def test_cost_model_arithmetic():
+    gpu = get_gpu("h200")
+    bw = 4800e9 * 0.865
+    clock = 1980e6
+    # 10 full waves of 8 CTAs x 132 SMs, wide loads (enough in flight), no re-reads.
+    ctas = 8 * 132 * 10
+    t = _traffic(65536.0, ctas, 256, 64, 16)
+    e = estimate_shape(gpu, t, bytes_moved=int(t.bytes), sweep_bytes=65536.0, blocks_per_sm=8,
+                       spill_bytes_per_thread=0)
+    assert e.wave_efficiency == 1.0 and e.latency_efficiency == 1.0
+    assert e.t_mem_us == pytest.approx(t.bytes / bw * 1e6)
+    assert e.t_issue_us == pytest.approx(t.bytes / (132 * clock * 128) * 1e6)
+    assert e.time_us == pytest.approx(e.t_mem_us + LAUNCH_OVERHEAD_US)
+    # One CTA more than the slots: two waves, the second almost empty.
+    t2 = _traffic(65536.0, 8 * 132 + 1, 256, 64, 16)
+    e2 = estimate_shape(gpu, t2, int(t2.bytes), 65536.0, 8, 0)
+    assert e2.wave_efficiency == pytest.approx((1 + 1 / 1056) / 2)
+    # Two-byte loads, one per iteration: 1056 CTAs x 256 threads x 2 B in flight of 4152 GB/s x 600 ns needed.
+    t3 = _traffic(65536.0, ctas, 256, 2, 2)
+    e3 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0)
+    eff = 1056 * 256 * 2 / (bw * 600e-9)
+    assert e3.latency_efficiency == pytest.approx(eff)
+    assert e3.t_mem_us == pytest.approx(t3.bytes / (bw * eff) * 1e6)
+    # Narrow accesses: 32 lanes x 2 B = 64 B per clock per SM.
+    assert e3.t_issue_us == pytest.approx(t3.bytes / (132 * clock * 64) * 1e6)
+
+
+def test_rereads_hit_l2_only_when_the_working_set_fits():
+    gpu = get_gpu("h200")
+    ctas = 8 * 132 * 4
+    t = _traffic(2 * 8192.0, ctas, 256, 64, 16)  # a second pass over an 8 KiB row
+    small = estimate_shape(gpu, t, bytes_moved=int(t.bytes / 2), sweep_bytes=8192.0, blocks_per_sm=8,
+                           spill_bytes_per_thread=0)
+    assert small.dram_bytes == t.bytes / 2  # 1056 x 8 KiB = 8.25 MiB fits in half of 60 MiB
+    big_row = 512 * 1024.0
+    tb = _traffic(2 * big_row, ctas, 256, 64, 16)
+    big = estimate_shape(gpu, tb, int(tb.bytes / 2), big_row, 8, 0)
+    ws = 1056 * big_row
+    miss = 1 - gpu.l2_bytes * 0.5 / ws
+    assert big.dram_bytes == pytest.approx(tb.bytes / 2 + tb.bytes / 2 * miss)
+    assert not math.isclose(big.time_us, small.time_us)
+    with pytest.raises(ValueError, match="blocks_per_sm"):
+        estimate_shape(gpu, t, 1, 1.0, 0, 0)
+
+
+def test_unknown_gpu():
+    with pytest.raises(ValueError, match="known"):
+        get_gpu("v100")
+    assert get_gpu("B200").arch == "sm_100a" and not get_gpu("b200").runnable
