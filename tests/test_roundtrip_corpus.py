@@ -4,7 +4,6 @@ reference grammar, and ptxas accepts both prints for the module's target."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -41,7 +40,7 @@ def test_print_is_byte_identical(corpus) -> None:
 
 
 def test_reparse_equals(corpus) -> None:
-    _, text, module = corpus
+    _, _text, module = corpus
     assert parse_module(print_module(module)) == module
 
 
@@ -87,8 +86,8 @@ def test_fast_path_equals_reference_grammar(corpus) -> None:
     assert print_module(ref) == text
 
 
-def test_instruction_count_matches_text(corpus) -> None:
-    _, text, module = corpus
+def test_instruction_count_matches_listing(corpus) -> None:
+    _, _text, module = corpus
     n = 0
 
     def walk(body: list) -> None:
