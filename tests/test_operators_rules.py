@@ -11,7 +11,8 @@ import pytest
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.hints import HintsOperator
+from evolve.operators.common import all_instructions, definitions
+from evolve.operators.hints import HintsOperator, candidate_states, decompose
 from evolve.operators.launch import LaunchOperator, reads_ntid
 from evolve.operators.mathops import MathOpsOperator
 from evolve.operators.prefetch import PrefetchOperator
@@ -186,6 +187,14 @@ def test_hints_l2_policy_adds_createpolicy_and_compiles():
         if seen >= 3:
             break
     assert seen >= 3
+    # the child's policy is recognised as the operator's own, so it can be switched or dropped again
+    fn = child.module.function("inplace")
+    defs = definitions(fn)
+    ld = next(i for i in all_instructions(fn) if "L2::cache_hint" in i.modifiers)
+    acc = decompose(ld, defs)
+    assert acc is not None and acc.state.l2 in ("evict_first", "evict_last")
+    options = candidate_states(acc.kind, acc.state, nc_allowed=False)
+    assert any(o.l2 is None for o in options) and any(o.l2 not in (None, acc.state.l2) for o in options)
 
 
 MATH = HEAD + """

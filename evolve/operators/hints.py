@@ -16,6 +16,9 @@ l2            an L2 eviction policy through ``.L2::cache_hint`` and a ``createpo
 size          loads: ``.L2::64B .L2::128B .L2::256B`` prefetch size
 ============  ==========================================================================================
 
+An existing L2 policy is recognised when its register's one definition is the operator's own
+``createpolicy.fractional.L2::evict_*.b64 r, 1.0``; any other policy operand is left alone.
+
 Legal combinations, as checked against ptxas 13.0 for sm_90: ``cop`` excludes ``l1`` (the ISA gives them as two
 forms of the instruction and ptxas rejects "Modifier '.evict_last' cannot be combined with modifier '.cs'"),
 ``.nc`` excludes ``.lu``; the direct ``.L2::evict_first/last`` qualifiers need ``.v8.b32/.v4.b64`` accesses,
@@ -81,10 +84,12 @@ class Access:
     type: str
 
 
-def decompose(instr: Instruction) -> Access | None:
+def decompose(instr: Instruction, defs: dict[str, list[Instruction]] | None = None) -> Access | None:
     """Split a ``ld.global``/``st.global`` into an Access, or None when it carries modifiers this operator does
     not rewrite (memory-order qualifiers, ``.cv``, the 256-bit-only ``.L2::evict_*`` forms, ``ld.global.nc``
-    variants it does not know)."""
+    variants it does not know). With ``defs`` (``common.definitions``), an ``.L2::cache_hint`` whose policy
+    register has one definition ``createpolicy.fractional.L2::evict_first|last.b64 r, 1.0`` reads as that
+    policy; any other policy is ``"other"`` and left alone."""
     if instr.opcode not in ("ld", "st") or "global" not in instr.modifiers:
         return None
     mods = list(instr.modifiers)
@@ -113,8 +118,20 @@ def decompose(instr: Instruction) -> Access | None:
             vector = m
         else:
             return None
-    l2 = "other" if cache_hint else None
+    l2 = _policy_of(instr, defs) if cache_hint else None
     return Access(instr.opcode, weak, HintState(nc, cop, l1, l2, size), vector, typ)
+
+
+def _policy_of(instr: Instruction, defs: dict[str, list[Instruction]] | None) -> str:
+    pol = instr.operands[2] if len(instr.operands) > 2 else None
+    if defs is None or not isinstance(pol, Register) or len(defs.get(pol.name, [])) != 1:
+        return "other"
+    d = defs[pol.name][0]
+    for p in L2_POLICIES:
+        if d.opcode == "createpolicy" and d.modifiers == ("fractional", f"L2::{p}", "b64") and len(d.operands) == 2 \
+                and isinstance(d.operands[1], Immediate) and d.operands[1].value == 1.0:
+            return p
+    return "other"
 
 
 def legal(kind: str, s: HintState) -> bool:
@@ -214,14 +231,15 @@ class HintsOperator:
         whose hints this operator can rewrite."""
         fn = entry_function(parent)
         kinds = tuple(k for k, on in (("ld", self.loads), ("st", self.stores)) if on)
+        defs = definitions(fn)
         sites: list[tuple[Site, Access]] = []
         for s in instruction_sites(parent):
-            a = decompose(s.node) if s.node.opcode in kinds else None
+            a = decompose(s.node, defs) if s.node.opcode in kinds else None
             if a is not None:
                 sites.append((s, a))
         if not sites:
             raise NoProposal(f"entry {parent.entry!r} has no global {'/'.join(kinds)} whose hints can change")
-        ro, defs = read_only_roots(parent) if self.allow_nc else (set(), {})
+        ro = read_only_roots(parent)[0] if self.allow_nc else set()
         order = rng.permutation(len(sites))
         for i in order:
             site, acc = sites[int(i)]
@@ -245,7 +263,7 @@ class HintsOperator:
         had_policy = acc.state.l2 is not None
         if had_policy and new.l2 is None:
             operands = operands[:n_base]
-        if new.l2 in L2_POLICIES:
+        if new.l2 in L2_POLICIES and new.l2 != acc.state.l2:
             pol = fresh_name(taken, "%rdpol")
             out.append(Instruction("createpolicy", ("fractional", f"L2::{new.l2}", "b64"),
                                    (Register(pol), Immediate("1.0"))))
