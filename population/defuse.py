@@ -270,6 +270,14 @@ def operand_types(instr: Instruction) -> list[tuple[str, str, bool]]:
                 add(o, None, False)
         return out
     last = _reg_type(types[-1])
+    if op in ("wgmma", "mma"):
+        # d (and mma's c) take the first / last type (PTX ISA §9.7.14, §9.7.15); A/B fragments are packed
+        # b32 registers and wgmma's descriptors b64, which the type modifiers do not describe.
+        if ops:
+            add(ops[0], _reg_type(types[0]), True)
+        if op == "mma" and len(ops) > 3:
+            add(ops[3], _reg_type(types[-1]), False)
+        return out
     if op in ("setp", "set"):
         src_t = _reg_type(types[-1])
         if ops:

@@ -31,7 +31,6 @@ turns a parent Kernel plus a script into a child Kernel (raising :class:`EditApp
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +49,18 @@ from lark import (
 )
 from lark.exceptions import VisitError
 
-from population.ast import Function, Instruction, Module, PerfDirective, Scope
+from population.ast import (
+    Address,
+    Function,
+    Instruction,
+    Module,
+    PerfDirective,
+    Register,
+    Scope,
+    Statement,
+    Symbol,
+    Vector,
+)
 from population.defuse import declare_missing
 from population.kernel import Kernel
 
@@ -755,6 +765,41 @@ def set_modifier(instr: Instruction, remove: str | None, add: str | None) -> Ins
 # ------------------------------------------------------------------------------------------------ applying
 
 
+def _shallow(o):  # type: ignore[no-untyped-def]
+    """copy.copy for plain (non-slots) dataclasses without the __reduce_ex__ round trip."""
+    c = object.__new__(type(o))
+    c.__dict__.update(o.__dict__)
+    return c
+
+
+def _copy_statement(s: Statement) -> Statement:
+    c = _shallow(s)
+    if isinstance(c, Scope):
+        c.body = [_copy_statement(x) for x in c.body]
+    return c
+
+
+def copy_module(module: Module) -> Module:
+    """A copy of ``module`` in which every node that holds mutable state is new (the module, functions,
+    parameters, directives, statements and every body list) while immutable parts (operand tuples, frozen
+    operand dataclasses, strings) are shared: as safe as ``copy.deepcopy`` for AST edits and about 100x faster
+    (0.3 ms against 32 ms for the softmax corpus kernel)."""
+    m = _shallow(module)
+    items: list = []
+    for it in module.items:
+        if isinstance(it, Function):
+            fn = _shallow(it)
+            fn.params = [_shallow(p) for p in it.params]
+            fn.return_params = None if it.return_params is None else [_shallow(p) for p in it.return_params]
+            fn.directives = [_shallow(d) for d in it.directives]
+            fn.body = None if it.body is None else [_copy_statement(x) for x in it.body]
+            items.append(fn)
+        else:
+            items.append(_shallow(it))
+    m.items = items
+    return m
+
+
 @dataclass
 class _Plan:
     index: int  # edit index in the script
@@ -867,10 +912,48 @@ def _parse_lines(lines: tuple[str, ...], fn: Function, edit_index: int) -> list:
     from population.parser import parse_statements
 
     try:
-        return parse_statements("\n".join(lines), registers=set(declared_registers(fn)),
-                                filename=f"edit {edit_index}")
+        stmts = parse_statements("\n".join(lines), registers=set(declared_registers(fn)),
+                                 filename=f"edit {edit_index}")
     except PTXSyntaxError as e:
         raise ValueError(f"PTX line {e.line} of the edit, column {e.column}: {e.message}") from None
+    return _promote_written_names(stmts)
+
+
+def _promote_written_names(stmts: list) -> list:
+    """Bare names (no ``%``) the new lines *write* but nobody declared parse as Symbols; they can only be
+    registers, so turn them into Registers in the new lines (declare_missing then declares them). A name that
+    is only read stays a Symbol, for ptxas to report if it is undefined."""
+    from population.defuse import has_destination
+
+    def walk_instrs(body: list):  # type: ignore[no-untyped-def]
+        for k, st in enumerate(body):
+            if isinstance(st, Scope):
+                yield from walk_instrs(st.body)
+            elif isinstance(st, Instruction):
+                yield body, k, st
+
+    written: set[str] = set()
+    for _, _, ins in walk_instrs(stmts):
+        if ins.opcode not in ("call", "bra", "brx") and ins.operands and has_destination(ins):
+            d = ins.operands[0]
+            elems = d.elements if isinstance(d, Vector) else (d,)
+            written.update(e.name for e in elems if isinstance(e, Symbol))
+    if not written:
+        return stmts
+
+    def conv(op):  # type: ignore[no-untyped-def]
+        if isinstance(op, Symbol) and op.name in written:
+            return Register(op.name)
+        if isinstance(op, Vector):
+            return Vector(tuple(conv(e) for e in op.elements))
+        if isinstance(op, Address) and isinstance(op.base, Symbol) and op.base.name in written:
+            return Address(Register(op.base.name), op.offset)
+        return op
+
+    for body, k, ins in list(walk_instrs(stmts)):
+        if ins.opcode not in ("call", "bra", "brx"):
+            body[k] = dc_replace(ins, operands=tuple(conv(o) for o in ins.operands))
+    return stmts
 
 
 def _plan_line_edit(i: int, e: Edit, lm: LineMap) -> _Plan:
@@ -953,9 +1036,9 @@ def apply_script(kernel: Kernel, script: EditScript, *, operator: str,
             base = instantiate(knobs)
         except (ValueError, KeyError) as err:
             raise EditApplyError(i, f"the template rejected knobs {knobs}: {err}", first[i]) from None
-        module, entry, launch = copy.deepcopy(base.module), base.entry, base.launch
+        module, entry, launch = copy_module(base.module), base.entry, base.launch
     else:
-        module = copy.deepcopy(kernel.module)
+        module = copy_module(kernel.module)
 
     touched: set[int] = set()
     if line_edits:

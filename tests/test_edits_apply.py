@@ -307,3 +307,52 @@ def test_modifier_assembles_in_place(poly: Kernel) -> None:
     assert [i.full_opcode for i in flat_instructions(child.module.function("_Z4polyfPKfi"))][2] == "fma.rz.f32"
     assert print_module(child.module, canonical=True).count("fma.rz.f32") == 1
     assert_assembles(child)
+
+
+def test_bare_register_names_written_by_an_edit_are_declared(poly: Kernel) -> None:
+    ld = line_of(poly, "ld.global.nc.f32")
+    child = apply(poly, f"INSERT AFTER {ld}\nadd.f32 acc, %f1, %f1;\nmov.f32 %f1, acc;\nEND\n")
+    fn = child.module.function("eval_poly")
+    assert declared_registers(fn)["acc"] == "f32"
+    assert_assembles(child)
+    # a name only read stays a symbol, for ptxas to reject
+    child = apply(poly, f"INSERT AFTER {ld}\nmov.f32 %f1, nosuch;\nEND\n")
+    assert "nosuch" not in declared_registers(child.module.function("eval_poly"))
+    from evaluators.types import CompileError
+
+    with pytest.raises(CompileError):
+        compile_ptx(child.ptx)
+
+
+@pytest.mark.parametrize("name", ["i_device_func.ptx", "d_mbarrier_bulk.ptx"])
+def test_every_line_delete_and_insert_matches_the_text(name: str) -> None:
+    """Deleting line L (or inserting after it) changes the canonical text exactly there: the line map agrees
+    with the listing on every statement line, scopes included."""
+    from population.ast import RegDecl, Scope
+    from population.edits import Delete
+
+    m = parse_module((CORPUS / name).read_text())
+    k = Kernel(m, m.entries[0].name)
+    lst = listing(m)
+    lines = lst.text.splitlines()
+
+    def solid(text_lines: list[str]) -> list[str]:
+        return [x for x in text_lines if x.strip()]  # blank lines belong to the layout, not to statements
+
+    checked = 0
+    for info in lst.lines:
+        ln = info.lineno
+        if info.node is None or info.body is None or info.function is None or not info.text.strip():
+            continue
+        if type(info.node).__name__ in ("Function", "Param", "PerfDirective"):
+            with pytest.raises(EditApplyError):
+                apply_script(k, EditScript((Delete(ln, ln),)), operator="t")
+            continue
+        if isinstance(info.node, (Scope, RegDecl)):
+            continue  # a scope's "{" needs its whole span; a deleted .reg is re-declared
+        child = apply_script(k, EditScript((Delete(ln, ln),)), operator="t")
+        assert solid(child.canonical_ptx.splitlines()) == solid(lines[:ln - 1] + lines[ln:]), ln
+        child = apply_script(k, EditScript((Insert(ln, ("membar.gl;",)),)), operator="t")
+        assert solid(child.canonical_ptx.splitlines()) == solid([*lines[:ln], "\tmembar.gl;", *lines[ln:]]), ln
+        checked += 1
+    assert checked > 30
