@@ -70,13 +70,19 @@ def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
 
 
 def visible_gpus() -> list[int]:
-    """Indices of the GPUs CuPy can see ([] without CuPy or a GPU)."""
+    """Indices of the GPUs the evaluators can see ([] without CuPy or a GPU)."""
     try:
-        import cupy
+        from evaluators.gpu.devices import gpu_count
 
-        return list(range(int(cupy.cuda.runtime.getDeviceCount())))
-    except Exception:
-        return []
+        n = gpu_count()
+    except ImportError:
+        try:
+            import cupy
+
+            n = int(cupy.cuda.runtime.getDeviceCount())
+        except Exception:
+            n = 0
+    return list(range(n))
 
 
 def _job_num() -> int | None:
@@ -97,19 +103,20 @@ def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
     from evaluators.factory import make_evaluator
 
     kind = str(cfg.evaluator.kind)
-    gpus = visible_gpus()
+    gpus = visible_gpus() if kind != "static" else []
     if kind == "auto":
         kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
-    options.setdefault("gpu", str(cfg.hardware.name))
-    options.setdefault("arch", str(cfg.hardware.arch))
-    if kind == "gpu":
+    if kind == "static":
+        options.setdefault("gpu", str(cfg.hardware.name))
+        options.setdefault("arch", str(cfg.hardware.arch))
+    else:
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
         if devices is not None:
             options.setdefault("devices", devices)
-    evaluator = make_evaluator(kind, workload, **options)
+    evaluator = make_evaluator(kind, workload, banner=False, **options)
     return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
 
 
