@@ -84,12 +84,3 @@ class BaselineSet:
             except Exception as e:
                 self.notes["quack"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
         return out
-
-    def check(self, fn: Baseline, reference_y: Any, xp: Any) -> float:
-        """Max |baseline - reference| (float64), so a table never reports a broken baseline's time."""
-        import torch
-
-        y = fn()
-        ref = xp.asarray(reference_y)
-        got = xp.from_dlpack(y.to(torch.float32).contiguous()).astype(xp.float64)
-        return float(xp.abs(got - ref).max())

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ class Supervisor:
     """Supervises the worker for GPU ``device`` (an index into the visible devices).
 
     startup_timeout_s: how long a (re)start may take (copy roofline + baseline compilation), seconds.
+    target: the process entry point, ``worker_main(conn, device, workload_name, workload_options, config)``
+    by default (a module-level function, as ``spawn`` requires).
     """
 
     device: int
@@ -38,6 +41,7 @@ class Supervisor:
     workload_options: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
     startup_timeout_s: float = 600.0
+    target: Callable[..., None] | None = None
     restarts: int = 0
     info: dict[str, Any] = field(default_factory=dict)
     _proc: Any = None
@@ -53,7 +57,7 @@ class Supervisor:
         pinned = physical_device(self.device)
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker_main, name=f"ptxforge-gpu{self.device}",
+        proc = ctx.Process(target=self.target or worker_main, name=f"ptxforge-gpu{self.device}",
                            args=(child, pinned, self.workload_name, self.workload_options, self.config),
                            daemon=True)
         with _ENV_LOCK:

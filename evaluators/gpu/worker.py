@@ -87,9 +87,7 @@ class WorkerState:
     def _load(self, cubin: bytes, entry: str) -> Any:
         mod = self.cp.cuda.Module()
         mod.load(cubin)
-        fn = mod.get_function(entry)
-        fn._ptxforge_module = mod  # keep the module alive as long as the function
-        return fn
+        return mod.get_function(entry)  # the Function holds a reference to its Module
 
     def launcher(self, fn: Any, types: list[str], launch_json: dict[str, Any]):
         """A gate launcher (inputs, outputs, shape) that launches ``fn`` and synchronises, raising KernelFault."""

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
+# experiments, and keep logs/tables under $OUT when set.
+#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput]     (no argument: all three)
+# Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/ptxforge-gpu-out}
+mkdir -p "$out"
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(tests baselines throughput)
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
+export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
+[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+  python3 - <<'PY'
+import importlib
+for m in ("torch", "cupy", "numpy", "ml_dtypes", "lark", "triton", "liger_kernel", "hydra", "wandb"):
+    try:
+        print(f"{m} {importlib.import_module(m).__version__}")
+    except Exception as e:
+        print(f"{m} absent ({type(e).__name__})")
+PY
+  (nvcc --version | tail -1; ptxas --version | tail -1) 2>&1
+} | tee "$out/versions.txt"
+
+rc=0
+for step in "${steps[@]}"; do
+  case $step in
+    tests) python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
+    baselines) python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
+               rc=$((rc | ${PIPESTATUS[0]})) ;;
+    throughput) python3 experiments/gpu_throughput.py --out "$out" 2>&1 | tee "$out/gpu_throughput.log"
+                rc=$((rc | ${PIPESTATUS[0]})) ;;
+    *) echo "unknown step $step (tests | baselines | throughput)"; rc=2 ;;
+  esac
+done
+exit $rc
