@@ -5,7 +5,8 @@
 
 Every analysis takes a ``population.ast.Function`` and flattens its ``{ }`` scopes into one linear instruction
 stream; indices ("flat indices") refer to :func:`flat_instructions`. The tables each module follows are cited
-in its docstring (PTX ISA 9.0 §5.1 state spaces, §5.2 types, §6.4 operand type rules, §9.7 instructions).
+in its docstring (PTX ISA 9.0 "State Spaces", "Types", "Type Information for Instructions and Operands", and
+the instruction descriptions).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from population.cfg import (
     cfg,
     dominates,
     flat_instructions,
+    flat_located,
     flat_statements,
     loop_depths,
     loops,
@@ -72,6 +74,7 @@ __all__ = [
     "destinations",
     "dominates",
     "flat_instructions",
+    "flat_located",
     "flat_statements",
     "has_destination",
     "infer_register_types",

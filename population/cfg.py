@@ -1,11 +1,11 @@
 """Control flow of one PTX function: the flattened statement stream, basic blocks, the CFG and natural loops.
 
-Follows the PTX ISA 9.0 control-flow instructions (§9.7.13: ``bra``, ``brx.idx``, ``call``, ``ret``, ``exit``;
-§9.7.19 ``trap``): a label starts a basic block; ``bra``/``brx.idx``/``ret``/``exit``/``trap`` end one; a
+Follows the PTX ISA 9.0 sections "Control Flow Instructions" (``bra``, ``brx.idx``, ``call``, ``ret``,
+``exit``) and "Miscellaneous Instructions" (``trap``): a label starts a basic block; ``bra``/``brx.idx``/``ret``/``exit``/``trap`` end one; a
 predicated ``bra`` has two successors (target and fall-through), an unpredicated one only its target; a
 predicated ``ret``/``exit``/``trap`` falls through when its guard is false. ``call`` returns to the next
 instruction, so it does not end a block. Nested ``{ }`` scopes are flattened into the linear stream (a scope
-only limits the visibility of declarations, PTX ISA §4.4). Loops are found by back edges whose head dominates
+only limits the visibility of the declarations inside it). Loops are found by back edges whose head dominates
 their tail (dominators from ``networkx.immediate_dominators``, the Cooper-Harvey-Kennedy algorithm); their
 natural-loop bodies follow Aho, Lam, Sethi & Ullman, *Compilers* (2nd ed.) §9.6.6. Irreducible cycles (no
 dominating head) are not reported as loops.
@@ -106,6 +106,13 @@ def flat_statements(fn: Function) -> list[Located]:
     """The instructions and labels of ``fn`` in textual order, scopes flattened (directives and declarations
     dropped): the stream basic blocks are cut from."""
     return [loc for loc in walk(fn) if isinstance(loc.stmt, (Instruction, Label))]
+
+
+def flat_located(fn: Function) -> list[Located]:
+    """The instructions of ``fn`` in textual order, each with the body list and index that hold it: entry k
+    is ``flat_instructions(fn)[k]`` (so flat indices from blocks, def-use and memory sites map to a place an
+    edit can name, via ``population.edits.line_map``)."""
+    return [loc for loc in walk(fn) if isinstance(loc.stmt, Instruction)]
 
 
 def flat_instructions(fn: Function) -> list[Instruction]:

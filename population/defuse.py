@@ -1,14 +1,15 @@
 """Registers of a PTX function: which operands an instruction writes and reads, def-use sites, declared vs used
 registers, type inference for undeclared registers, and declaring the missing ones.
 
-Operand roles follow the instruction descriptions of the PTX ISA 9.0 (§9.7): the first operand is the
+Operand roles follow the instruction descriptions of the PTX ISA 9.0 ("Instructions" chapter): the first operand is the
 destination for most opcodes; the opcodes in :data:`NO_DESTINATION` write no register (stores, reductions,
 barriers, fences, branches, prefetches, async copies ...). All elements of a destination Vector are written,
 both halves of ``p|q`` are written, ``wgmma.mma_async``'s accumulator vector is both read and written
-(§9.7.15.5.2, ``d = A*B + d``), and a ``call``'s return parameters are its first ParenList (§9.7.13.4).
-Type compatibility follows the "Type Checking Rules" table of §6.4 (Operand Type Information): a ``.bN`` register
+("Asynchronous Warpgroup Level Matrix Multiply-Accumulate", ``d = A*B + d``), and a ``call``'s return
+parameters are its first ParenList ("Control Flow Instructions: call"). Type compatibility follows the "Type
+Checking Rules" table of "Type Information for Instructions and Operands": a ``.bN`` register
 fits any instruction type of N bits, ``.sN``/``.uN`` fit each other, ``.fN`` fits only ``.fN`` and ``.bN``
-instructions. Register declarations with ``<N>`` ranges follow §5.1.1 (parameterized variable names).
+instructions. Register declarations with ``<N>`` ranges follow "Parameterized Variable Names".
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ NO_DESTINATION = frozenset({
     "prefetchu", "cp", "setmaxnreg", "stmatrix", "st.async", "red.async", "mbarrier.init", "mbarrier.inval",
     "mbarrier.expect_tx", "mbarrier.complete_tx", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
     "nanosleep", "pmevent", "griddepcontrol", "discard", "applypriority", "sust", "sured", "brkpt",
-    "multimem.st", "multimem.red", "tensormap", "st.bulk",
+    "multimem.st", "multimem.red", "tensormap", "st.bulk", "stackrestore",
+    # tcgen05 (sm_100a): only tcgen05.ld writes registers
+    "tcgen05.mma", "tcgen05.st", "tcgen05.alloc", "tcgen05.dealloc", "tcgen05.commit", "tcgen05.cp",
+    "tcgen05.wait", "tcgen05.fence", "tcgen05.shift", "tcgen05.relinquish_alloc_permit",
 })
 
-# Fundamental types (PTX ISA §5.2.1) and their width in bits. Packed types count the whole register.
+# Fundamental types (PTX ISA "Fundamental Types") and their width in bits. Packed types count the whole register.
 TYPE_BITS: dict[str, int] = {
     "pred": 1,
     "b8": 8, "b16": 16, "b32": 32, "b64": 64, "b128": 128,
@@ -190,7 +194,7 @@ def def_use(fn: Function) -> DefUse:
 
 def declared_registers(fn: Function) -> dict[str, str]:
     """Register name -> declared type (``"b32"``, ``"pred"``; ``"v4.f32"`` for vector registers) for every
-    ``.reg`` in ``fn``'s body and its scopes; ``%r<105>`` expands to ``%r0`` .. ``%r104`` (PTX ISA §5.1.1)."""
+    ``.reg`` in ``fn``'s body and its scopes; ``%r<105>`` expands to ``%r0`` .. ``%r104`` (PTX ISA "Parameterized Variable Names")."""
     out: dict[str, str] = {}
     for loc in walk(fn):
         s = loc.stmt
@@ -235,7 +239,7 @@ def operand_types(instr: Instruction) -> list[tuple[str, str, bool]]:
     """(register, inferred type, is_destination) for each register operand whose type the opcode and its type
     modifiers determine; registers it cannot type (e.g. address bases) are left out.
 
-    Rules (PTX ISA §9.7): the guard, negated operands and ``.pred``-typed operands are ``pred``; ``setp``
+    Rules (PTX ISA instruction descriptions): the guard, negated operands and ``.pred``-typed operands are ``pred``; ``setp``
     writes predicates; ``selp``'s last source is a predicate; ``cvt``/``cvta``'s destination takes the first
     type modifier and the source the second; ``mul.wide``/``mad.wide`` write twice the source width; shift
     amounts, ``bfe``/``bfi`` positions and ``shfl`` lane operands are 32-bit; loads, stores and atomics type
@@ -271,7 +275,7 @@ def operand_types(instr: Instruction) -> list[tuple[str, str, bool]]:
         return out
     last = _reg_type(types[-1])
     if op in ("wgmma", "mma"):
-        # d (and mma's c) take the first / last type (PTX ISA §9.7.14, §9.7.15); A/B fragments are packed
+        # d (and mma's c) take the first / last type (PTX ISA mma / wgmma descriptions); A/B fragments are packed
         # b32 registers and wgmma's descriptors b64, which the type modifiers do not describe.
         if ops:
             add(ops[0], _reg_type(types[0]), True)
@@ -339,7 +343,7 @@ def operand_types(instr: Instruction) -> list[tuple[str, str, bool]]:
 
 def compatible(declared: str, used: str) -> bool:
     """Whether a register of type ``declared`` may appear where an operand of type ``used`` is expected
-    (PTX ISA §6.4 "Type Checking Rules"; ``used`` here is the register-level type from operand_types)."""
+    (PTX ISA "Type Information for Instructions and Operands", table "Type Checking Rules"; ``used`` here is the register-level type from operand_types)."""
     if declared == used:
         return True
     if "pred" in (declared, used):

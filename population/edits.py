@@ -16,7 +16,7 @@ lines follow on their own lines and end with a line ``END``)::
     DELETE 60-61                  delete lines 60..61 ("DELETE 60" = one line)
     MODIFIER 42 -nc +cs           instruction at line 42: remove modifier .nc and/or add modifier .cs
     LAUNCH block=256,1,1 smem=0 rows_per_cta=2
-    DIRECTIVE rmsnorm .maxnreg 64   set a performance directive (PTX ISA §11.4) of an entry
+    DIRECTIVE rmsnorm .maxnreg 64   set a performance-tuning directive of an entry
     DIRECTIVE rmsnorm -.maxnreg     remove it
     KNOBS threads=256 vec=8       re-instantiate the workload template with these knobs
 
@@ -66,8 +66,8 @@ from population.kernel import Kernel
 
 GRAMMAR_PATH = Path(__file__).with_name("edit_grammar.lark")
 
-# Performance-tuning and cluster directives an entry may carry (PTX ISA 9.0 §11.4 "Performance-Tuning
-# Directives" and §11.5 "Cluster Dimension Directives"), with the number of values each takes (min, max).
+# Performance-tuning and cluster directives an entry may carry (PTX ISA 9.0 "Performance-Tuning
+# Directives" and "Cluster Dimension Directives"), with the number of values each takes (min, max).
 PERF_DIRECTIVES: dict[str, tuple[int, int]] = {
     "maxnreg": (1, 1),
     "maxntid": (1, 3),
@@ -282,7 +282,7 @@ class SetLaunch:
 class SetDirective:
     """Set (``values`` a tuple) or remove (``values`` None) the performance directive ``name`` of function
     ``entry``. ``name`` is stored without the dot (``"maxnreg"``); allowed names and value counts:
-    :data:`PERF_DIRECTIVES` (PTX ISA §11.4, §11.5)."""
+    :data:`PERF_DIRECTIVES` (PTX ISA "Performance-Tuning Directives", "Cluster Dimension Directives")."""
 
     entry: str
     name: str
@@ -353,6 +353,9 @@ class EditScript:
 
     def __len__(self) -> int:
         return len(self.edits)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.edits)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -689,8 +692,8 @@ def line_map(module: Module, listing_: object | None = None) -> LineMap:
 # ----------------------------------------------------------------------------------------------- modifiers
 
 # Where an added modifier goes, following the modifier order of the PTX ISA 9.0 instruction syntax
-# (§9.7.9.8 ld: ``ld{.weak,.volatile,.relaxed.scope,.acquire.scope}{.ss}{.cop}{.nc}{.level::eviction_priority}
-# {.level::cache_hint}{.level::prefetch_size}{.vec}.type``; §9.7.9.10 st likewise; §9.7.3 floating point:
+# (ld: ``ld{.weak,.volatile,.relaxed.scope,.acquire.scope}{.ss}{.cop}{.nc}{.level::eviction_priority}
+# {.level::cache_hint}{.level::prefetch_size}{.vec}.type``; st likewise; "Floating-Point Instructions":
 # ``op{.rnd|.approx|.full}{.ftz}{.sat}.type``).
 _SEMANTICS = ("weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "mmio")
 _SCOPES = ("cta", "cluster", "gpu", "sys")

@@ -2,10 +2,11 @@
 thread moves per execution, and how deep in loops they sit (the input of static traffic estimates and of the
 cache-hint and prefetch operators).
 
-State spaces follow PTX ISA 9.0 §5.1 (``.global .shared .local .param .const``; an ``ld``/``st`` without one is
-generic, §6.4.1.1). Instruction forms follow §9.7.9 (``ld``, ``ldu``, ``st``, ``prefetch``, ``cp.async``,
+State spaces follow PTX ISA 9.0 "State Spaces" (``.global .shared .local .param .const``; an ``ld``/``st``
+without one is generic, "Generic Addressing"). Instruction forms follow "Data Movement and Conversion
+Instructions" (``ld``, ``ldu``, ``st``, ``prefetch``, ``cp.async``,
 ``cp.async.bulk``, ``cp.reduce.async.bulk``, ``st.async``, ``red.async``, ``ldmatrix``, ``stmatrix``,
-``multimem``) and §9.7.13 (``atom``, ``red``). Texture/surface instructions and the shared-memory operands of
+``multimem``) and "Parallel Synchronization and Communication Instructions" (``atom``, ``red``). Texture/surface instructions and the shared-memory operands of
 ``wgmma`` descriptors are not counted.
 """
 
@@ -106,7 +107,7 @@ def _width(instr: Instruction, kind: str) -> tuple[int, int, str | None]:
     types = [m for m in mods if m in TYPE_BITS and m != "pred"]
     elem = types[-1] if types else None
     if instr.opcode in ("ldmatrix", "stmatrix"):
-        # .x1/.x2/.x4: one 32-bit register per 8x8 b16 matrix per thread (PTX ISA §9.7.14.5.15)
+        # .x1/.x2/.x4: one 32-bit register per 8x8 b16 matrix per thread (PTX ISA "ldmatrix")
         n = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), 1)
         return 4 * n, 1, elem
     if kind == "prefetch":
