@@ -220,6 +220,19 @@ class _Prepared:
     topo_order: tuple[int, ...] = ()
     preds: dict[int, tuple[int, ...]] = field(default_factory=dict)
     sinks: tuple[int, ...] = ()
+    live_conditions: dict[int, frozenset[str]] = field(default_factory=dict)
+
+
+def _live_conditions(condensed: nx.DiGraph, topo: tuple[int, ...],
+                     decisions: dict[tuple[int, int], list[tuple[str, bool] | None]]) -> dict[int, frozenset[str]]:
+    """Per component: the conditions tested on edges reachable from it (entering it included)."""
+    live: dict[int, frozenset[str]] = {}
+    for n in reversed(topo):
+        conds = {d[0] for p in condensed.predecessors(n) for d in decisions.get((p, n), []) if d is not None}
+        for succ in condensed.successors(n):
+            conds |= live[succ]
+        live[n] = frozenset(conds)
+    return live
 
 
 def _zero_trip_bypasses(blocks, g: nx.DiGraph, loop_list: Sequence[Loop]) -> set[tuple[int, int]]:
@@ -339,11 +352,13 @@ def _prepare(fn: Function) -> _Prepared:
         if st.vector == 1 and st.width_bytes > 0 and st.kind in ("load", "store"):
             group_elt[grp] = min(group_elt.get(grp, st.width_bytes), st.width_bytes)
     mapping = dict(condensed.graph["mapping"])
-    return _Prepared(kept, inner, condensed, mapping, _remainder_loops(kept, inner), group_elt,
-                     _edge_decisions(blocks, g, du, mapping, _zero_trip_bypasses(blocks, g, loop_list)),
-                     topo_order=tuple(nx.lexicographical_topological_sort(condensed)),
+    decisions = _edge_decisions(blocks, g, du, mapping, _zero_trip_bypasses(blocks, g, loop_list))
+    topo = tuple(nx.lexicographical_topological_sort(condensed))
+    return _Prepared(kept, inner, condensed, mapping, _remainder_loops(kept, inner), group_elt, decisions,
+                     topo_order=topo,
                      preds={n: tuple(sorted(condensed.predecessors(n))) for n in condensed},
-                     sinks=tuple(sorted(n for n in condensed if condensed.out_degree(n) == 0)))
+                     sinks=tuple(sorted(n for n in condensed if condensed.out_degree(n) == 0)),
+                     live_conditions=_live_conditions(condensed, topo, decisions))
 
 
 def _default_element_bytes(sites: list[tuple[MemorySite, str]]) -> int:
@@ -473,6 +488,9 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
                         incoming.add((totals, assigned))
                     elif (dec[0], not dec[1]) not in assigned:  # one condition decided both ways: infeasible
                         incoming.add((totals, assigned | {dec}))
+        live = prep.live_conditions.get(node, frozenset())
+        # Forget decisions no later branch tests: paths that differ only in them merge.
+        incoming = {(t, a if a <= live else frozenset(d for d in a if d[0] in live)) for t, a in incoming}
         add = add_vec.get(node)
         # Straight-line entries are clamped at one sweep as they accumulate: past it they change neither the
         # charged bytes nor coverage, and clamping merges paths that differ only in surplus chunks.

@@ -235,3 +235,26 @@ def test_cubin_loads_without_cuobjdump(tmp_path: Path):
     # The cubin is a self-contained ELF image: every entry's code section is present.
     res = compile_ptx(KERNEL)
     assert cubin_sections(res.cubin)[".text.scale"] > 0
+
+
+def test_compile_error_maps_to_the_ast_node():
+    from population.kernel import Kernel
+    from population.parser import parse_module
+    from population.printer import listing, print_module
+
+    module = parse_module(KERNEL.replace("mad.lo.s32", "mad.lo.q32"))
+    # The text compiled for a Module is the canonical print that listing() numbers.
+    assert listing(module).text == print_module(module, canonical=True)
+    for src in (module, Kernel(module=module, entry="scale")):
+        with pytest.raises(CompileError) as info:
+            compile_ptx(src)
+        node = info.value.statement
+        assert any(stmt is node for stmt in module.entries[0].body)
+        assert node.opcode == "mad" and node.modifiers == ("lo", "q32")
+
+
+def test_module_input_compiles_like_its_text():
+    from population.parser import parse_module
+
+    module = parse_module(KERNEL)
+    assert compile_ptx(module).resources == compile_ptx(KERNEL).resources
