@@ -17,6 +17,7 @@ import hashlib
 import json
 import platform
 import time
+import tomllib
 from dataclasses import asdict, dataclass, is_dataclass
 from importlib import metadata
 from pathlib import Path
@@ -41,10 +42,7 @@ class ExportedKernel:
 
 def _versions(store: Store) -> dict[str, Any]:
     v: dict[str, Any] = {"card": CARD_VERSION, "python": platform.python_version()}
-    try:
-        v["ptxforge"] = metadata.version("ptxforge")
-    except metadata.PackageNotFoundError:
-        v["ptxforge"] = None
+    v["ptxforge"] = _ptxforge_version()
     try:
         from evaluators.toolchain import ptxas_version
 
@@ -55,6 +53,40 @@ def _versions(store: Store) -> dict[str, Any]:
     if run_versions is not None:
         v["run"] = run_versions
     return v
+
+
+def _ptxforge_version() -> str | None:
+    try:
+        return metadata.version("ptxforge")
+    except metadata.PackageNotFoundError:  # running from a source tree: read its pyproject
+        try:
+            pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"]) + "+source"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return None
+
+
+def _config(meta: dict[str, Any], *keys: str) -> Any:
+    node: Any = meta.get("config") or {}
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def workload_from_meta(meta: dict[str, Any]) -> Any:
+    """The run's workload rebuilt from the stored Hydra config (``config.workload.name`` and ``options``),
+    None when the config does not name one or the workload cannot be built."""
+    name = _config(meta, "workload", "name")
+    if not name:
+        return None
+    try:
+        from evaluators.workloads.registry import get_workload
+
+        return get_workload(str(name), **dict(_config(meta, "workload", "options") or {}))
+    except Exception:  # unknown or unbuildable workload: the card is written without ABI details
+        return None
 
 
 def _jsonable(x: Any) -> Any:
@@ -77,7 +109,7 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
     card: dict[str, Any] = {
         "name": name, "candidate_id": row.id, "identity": row.identity,
         "entry": row.entry or getattr(workload, "entry", ""), "launch": row.launch,
-        "workload": getattr(workload, "name", meta.get("workload")),
+        "workload": getattr(workload, "name", None) or meta.get("workload") or _config(meta, "workload", "name"),
         "dtype": getattr(workload, "dtype", None),
         "abi": [_jsonable(p) for p in getattr(workload, "abi", ())] or None,
         "status": row.status, "reason": row.reason, "objective": row.objective,
@@ -86,9 +118,11 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "shapes": m.get("shapes", []), "resources": m.get("resources"), "occupancy": m.get("occupancy"),
         "traffic_bytes": m.get("traffic_bytes"), "measured_dram_bytes": m.get("measured_dram_bytes"),
         "features": row.features, "cell": row.cell,
-        "method": {"evaluator": meta.get("evaluator"), "estimate": bool(m.get("estimate", False)),
+        "method": {"evaluator": meta.get("evaluator") or _config(meta, "evaluator", "kind"),
+                   "estimate": bool(m.get("estimate", False)),
                    "eval_seconds": row.eval_seconds},
-        "gpu": _jsonable(gpu) if gpu is not None else meta.get("gpu"), "arch": arch,
+        "gpu": _jsonable(gpu) if gpu is not None else (meta.get("gpu") or _config(meta, "hardware", "name")),
+        "arch": arch,
         "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,
         "lineage": lineage or [], "exported_at": time.time(),
     }
@@ -142,11 +176,12 @@ def export_kernel(row: CandidateRow, out_dir: Path, name: str, **card_kw: Any) -
 
 
 def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, workload: Any = None, *,
-                arch: str = "sm_90", gpu: Any = None, cells: bool = True) -> list[ExportedKernel]:
+                arch: str | None = None, gpu: Any = None, cells: bool = True) -> list[ExportedKernel]:
     """Export the best kernel overall (``best``) and, with ``cells``, every cell's elite (``cell_i_j_k``).
 
     archive: the run's GridArchive whose elites' ``candidate_id`` are store row ids; None exports only the
-    store's best ok row. gpu: a ``GPUSpec`` or name for the card (default: store meta ``gpu``).
+    store's best ok row. workload / arch / gpu default to what the store's ``config`` meta names
+    (``workload.name`` + ``options``, ``hardware.arch``, ``hardware.name``), else no workload, ``sm_90``, None.
     Returns the exported kernels, best first. ValueError when there is nothing to export; StoreError when an
     elite's row is missing from the store."""
     from archive.lineage import lineage_steps
@@ -160,7 +195,11 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
         elites = []
     if best_row is None:
         raise ValueError(f"{store.path}: no ok candidate to export")
-    kw = {"workload": workload, "gpu": gpu, "arch": arch, "versions": _versions(store), "store_meta": store.meta()}
+    meta = store.meta()
+    if workload is None:
+        workload = workload_from_meta(meta)
+    arch = arch or _config(meta, "hardware", "arch") or "sm_90"
+    kw = {"workload": workload, "gpu": gpu, "arch": arch, "versions": _versions(store), "store_meta": meta}
 
     def lineage(row: CandidateRow) -> list[dict[str, Any]]:
         return [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id)]

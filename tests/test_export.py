@@ -75,3 +75,17 @@ def test_export_uses_stored_cubin_and_needs_an_ok_row(tmp_path):
     done = export_best(store, None, tmp_path / "x")
     assert len(done) == 1 and done[0].cubin_path.read_bytes() == b"\x7fELFstored"
     assert json.loads(done[0].card_path.read_text())["cubin_source"] == "store"
+
+
+def test_export_reads_run_config_from_store_meta(tmp_path, workload):
+    seed = workload.seeds()[0]
+    store = Store(tmp_path / "run.sqlite")
+    store.set_meta("config", {"workload": {"name": "rmsnorm", "options": {"dtype": "bf16"}},
+                              "hardware": {"name": "h200", "arch": "sm_90a"}, "evaluator": {"kind": "static"}})
+    store.add_candidate(CandidateRow.from_eval(seed, EvalResult(status=Status.OK, objective=1.0)))
+    card = json.loads(export_best(store, None, tmp_path / "out")[0].card_path.read_text())
+    assert (card["workload"], card["dtype"], card["gpu"], card["arch"]) == ("rmsnorm", "bf16", "h200", "sm_90a")
+    assert card["method"]["evaluator"] == "static" and card["abi"][0] == {"name": "x", "kind": "input",
+                                                                           "ptx_type": "u64"}
+    assert card["objective_definition"].startswith("geomean speedup over ")
+    assert card["cubin_source"] == "ptxas -arch=sm_90a" and card["versions"]["ptxforge"].startswith("0.1.0")
