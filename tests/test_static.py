@@ -172,3 +172,15 @@ def test_unknown_gpu():
     with pytest.raises(ValueError, match="known"):
         get_gpu("v100")
     assert get_gpu("B200").arch == "sm_100a" and not get_gpu("b200").runnable
+
+
+def test_concurrent_evaluations_agree(workload, seeds):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ev = StaticEvaluator(workload, processes=4)
+    assert ev.capacity == 4
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ev.evaluate, [seeds[0], seeds[1]] * 4))
+    objectives = [r.objective for r in results]
+    assert objectives[0::2] == [pytest.approx(1.0)] * 4
+    assert len(set(objectives[1::2])) == 1 and objectives[1] > 1.5
