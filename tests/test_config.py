@@ -1,0 +1,140 @@
+"""Hydra configuration: composition of every group option, schema errors with key and allowed values, the
+checks of ``evolve.config.validate``, per-job GPU assignment and unique run directories. Uses the compose API
+and subprocesses, never the ``@hydra.main`` function in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException, MissingConfigException
+
+from evolve.config import ConfigError, assign_devices, register, run_uid, validate
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = str(REPO / "conf")
+
+
+def cfg_of(*overrides: str, hydra: bool = False):
+    register()
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("config", overrides=[*overrides, "run_dir=/tmp/unused"], return_hydra_config=hydra)
+
+
+def test_defaults(monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    cfg = cfg_of()
+    validate(cfg)
+    assert cfg.algorithm.name == "map_elites" and cfg.algorithm.selection == "uniform"
+    assert cfg.workload.name == "rmsnorm" and cfg.evaluator.kind == "auto"
+    assert cfg.budget.evaluations == 200 and cfg.budget.seconds is None
+    assert cfg.logger.kind == "wandb" and cfg.logger.mode == "offline"
+    assert cfg.hardware.name == "h200" and cfg.hardware.arch == "sm_90"
+    names = [o["name"] for o in cfg.mutator.operators]
+    assert {"hints", "mathops", "schedule", "unroll", "launch", "prefetch", "template", "crossover"} <= set(names)
+
+
+def test_wandb_mode_follows_env(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert cfg_of().logger.mode == "disabled"
+
+
+@pytest.mark.parametrize("override", [
+    "algorithm=map_elites", "algorithm=random", "algorithm=hill_climb", "algorithm=ga", "algorithm=islands",
+    "evaluator=auto", "evaluator=gpu", "evaluator=static", "hardware=h200", "hardware=h100", "hardware=b200",
+    "logger=wandb", "logger=none", "mutator=rules", "mutator=template", "archive=default",
+    "experiment=rmsnorm_cpu_smoke", "experiment=rmsnorm_h200", "experiment=compare",
+])
+def test_every_option_composes_and_validates(override):
+    cfg = cfg_of(override)
+    validate(cfg)
+
+
+def test_experiments_set_what_they_promise():
+    gpu = cfg_of("experiment=rmsnorm_h200")
+    assert gpu.evaluator.kind == "gpu" and gpu.budget.seconds == 480 and gpu.budget.evaluations is None
+    assert gpu.experiment_name == "rmsnorm_h200" and gpu.algorithm.name == "map_elites"
+    smoke = cfg_of("experiment=rmsnorm_cpu_smoke")
+    assert smoke.evaluator.kind == "static" and smoke.logger.kind == "none"
+    cmp_ = cfg_of("experiment=compare", hydra=True)
+    assert cmp_.hydra.sweeper.params.algorithm == "map_elites,random,hill_climb,ga,islands"
+
+
+@pytest.mark.parametrize("override,key,allowed", [
+    ("algorithm.selection=best", "algorithm.selection", "[uniform, curiosity]"),
+    ("evaluator.kind=tpu", "evaluator.kind", "[auto, gpu, static]"),
+    ("logger.kind=tensorboard", "logger.kind", "[wandb, none]"),
+    ("mutator.selection=thompson", "mutator.selection", "[ucb, weighted]"),
+    ("budget.evaluations=lots", "budget.evaluations", "Integer"),
+])
+def test_schema_rejects_bad_values_with_key_and_allowed(override, key, allowed):
+    with pytest.raises(ConfigCompositionException) as ei:
+        cfg_of(override)
+    msg = str(ei.value.__cause__)
+    assert key in msg and allowed in msg
+
+
+def test_unknown_group_option_lists_the_options():
+    with pytest.raises(MissingConfigException) as ei:
+        cfg_of("algorithm=cmaes")
+    assert "map_elites" in str(ei.value) and "islands" in str(ei.value)
+
+
+@pytest.mark.parametrize("overrides,key", [
+    (["budget.evaluations=0"], "budget.evaluations"),
+    (["budget.evaluations=null"], "budget"),
+    (["algorithm=ga", "algorithm.crossover_rate=2"], "algorithm.crossover_rate"),
+    (["algorithm=islands", "algorithm.n_islands=1"], "algorithm.n_islands"),
+    (["hardware=b200", "evaluator=gpu"], "evaluator.kind"),
+    (["hardware.arch=sm_75"], "hardware.arch"),
+    (["hardware.name=a100"], "hardware.name"),
+    (["mutator.operators=[]"], "mutator.operators"),
+    (["workload.name=softmax"], "workload.name"),
+    (["engine.capacity=0"], "engine.capacity"),
+])
+def test_validate_names_the_key(overrides, key):
+    cfg = cfg_of(*overrides)
+    with pytest.raises(ConfigError) as ei:
+        validate(cfg)
+    assert str(ei.value).startswith(key)
+
+
+def test_workload_error_lists_available():
+    with pytest.raises(ConfigError, match=r"not one of \['rmsnorm'"):
+        validate(cfg_of("workload.name=softmax"))
+
+
+def test_cli_fails_before_any_work(tmp_path):
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "evolve", "budget.evaluations=0", f"hydra.run.dir={run_dir}",
+                          "logger=none"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "budget.evaluations: must be >= 1, got 0" in out.stderr
+    assert not (run_dir / "store.sqlite").exists()
+    out = subprocess.run([sys.executable, "-m", "evolve", "algorithm.selection=best", f"hydra.run.dir={run_dir}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "expected one of [uniform, curiosity]" in out.stderr and "algorithm.selection" in out.stderr
+
+
+def test_assign_devices():
+    assert assign_devices(None, [0, 1], 1) is None  # not a sweep: all visible GPUs
+    assert assign_devices(3, [0, 1], 0) is None  # per-job assignment off
+    assert assign_devices(3, [], 1) is None  # no GPU
+    assert [assign_devices(j, [0, 1], 1) for j in range(4)] == [[0], [1], [0], [1]]
+    assert assign_devices(1, [0, 1, 2, 3], 2) == [2, 3]
+    assert assign_devices(2, [0, 1, 2, 3], 2) == [0, 1]
+    with pytest.raises(ConfigError, match="gpus_per_job"):
+        assign_devices(0, [0], 2)
+
+
+def test_run_dirs_are_unique_per_process():
+    cfg = cfg_of(hydra=True)
+    assert cfg.hydra.run.dir.endswith(run_uid()) and cfg.hydra.sweep.dir.endswith(run_uid())
+    code = "from evolve.config import run_uid; print(run_uid())"
+    uids = {subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                           timeout=120).stdout.strip() for _ in range(3)}
+    assert len(uids) == 3 and all(u for u in uids)
