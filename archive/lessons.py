@@ -283,7 +283,8 @@ class Lessons:
     def top_lines(self, n: int = 8) -> list[str]:
         """Up to ``n`` short prompt lines, most useful first, interleaving: edit kinds that tend to help
         (by improvement rate), edit kinds that tend to fail (by the stage they fail at, with the commonest
-        reason), recent ptxas/gate failure messages, and free-text lessons. Counts include the prior from
+        reason; then valid kinds that never improved), recent ptxas/gate failure messages, and free-text
+        lessons. Counts include the prior from
         earlier runs; kinds with fewer than MIN_SAMPLES proposals are left out."""
         if self._top_cache is not None and self._top_cache[:2] == (self._version, n):
             return list(self._top_cache[2])
@@ -295,7 +296,7 @@ class Lessons:
         helps, fails = [], []
         for s in self.summary():
             t = s.total
-            if t.proposed < MIN_SAMPLES:
+            if t.proposed < MIN_SAMPLES or s.operator == "seed":  # seeds are not edits
                 continue
             who = f"{s.edit_kind} edits by {s.operator}"
             if t.improved:
@@ -309,6 +310,9 @@ class Lessons:
                 top = s.failures[0][1] if s.failures else self._prior_reason(s.operator, s.edit_kind)
                 fails.append((bad_n / t.proposed, f"fails: {who} {verb[bad_stage]} {bad_n}/{t.proposed}"
                               + (f" (commonest: {top})" if top else "")))
+            elif not t.improved and t.passed >= MIN_SAMPLES:  # valid but useless: ranked after real failures
+                fails.append((0.25 * t.passed / t.proposed,
+                              f"no gain: {who} passed the gate {t.passed}/{t.proposed} but never improved"))
         helps.sort(key=lambda x: -x[0])
         fails.sort(key=lambda x: -x[0])
         recent = [f"recent {st}: {r}" for _, _, st, r in reversed(self.recent) if r]

@@ -62,13 +62,26 @@ def test_normalise_and_sanitize():
     assert script_kind("FROB 1") == "UNPARSED"
 
 
+def test_no_gain_and_seed_lines():
+    lessons = Lessons()
+    for _ in range(4):
+        lessons.record("schedule", "REPLACE", "ok")
+        lessons.record("seed", "SEED", "ok", improved=True)
+    lessons.record("unroll", "REPLACE", "ok", improved=True)
+    for _ in range(2):
+        lessons.record("unroll", "REPLACE", "ok")
+    assert lessons.top_lines(5) == ["helps: REPLACE edits by unroll improved 1/3, passed gate 3/3",
+                                    "no gain: REPLACE edits by schedule passed the gate 4/4 but never improved"]
+
+
 def test_notes_are_sanitised_and_shown():
     lessons = Lessons()
     for _ in range(3):
         lessons.record("hints", "MODIFIER", "ok")
     stored = lessons.note("prefer .cs on the store // it streams\n.reg .b32 %r<9>;", source="critic:smollm2")
     assert stored == "prefer .cs on the store it streams .reg .b32 %r<9>;"
-    assert lessons.top_lines(4) == ["lesson (critic:smollm2): prefer .cs on the store it streams .reg .b32 %r<9>;"]
+    assert lessons.top_lines(4) == ["no gain: MODIFIER edits by hints passed the gate 3/3 but never improved",
+                                    "lesson (critic:smollm2): prefer .cs on the store it streams .reg .b32 %r<9>;"]
     assert lessons.note("  \n ", source="critic") == ""
 
 
