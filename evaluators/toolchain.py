@@ -372,7 +372,7 @@ def _disk_put(cache_dir: Path, key: str, out: _Outcome) -> None:
 
 
 def _run_ptxas(text: str, arch: str, verify_only: bool, max_registers: int | None, options: tuple[str, ...],
-               ptxas: Path) -> _Outcome:
+               ptxas: Path, timeout_s: float) -> _Outcome:
     target = ("compute_" + arch[3:]) if verify_only else arch
     with tempfile.TemporaryDirectory(prefix="ptxforge-ptxas-") as tmp:
         (Path(tmp) / PTX_FILENAME).write_text(text)
@@ -382,7 +382,11 @@ def _run_ptxas(text: str, arch: str, verify_only: bool, max_registers: int | Non
         if max_registers is not None:
             cmd += ["-maxrregcount", str(max_registers)]
         cmd += list(options)
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return _Outcome(ok=False, arch=arch, verify_only=verify_only,
+                            error_message=f"ptxas did not finish within {timeout_s:g} s", log="")
         log = (proc.stdout + proc.stderr).replace(tmp + os.sep, "")
         if proc.returncode != 0:
             diags = parse_diagnostics(log)
@@ -409,6 +413,7 @@ def compile_ptx(
     max_registers: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     options: tuple[str, ...] = (),
+    timeout_s: float = 120.0,
 ) -> CompileResult:
     """Compile PTX to a cubin with ptxas and report per-entry resources.
 
@@ -416,7 +421,8 @@ def compile_ptx(
     ``population.printer.listing`` so an error line maps back to its AST node); arch: ``sm_90`` (default),
     ``sm_90a``, ``sm_100a`` or any ``sm_XY[a|f]`` ptxas accepts; verify_only: parse and check only against
     the virtual target ``compute_XY`` (no cubin, no resources, faster); max_registers: ``-maxrregcount``;
-    cache_dir: on-disk cache folder (default ``$PTXFORGE_PTXAS_CACHE`` if set); options: extra ptxas flags.
+    cache_dir: on-disk cache folder (default ``$PTXFORGE_PTXAS_CACHE`` if set); options: extra ptxas flags;
+    timeout_s: wall-clock limit for ptxas (a CompileError past it, not cached).
 
     Raises ``types.CompileError`` (message = ptxas' errors on the first failing line, joined by "; ", line = its 1-based line in the compiled
     text, statement = the AST node printed there, or the text line for str input, log = the whole log),
@@ -441,10 +447,11 @@ def compile_ptx(
             _memory_cache.put(key, outcome)
     if outcome is None:
         cached = False
-        outcome = _run_ptxas(text, arch, verify_only, max_registers, tuple(options), ptxas)
-        _memory_cache.put(key, outcome)
-        if disk_dir is not None:
-            _disk_put(disk_dir, key, outcome)
+        outcome = _run_ptxas(text, arch, verify_only, max_registers, tuple(options), ptxas, timeout_s)
+        if outcome.ok or outcome.log:  # a timeout depends on the machine's load, not on the PTX: not cached
+            _memory_cache.put(key, outcome)
+            if disk_dir is not None:
+                _disk_put(disk_dir, key, outcome)
 
     if not outcome.ok:
         raise CompileError(message=outcome.error_message, line=outcome.error_line,

@@ -258,3 +258,11 @@ def test_module_input_compiles_like_its_text():
 
     module = parse_module(KERNEL)
     assert compile_ptx(module).resources == compile_ptx(KERNEL).resources
+
+
+def test_timeout_is_a_compile_error_and_not_cached():
+    clear_cache()
+    text = KERNEL.replace("scale", "scale_timeout")
+    with pytest.raises(CompileError, match="did not finish within"):
+        compile_ptx(text, timeout_s=1e-4)
+    assert compile_ptx(text).resources["scale_timeout"].registers > 0
