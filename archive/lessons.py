@@ -131,6 +131,7 @@ class Lessons:
     store: the run ``archive.store.Store`` (None keeps everything in memory); its earlier events are loaded.
     knowledge: a shared ``KnowledgeStore`` or None; family / gpu: its key (e.g. ``"rmsnorm"``, ``"h200"``);
     run: a run name stored with notes; recent: how many recent failure messages to keep.
+    Not thread-safe: record, note and flush from one thread (the engine's), as the engine does.
     """
 
     def __init__(self, store: Any = None, knowledge: KnowledgeStore | None = None, *, family: str = "",
