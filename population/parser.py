@@ -453,15 +453,16 @@ class _Builder(Transformer):
         return ast.SourceLoc(k, pos - starts[k - 1] + 1, self.file)
 
     def run(self, c: list) -> list:
-        """A RUN token: consecutive labels, instructions and ``.loc`` lines, split by ``_PIECE``."""
+        """A RUN token: consecutive labels, instructions, ``.loc`` lines and declaration-free scopes."""
         tok: Token = c[0]
-        text = str(tok)
-        base = tok.start_pos
+        return self._pieces(tok.start_pos, tok.end_pos)
+
+    def _pieces(self, pos: int, endpos: int) -> list:
         out: list = []
-        for m in _PIECE.finditer(text):
+        for m in _PIECE.finditer(self.text, pos, endpos):
             kind = m.lastgroup
-            start = base + m.start(kind)
-            end = base + m.end()
+            start = m.start(kind)
+            end = m.end()
             if kind == "instr":
                 out.append(self._instruction_at(start, end))
             elif kind == "loc":
@@ -470,12 +471,18 @@ class _Builder(Transformer):
                 node = ast.Directive("loc", body, self._pos(start), trivia)
                 node.layout = (("loc", body), raw)
                 out.append(node)
-            else:
+            elif kind == "label":
                 trivia, raw = self._take(start, end)
                 name = raw[:-1].rstrip()
                 node = ast.Label(name, self._pos(start), trivia)
                 node.layout = (name, raw)
                 out.append(node)
+            else:
+                trivia, _ = self._take(start, start + 1)
+                scope = ast.Scope([], self._pos(start), trivia)
+                scope.body = self._pieces(start + 1, end - 1)
+                scope.closing_trivia, _ = self._take(end - 1, end)
+                out.append(scope)
         return out
 
     def _instruction_at(self, start: int, end: int) -> ast.Instruction:
@@ -591,7 +598,8 @@ class _Builder(Transformer):
         return ast.ParenList(tuple(c[1:-1]))
 
 
-# The RUN terminal of grammar.lark is (?:LEAD (?:LABEL|INSTR|LOC))++; _PIECE matches one of its statements.
+# The RUN terminal of grammar.lark is RUN_PATTERN, (?:LEAD (?:LABEL|INSTR|LOC|SCOPE))++; _PIECE matches one of
+# its statements (tests/test_parser_syntax.py checks that the two stay in step).
 _LEAD = r"(?:\s++|\/\/[^\n]*+|\/\*[\s\S]*?\*\/)*+"
 _LABEL = r"[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:(?!:)"
 _INSTR = (
@@ -599,8 +607,13 @@ _INSTR = (
     r"(?:(?:\s++|\/\/[^\n]*+|\/\*[\s\S]*?\*\/)++(?=[^:;\s])(?:[^;\/]++|\/(?![\/*])|\/\/[^\n]*+|\/\*[\s\S]*?\*\/)*+)?;"
 )
 _LOCP = r"\.loc(?![A-Za-z0-9_$])[^\n]*+"
-RUN_PATTERN = f"(?:{_LEAD}(?:{_LABEL}|{_INSTR}|{_LOCP}))++"
-_PIECE = re.compile(f"{_LEAD}(?:(?P<label>{_LABEL})|(?P<instr>{_INSTR})|(?P<loc>{_LOCP}))")
+# A brace scope holding only labels, instructions and .loc lines (nvcc's one-line inline asm blocks); scopes
+# with declarations go through the grammar's scope rule, which tracks the names they declare.
+_SCOPE = rf"\{{(?:{_LEAD}(?:{_LABEL}|{_INSTR}|{_LOCP}))*+{_LEAD}\}}"
+RUN_PATTERN = f"(?:{_LEAD}(?:{_LABEL}|{_INSTR}|{_LOCP}|{_SCOPE}))++"
+_PIECE = re.compile(
+    f"{_LEAD}(?:(?P<label>{_LABEL})|(?P<instr>{_INSTR})|(?P<loc>{_LOCP})|(?P<scope>{_SCOPE}))"
+)
 _DIRECTIVE_NAME = re.compile(r"\.([A-Za-z_]+)")
 _HEAD = re.compile(r"(?:@(!?)([%$A-Za-z_][A-Za-z0-9_$]*)[ \t]*)?([A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z0-9_$:]+)*)")
 # Operand tokens of grammar.lark (REG, NUMBER, NAME, punctuation), whitespace skipped by findall; any other
@@ -629,6 +642,82 @@ def _is_special(name: str) -> bool:
     return hit
 
 
+_PERCENT_CACHE: dict[str, ast.Register | ast.SpecialRegister] = {}
+_IMMEDIATE_CACHE: dict[str, ast.Immediate] = {}
+
+
+def _percent(name: str) -> ast.Register | ast.SpecialRegister:
+    """The (shared, immutable) operand node for a ``%`` name."""
+    node = _PERCENT_CACHE.get(name)
+    if node is None:
+        node = ast.SpecialRegister(name) if _is_special(name) else ast.Register(name)
+        if len(_PERCENT_CACHE) < 65536:
+            _PERCENT_CACHE[name] = node
+    return node
+
+
+def _immediate(text: str) -> ast.Immediate:
+    node = _IMMEDIATE_CACHE.get(text)
+    if node is None:
+        node = ast.Immediate(text)
+        if len(_IMMEDIATE_CACHE) < 65536:
+            _IMMEDIATE_CACHE[text] = node
+    return node
+
+
+def _scan_flat(toks: list[str], b: _Builder) -> tuple | None:
+    """The common operand list, ``x, y, [base+off]`` with registers, names and numbers only, without the
+    recursive scanner's calls; None for anything else (vectors, lists, pairs, negation, odd addresses)."""
+    out = []
+    n = len(toks)
+    i = 0
+    while True:
+        t = toks[i]
+        c = t[0]
+        if c == "%":
+            if i + 1 < n and toks[i + 1] == "|":
+                return None
+            out.append(_percent(t))
+            i += 1
+        elif c == "[":
+            # [base] or [base+off] with a register or name base and a decimal offset
+            if i + 2 >= n:
+                return None
+            base = toks[i + 1]
+            bc = base[0]
+            if bc == "%":
+                node = _percent(base)
+                if type(node) is not ast.Register:
+                    return None
+            elif bc in _NAME_START and base != "_":
+                node = ast.Register(base) if b._declared(base) else ast.Symbol(base)
+            else:
+                return None
+            if toks[i + 2] == "]":
+                out.append(ast.Address(node, None))
+                i += 3
+            elif toks[i + 2] == "+" and i + 4 < n and toks[i + 4] == "]" and toks[i + 3].isdigit():
+                out.append(ast.Address(node, int(toks[i + 3])))
+                i += 5
+            else:
+                return None
+        elif c in _NAME_START:
+            if (i + 1 < n and toks[i + 1] == "|") or t == "_":
+                return None
+            out.append(ast.Register(t) if b._declared(t) else ast.Symbol(t))
+            i += 1
+        elif c.isdigit() or (c == "-" and len(t) > 1):
+            out.append(_immediate(t))
+            i += 1
+        else:
+            return None
+        if i == n:
+            return tuple(out)
+        if toks[i] != "," or i + 1 == n:
+            return None
+        i += 1
+
+
 class _OperandScanner:
     """Reads an instruction's operand list by the ``operand`` rules of grammar.lark (regex tokens plus
     recursive descent); returns None for anything it does not accept, including comments, so that the
@@ -645,6 +734,9 @@ class _OperandScanner:
         toks = _OPERAND_TOKENS.findall(text, start, end)
         if not toks:
             return ()
+        flat = _scan_flat(toks, self.b)
+        if flat is not None:
+            return flat
         self.toks = toks
         self.n = len(toks)
         self.i = 0

@@ -1,0 +1,98 @@
+"""Parse + print throughput of the PTX front end, in instructions per second on one core.
+
+Method: for each file (default: every corpus file; the largest one is the headline), time
+``parse_module`` then ``print_module`` (faithful) together, ``repeats`` times after one warm-up, and report
+the median and best run; instructions are the ``ast.Instruction`` nodes in the module. Timing uses
+``time.process_time`` (CPU time of this process), so other processes on a shared machine inflate it less
+than wall time would. Also times the canonical print and the token-level reference grammar (no RUN fast
+path) for comparison. Target: >= 50,000 instructions/s for parse+print on the largest corpus file.
+
+Usage: ``python experiments/parse_throughput.py [--repeats N] [FILE.ptx ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from population import ast  # noqa: E402
+from population.parser import parse_module, reference_parser  # noqa: E402
+from population.printer import print_module  # noqa: E402
+
+
+def count_instructions(module: ast.Module) -> int:
+    """Instruction statements in all function bodies, nested scopes included."""
+    n = 0
+    stack = [f.body for f in module.functions if f.body]
+    while stack:
+        for s in stack.pop():
+            if isinstance(s, ast.Instruction):
+                n += 1
+            elif isinstance(s, ast.Scope):
+                stack.append(s.body)
+    return n
+
+
+def timed(fn, repeats: int) -> list[float]:
+    """CPU seconds of ``repeats`` calls of fn after one warm-up call."""
+    fn()
+    out = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        out.append(time.process_time() - t0)
+    return out
+
+
+def reference_parse(text: str) -> ast.Module:
+    parser, builder = reference_parser()
+    builder.reset(text, None, ())
+    try:
+        return parser.parse(text, start="start")
+    finally:
+        builder.reset("", None, ())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("files", nargs="*", type=Path)
+    args = ap.parse_args(argv)
+    files = args.files or sorted((ROOT / "tests" / "data").glob("*.ptx"), key=lambda p: p.stat().st_size)
+    if not files:
+        print("no PTX files found", file=sys.stderr)
+        return 2
+    header = f"{'file':<24} {'lines':>6} {'instr':>6} {'parse+print':>12} {'instr/s':>9} {'best/s':>9} " \
+             f"{'canonical':>10} {'reference':>10} {'ref instr/s':>11}"
+    print(header)
+    print("-" * len(header))
+    largest = max(files, key=lambda p: p.stat().st_size)
+    headline = 0.0
+    for path in files:
+        text = path.read_text()
+        module = parse_module(text, str(path))
+        n = count_instructions(module)
+        both = timed(lambda text=text: print_module(parse_module(text)), args.repeats)
+        canon = timed(lambda module=module: print_module(module, canonical=True), args.repeats)
+        ref = timed(lambda text=text: reference_parse(text), max(3, args.repeats // 4))
+        med = statistics.median(both)
+        rate = n / med
+        if path == largest:
+            headline = rate
+        print(f"{path.name:<24} {text.count(chr(10)):>6} {n:>6} {med * 1e3:>9.2f} ms {rate:>9,.0f} "
+              f"{n / min(both):>9,.0f} {statistics.median(canon) * 1e3:>7.2f} ms "
+              f"{statistics.median(ref) * 1e3:>7.2f} ms {n / statistics.median(ref):>11,.0f}")
+    print()
+    verdict = "meets" if headline >= 50_000 else "misses"
+    print(f"largest file {largest.name}: {headline:,.0f} instructions/s parse+print (median), {verdict} the 50,000/s target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
