@@ -464,7 +464,7 @@ class _Builder(Transformer):
             start = m.start(kind)
             end = m.end()
             if kind == "instr":
-                out.append(self._instruction_at(start, end))
+                out.append(self._instruction_at(start, end, m))
             elif kind == "loc":
                 trivia, raw = self._take(start, end)
                 body = raw[4:].strip()
@@ -485,25 +485,36 @@ class _Builder(Transformer):
                 out.append(scope)
         return out
 
-    def _instruction_at(self, start: int, end: int) -> ast.Instruction:
-        """The instruction statement at source offsets start..end (``;`` included): opcode by regex,
-        operands by ``_OperandScanner``; text the scanner does not accept goes through the token-level
-        grammar, which gives the error (or the node)."""
+    def _instruction_at(self, start: int, end: int, m: re.Match) -> ast.Instruction:
+        """The instruction statement at source offsets start..end (``;`` included), ``m`` its ``_PIECE``
+        match: operands by ``_scan_flat`` or ``_OperandScanner``; text neither accepts goes through the
+        token-level grammar, which gives the error (or the node)."""
         text = self.text
-        m = _HEAD.match(text, start)
-        assert m is not None  # RUN's instruction pattern has the same head
-        operands = _OperandScanner(self).scan(text, m.end(), end - 1)
+        op_end = m.end("op")
+        operands: tuple | None
+        if text.find("/", op_end, end) >= 0:
+            operands = None
+        else:
+            toks = _OPERAND_TOKENS.findall(text, op_end, end - 1)
+            operands = _scan_flat(toks, self) if toks else ()
+            if operands is None:
+                operands = _OperandScanner(self).scan(text, op_end, end - 1)
         if operands is None:
             return self._reference_instruction(start, end)
-        pred = None
-        if m.group(2) is not None:
-            pred = ast.Predicate(ast.Register(m.group(2)), m.group(1) == "!")
-        parts = m.group(3).split(".")
-        trivia, raw = self._take(start, end)
-        opcode = parts[0]
-        modifiers = tuple(parts[1:])
+        guard = m.group("guard")
+        pred = None if guard is None else ast.Predicate(ast.Register(guard), m.group("neg") == "!")
+        full = m.group("op")
+        parsed = _OPCODES.get(full)
+        if parsed is None:
+            parts = full.split(".")
+            parsed = (parts[0], tuple(parts[1:]))
+            if len(_OPCODES) < 65536:
+                _OPCODES[full] = parsed
+        opcode, modifiers = parsed
+        trivia = text[self.cursor : start]
+        self.cursor = end
         node = ast.Instruction(opcode, modifiers, operands, pred, self._pos(start), trivia)
-        node.layout = ((opcode, modifiers, operands, pred), raw)
+        node.layout = ((opcode, modifiers, operands, pred), text[start:end])
         return node
 
     def _reference_instruction(self, start: int, end: int) -> ast.Instruction:
@@ -611,11 +622,17 @@ _LOCP = r"\.loc(?![A-Za-z0-9_$])[^\n]*+"
 # with declarations go through the grammar's scope rule, which tracks the names they declare.
 _SCOPE = rf"\{{(?:{_LEAD}(?:{_LABEL}|{_INSTR}|{_LOCP}))*+{_LEAD}\}}"
 RUN_PATTERN = f"(?:{_LEAD}(?:{_LABEL}|{_INSTR}|{_LOCP}|{_SCOPE}))++"
-_PIECE = re.compile(
-    f"{_LEAD}(?:(?P<label>{_LABEL})|(?P<instr>{_INSTR})|(?P<loc>{_LOCP})|(?P<scope>{_SCOPE}))"
+# _INSTR with the guard and the opcode captured, for _PIECE (RUN_PATTERN stays free of groups for Lark).
+_INSTR_GROUPS = _INSTR.replace(
+    r"(?:@!?[%$A-Za-z_][A-Za-z0-9_$]*+[ \t]*+)?[A-Za-z_$][A-Za-z0-9_$]*+(?:\.[A-Za-z0-9_$:]++)*+",
+    r"(?:@(?P<neg>!?)(?P<guard>[%$A-Za-z_][A-Za-z0-9_$]*+)[ \t]*+)?(?P<op>[A-Za-z_$][A-Za-z0-9_$]*+(?:\.[A-Za-z0-9_$:]++)*+)",
 )
+assert _INSTR_GROUPS != _INSTR
+_PIECE = re.compile(
+    f"{_LEAD}(?:(?P<label>{_LABEL})|(?P<instr>{_INSTR_GROUPS})|(?P<loc>{_LOCP})|(?P<scope>{_SCOPE}))"
+)
+_OPCODES: dict[str, tuple[str, tuple[str, ...]]] = {}
 _DIRECTIVE_NAME = re.compile(r"\.([A-Za-z_]+)")
-_HEAD = re.compile(r"(?:@(!?)([%$A-Za-z_][A-Za-z0-9_$]*)[ \t]*)?([A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z0-9_$:]+)*)")
 # Operand tokens of grammar.lark (REG, NUMBER, NAME, punctuation), whitespace skipped by findall; any other
 # character comes out as a one-character token that the scanner rejects.
 _OPERAND_TOKENS = re.compile(
@@ -734,9 +751,6 @@ class _OperandScanner:
         toks = _OPERAND_TOKENS.findall(text, start, end)
         if not toks:
             return ()
-        flat = _scan_flat(toks, self.b)
-        if flat is not None:
-            return flat
         self.toks = toks
         self.n = len(toks)
         self.i = 0
