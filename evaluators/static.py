@@ -215,7 +215,8 @@ class StaticEvaluator:
 
     def evaluate(self, kernel: Kernel) -> EvalResult:
         """Estimate one kernel. Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and
-        line), or LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never raises for a bad kernel."""
+        line), LOAD_ERROR (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never
+        raises for a bad kernel."""
         start = time.perf_counter()
         shapes = [tuple(s) for s in self.workload.search_shapes]
         try:
@@ -228,7 +229,10 @@ class StaticEvaluator:
         except _CannotLaunch as e:
             return EvalResult(status=Status.LAUNCH_ERROR, reason=f"estimate: {e}", estimate=True,
                               eval_seconds=time.perf_counter() - start)
-        except (KeyError, ValueError) as e:
+        except KeyError as e:  # the module lacks the entry: the GPU path fails loading it
+            return EvalResult(status=Status.LOAD_ERROR, reason=f"estimate: {e.args[0] if e.args else e}",
+                              estimate=True, eval_seconds=time.perf_counter() - start)
+        except ValueError as e:  # ABI mismatch or the workload's launch rule
             return EvalResult(status=Status.LAUNCH_ERROR, reason=f"estimate: {e}", estimate=True,
                               eval_seconds=time.perf_counter() - start)
         base = self.baseline_times()

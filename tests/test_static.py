@@ -184,3 +184,9 @@ def test_concurrent_evaluations_agree(workload, seeds):
     objectives = [r.objective for r in results]
     assert objectives[0::2] == [pytest.approx(1.0)] * 4
     assert len(set(objectives[1::2])) == 1 and objectives[1] > 1.5
+
+
+def test_missing_entry_is_a_load_error(evaluator, seeds):
+    k = seeds[0]
+    r = evaluator.evaluate(Kernel(module=k.module, entry="no_such_entry", launch=k.launch))
+    assert r.status == Status.LOAD_ERROR and "no_such_entry" in r.reason
