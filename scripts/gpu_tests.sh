@@ -22,11 +22,16 @@ export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
   python3 - <<'PY'
 import importlib
-for m in ("torch", "cupy", "numpy", "ml_dtypes", "lark", "triton", "liger_kernel", "hydra", "wandb"):
+for m in ("torch", "cupy", "numpy", "ml_dtypes", "lark", "triton", "hydra", "wandb", "plotly"):
     try:
         print(f"{m} {importlib.import_module(m).__version__}")
     except Exception as e:
-        print(f"{m} absent ({type(e).__name__})")
+        print(f"{m} absent ({type(e).__name__}: {e})")
+try:
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction  # noqa: F401
+    print("liger_kernel importable")
+except Exception as e:
+    print(f"liger_kernel absent ({type(e).__name__}: {e})")
 PY
   (nvcc --version | tail -1; ptxas --version | tail -1) 2>&1
 } | tee "$out/versions.txt"

@@ -48,7 +48,8 @@ class GPUPool:
     ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
     check_output (re-check the benchmarked output); seed (None: fresh gate inputs from the OS per
     evaluation; an int: a reproducible sequence).
-    Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start.
+    Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
+    so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
 
     estimate = False

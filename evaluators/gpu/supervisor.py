@@ -85,9 +85,11 @@ class Supervisor:
         try:
             msg = self._conn.recv()
         except (EOFError, OSError):
+            self._proc.join(timeout=5)
             code = self._proc.exitcode
             self.kill()
-            raise WorkerStartError(f"GPU worker {self.device} died while starting (exit code {code})") from None
+            raise WorkerStartError(f"GPU worker {self.device} died while starting (exit code {code}); a script "
+                                   "that starts workers needs an `if __name__ == '__main__':` guard") from None
         if not msg.get("ok"):
             self.kill()
             raise WorkerStartError(f"GPU worker {self.device} failed to start:\n{msg.get('error', '')}")

@@ -79,9 +79,9 @@ class WorkerState:
             self.naive = self._load(config["naive_cubin"], self.workload.entry)
             self.naive_types = config["naive_param_types"]
             self.naive_launch = config["naive_launch"]
+        self.bench_seed = int(config.get("bench_seed", 12345))
         for shape in config.get("warm_shapes", []):
             self._baselines_for(tuple(shape))
-        self.bench_seed = int(config.get("bench_seed", 12345))
 
     # ---------------------------------------------------------------------------------------------- loading
     def _load(self, cubin: bytes, entry: str) -> Any:
