@@ -74,28 +74,36 @@ def kernel_features(
     kernel: Kernel,
     workload,
     resources: ResourceUsage,
-    occupancy: Occupancy,
-    traffic: TrafficEstimate | Mapping[Shape, TrafficEstimate],
+    occupancy: Occupancy | None,
+    traffic: TrafficEstimate | Mapping[Shape, TrafficEstimate] | None = None,
     *,
     shape: Shape | None = None,
 ) -> dict[str, float]:
-    """Behaviour descriptors of one compiled kernel, by name (ranges in ``FEATURE_RANGES``).
+    """Behaviour descriptors of one compiled kernel, by name (ranges in ``FEATURE_RANGES``). The GPU and the
+    static evaluator both call this, so the archive sees the same descriptors from either.
 
-    registers: ptxas registers per thread; active_warps / occupancy: from ``occupancy``; traffic_ratio:
-    static requested bytes / workload minimum bytes, averaged over the shapes of ``traffic`` (a mapping
-    shape -> estimate, see ``kernel_traffic``; a single estimate needs ``shape``, default the first search
-    shape); shared_bytes: static + dynamic shared memory per CTA; spill_bytes: spill stores + loads per
-    thread; vector_bytes: widest global access per thread; loads_in_flight: most global load sites in one
-    loop body or in the straight-line code (clipped at 128).
+    registers: ptxas registers per thread; active_warps / occupancy: from ``occupancy`` (0 when None: the
+    launch cannot run); traffic_ratio: static requested bytes / the workload's minimum bytes, averaged over
+    ``workload.search_shapes`` (a fixed definition, so descriptors agree across evaluators): taken from
+    ``traffic`` when it is a mapping holding every search shape (see ``kernel_traffic``), computed here
+    otherwise (a single estimate, or None, is not enough; ``shape`` is accepted for compatibility and unused);
+    shared_bytes: static + dynamic shared memory per CTA; spill_bytes: spill stores + loads per thread;
+    vector_bytes: widest global access per thread; loads_in_flight: most global load sites in one loop body
+    or in the straight-line code (clipped at 128).
+
+    Raises KeyError when the module lacks the entry and ValueError from the workload's launch rule.
     """
-    if isinstance(traffic, TrafficEstimate):
-        traffic = {tuple(shape or workload.search_shapes[0]): traffic}
-    any_t = next(iter(traffic.values()))
+    del shape
+    search = [tuple(s) for s in workload.search_shapes]
+    if not (isinstance(traffic, Mapping) and all(s in traffic for s in search)):
+        traffic = kernel_traffic(kernel, workload, search)
+    per_shape = {s: traffic[s] for s in search}
+    any_t = per_shape[search[0]]
     return {
         "registers": float(resources.registers),
-        "active_warps": float(occupancy.active_warps),
-        "occupancy": float(occupancy.occupancy),
-        "traffic_ratio": float(traffic_ratio(workload, traffic)),
+        "active_warps": float(occupancy.active_warps) if occupancy is not None else 0.0,
+        "occupancy": float(occupancy.occupancy) if occupancy is not None else 0.0,
+        "traffic_ratio": float(traffic_ratio(workload, per_shape)),
         "shared_bytes": float(resources.shared_static_bytes + kernel.launch.dynamic_smem_bytes),
         "spill_bytes": float(resources.spill_stores_bytes + resources.spill_loads_bytes),
         "vector_bytes": float(any_t.max_width_bytes),

@@ -190,3 +190,14 @@ def test_missing_entry_is_a_load_error(evaluator, seeds):
     k = seeds[0]
     r = evaluator.evaluate(Kernel(module=k.module, entry="no_such_entry", launch=k.launch))
     assert r.status == Status.LOAD_ERROR and "no_such_entry" in r.reason
+
+
+def test_features_are_the_same_from_a_single_shape_estimate(evaluator, seeds, workload):
+    # The GPU evaluator passes one TrafficEstimate (or None); the descriptors must match the static ones.
+    k = seeds[1]
+    r = evaluator.evaluate(k)
+    single = kernel_traffic(k, workload, [workload.gate_shapes[0]])[tuple(workload.gate_shapes[0])]
+    assert kernel_features(k, workload, r.resources, r.occupancy, single) == r.features
+    assert kernel_features(k, workload, r.resources, r.occupancy, None) == r.features
+    no_launch = kernel_features(k, workload, r.resources, None, None)
+    assert no_launch["occupancy"] == 0.0 and no_launch["active_warps"] == 0.0
