@@ -220,14 +220,17 @@ MATH = HEAD + """
 def test_mathops_rewrites():
     k = Kernel(module=parse_module(MATH), entry="mathk")
     op = MathOpsOperator()
-    texts = set()
-    for seed in range(60):
+    children = {}
+    for seed in range(200):
         child = apply_script(k, op.propose(k, OperatorContext(None), np.random.default_rng(seed)),
                              operator="mathops")
+        children[child.canonical_ptx] = child
+    for child in children.values():
         compile_ptx(child)
-        texts.add(child.canonical_ptx)
+    texts = set(children)
     joined = "\n".join(" ".join(ln.split()) for t in texts for ln in t.splitlines())
     assert "rcp.rn.f32 %f3, %f3;" in joined  # rsqrt.approx -> sqrt.rn + rcp.rn
+    assert "div.rn.f32 %f3, 0f3F800000, %f3;" in joined  # ... or sqrt.rn + div.rn 1/x
     assert "rsqrt.approx.f32 %f6, %f2;" in joined  # sqrt.rn + rcp.rn -> rsqrt.approx
     assert "div.full.f32" in joined and "div.approx.f32" in joined
     assert "add.ftz.f32" in joined

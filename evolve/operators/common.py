@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from evolve.operators.base import NoProposal
-from population.analysis import destinations, sources
+from population.analysis import declared_registers, destinations, sources
 from population.ast import (
     Address,
     Function,
@@ -28,7 +28,7 @@ from population.ast import (
     Statement,
     Symbol,
 )
-from population.edits import Insert, Replace
+from population.edits import Replace
 from population.kernel import Kernel
 from population.printer import listing, print_statement
 
@@ -138,11 +138,6 @@ def is_terminator(instr: Instruction) -> bool:
     return instr.opcode in TERMINATORS
 
 
-def is_global_access(instr: Instruction, *, kinds: Iterable[str] = ("ld", "st")) -> bool:
-    """An ``ld``/``st`` that names ``.global`` explicitly (cache hints need the state space written)."""
-    return instr.opcode in kinds and "global" in instr.modifiers
-
-
 def entry_function(kernel: Kernel) -> Function:
     """The function ``kernel.entry`` of the kernel's module. Raises NoProposal when it has no body."""
     fn = kernel.module.function(kernel.entry)
@@ -175,18 +170,6 @@ def instruction_sites(kernel: Kernel) -> list[Site]:
     return [s for s in entry_sites(kernel) if isinstance(s.node, Instruction)]
 
 
-def site_lines(kernel: Kernel) -> dict[int, int]:
-    """Map ``id(statement)`` -> its first line in the canonical listing, for the entry's statements."""
-    return {id(s.node): s.line for s in entry_sites(kernel)}
-
-
-def statement_span(kernel: Kernel, stmt: Statement, lines: dict[int, int] | None = None) -> tuple[int, int]:
-    """(first, last) canonical lines that ``stmt`` prints on (a Scope spans several)."""
-    lines = lines if lines is not None else site_lines(kernel)
-    first = lines[id(stmt)]
-    return first, first + len(print_statement(stmt).split("\n")) - 1
-
-
 def print_lines(stmts: Iterable[Statement]) -> tuple[str, ...]:
     """The PTX lines of ``stmts`` for a REPLACE/INSERT edit (a Scope contributes several lines)."""
     out: list[str] = []
@@ -198,11 +181,6 @@ def print_lines(stmts: Iterable[Statement]) -> tuple[str, ...]:
 def replace_stmts(start: int, end: int, stmts: Sequence[Statement]) -> Replace:
     """A REPLACE of canonical lines ``start..end`` (inclusive) with ``stmts``."""
     return Replace(start, end, print_lines(stmts))
-
-
-def insert_stmts(after: int, stmts: Sequence[Statement]) -> Insert:
-    """An INSERT AFTER line ``after`` of ``stmts``."""
-    return Insert(after, print_lines(stmts))
 
 
 def walk(body: Iterable[Statement]) -> Iterable[Statement]:
@@ -228,10 +206,6 @@ def branch_target(instr: Instruction) -> str | None:
     if instr.opcode == "bra" and instr.operands and isinstance(instr.operands[-1], Symbol):
         return instr.operands[-1].name
     return None
-
-
-def register_names(names: Iterable[str]) -> set[str]:
-    return set(names)
 
 
 def reads(instr: Instruction) -> set[str]:
@@ -327,14 +301,7 @@ def used_names(fn: Function) -> set[str]:
     names = set(labels_of(fn))
     for ins in all_instructions(fn):
         names |= reads(ins) | writes(ins)
-    from population.analysis import declared_registers
-
     names |= set(declared_registers(fn))
     return names
 
 
-def choose(rng, items: Sequence):
-    """One element of ``items`` drawn uniformly with ``rng`` (numpy Generator). NoProposal when empty."""
-    if not items:
-        raise NoProposal("nothing to choose from")
-    return items[int(rng.integers(len(items)))]

@@ -2,7 +2,8 @@
 
 Rewrites, each a REPLACE of the instruction's line(s):
 
-- ``rsqrt.approx.f32 d, a``  ->  ``sqrt.rn.f32 d, a; rcp.rn.f32 d, d`` (correctly rounded, two roundings)
+- ``rsqrt.approx.f32 d, a``  ->  ``sqrt.rn.f32 d, a; rcp.rn.f32 d, d`` or ``...; div.rn.f32 d, 1.0, d``
+  (each step correctly rounded; two roundings in all)
 - ``sqrt.rn.f32 t, a; rcp.rn.f32 d, t`` (adjacent)  ->  ``sqrt.rn.f32 t, a; rsqrt.approx.f32 d, a``
   (``t`` stays defined for any other reader; ptxas drops it when dead)
 - ``div.{rn,full,approx}.f32``: move to another of the three (§9.7.3.8: ``.approx`` max 2 ulp for
@@ -24,7 +25,7 @@ import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.common import Site, instruction_sites, replace_stmts
-from population.ast import Instruction, Register
+from population.ast import Immediate, Instruction, Register
 from population.edits import EditScript, Replace
 from population.kernel import Kernel
 
@@ -32,6 +33,7 @@ FTZ_OPCODES = frozenset({"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"
                          "cos", "min", "max", "abs", "neg"})
 _AFTER_FTZ = ("sat", "NaN", "xorsign", "abs", "relu")
 DIV_MODES = ("rn", "full", "approx")
+ONE = Immediate("0f3F800000")  # 1.0f as PTX hex float
 
 
 def _fresh(instr: Instruction, **changes) -> Instruction:
@@ -84,8 +86,12 @@ def rewrites(sites: list[Site], rng: np.random.Generator, *, ftz: bool = True) -
             d, a = ins.operands
             keep = tuple(m for m in mods if m == "ftz")
             sq = _fresh(ins, opcode="sqrt", modifiers=("rn", *keep, "f32"), operands=(d, a))
-            rc = _fresh(ins, opcode="rcp", modifiers=("rn", *keep, "f32"), operands=(d, d))
-            out.append(Rewrite("rsqrt->sqrt+rcp", s.line, s.line, (sq, rc)))
+            if rng.random() < 0.5:
+                inv = _fresh(ins, opcode="rcp", modifiers=("rn", *keep, "f32"), operands=(d, d))
+                out.append(Rewrite("rsqrt->sqrt+rcp", s.line, s.line, (sq, inv)))
+            else:
+                inv = _fresh(ins, opcode="div", modifiers=("rn", *keep, "f32"), operands=(d, ONE, d))
+                out.append(Rewrite("rsqrt->sqrt+div", s.line, s.line, (sq, inv)))
         if ins.opcode == "sqrt" and "rn" in mods and k + 1 < len(sites):
             nxt = sites[k + 1]
             rc: Instruction = nxt.node
