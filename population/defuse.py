@@ -209,14 +209,54 @@ def used_registers(fn: Function) -> set[str]:
     """Every register name an instruction of ``fn`` mentions (destinations, sources, guards)."""
     out: set[str] = set()
     for ins in flat_instructions(fn):
-        out.update(destinations(ins))
-        out.update(sources(ins))
+        if ins.predicate is not None:
+            out.add(ins.predicate.register.name)
+        for o in ins.operands:
+            if isinstance(o, Register):
+                out.add(o.name)
+            elif not isinstance(o, (Immediate, Symbol)):
+                out.update(registers_in(o))
     return out
 
 
 def undeclared_registers(fn: Function) -> set[str]:
-    """Registers used in ``fn`` but declared by no ``.reg`` in it."""
-    return used_registers(fn) - set(declared_registers(fn))
+    """Registers used in ``fn`` but declared by no ``.reg`` in it (``<N>`` ranges checked without expanding
+    them)."""
+    exact: set[str] = set()
+    ranges: dict[str, int] = {}
+    for loc in walk(fn):
+        if isinstance(loc.stmt, RegDecl):
+            for name, count in loc.stmt.names:
+                if count is None:
+                    exact.add(name)
+                else:
+                    ranges[name] = max(ranges.get(name, 0), count)
+    out: set[str] = set()
+    for r in used_registers(fn):
+        if r in exact:
+            continue
+        m = _RANGE_NAME.fullmatch(r)
+        # %r<105> declares %r0..%r104; "%r07" is not one of them
+        if m and m.group(1) in ranges and (m.group(2) == "0" or not m.group(2).startswith("0")) \
+                and int(m.group(2)) < ranges[m.group(1)]:
+            continue
+        out.add(r)
+    return out
+
+
+_RANGE_NAME = re.compile(r"(.*?)(\d+)")
+
+
+def bare_register_names(fn: Function) -> set[str]:
+    """Declared register names written without ``%`` (``p`` from ``.reg .pred p;``): the names a parser must be
+    told are registers (``%`` names are registers anyway)."""
+    out: set[str] = set()
+    for loc in walk(fn):
+        if isinstance(loc.stmt, RegDecl):
+            for name, count in loc.stmt.names:
+                if not name.startswith("%"):
+                    out.update([f"{name}{i}" for i in range(count)] if count is not None else [name])
+    return out
 
 
 def _type_mods(instr: Instruction) -> list[str]:

@@ -31,6 +31,7 @@ turns a parent Kernel plus a script into a child Kernel (raising :class:`EditApp
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -615,58 +616,67 @@ class LineMap:
 
 def line_map(module: Module, listing_: object | None = None) -> LineMap:
     """Build the :class:`LineMap` of ``module`` (its canonical listing unless ``listing_`` is given; it must be
-    ``listing(module)`` of this very object, since nodes are matched by identity)."""
+    ``listing(module)`` of this very object, since nodes are matched by identity).
+
+    Braces are matched by one stack pass over the listing (a line starting with ``{`` opens, one starting with
+    ``}`` closes); a Scope's span runs from its ``{`` line to the matching ``}``. Linear in the listing size."""
     from population.printer import listing
 
     lst = listing(module) if listing_ is None else listing_
     lines = lst.lines  # type: ignore[attr-defined]
     own: dict[int, list[int]] = {}
+    match: dict[int, int] = {}
+    stack: list[int] = []
+    first_open: dict[str, int] = {}
     for info in lines:
         if info.node is not None:
             own.setdefault(id(info.node), []).append(info.lineno)
+        t = info.text.strip()
+        if t.startswith("{"):
+            if info.function is not None and info.function not in first_open:
+                first_open[info.function] = info.lineno
+            if t.endswith("}") and len(t) > 1:
+                match[info.lineno] = info.lineno
+            else:
+                stack.append(info.lineno)
+        elif t.startswith("}") and stack:
+            match[stack.pop()] = info.lineno
+    open_lines = sorted(match)
     spans: dict[int, tuple[int, int]] = {}
     owner: dict[int, tuple[list, int]] = {}
     functions: dict[int, Function] = {}
     opens: dict[int, list] = {}
     closes: dict[int, list] = {}
-    braces_open = [i.lineno for i in lines if i.text.strip().startswith("{")]
-    braces_close = [i.lineno for i in lines if i.text.strip().startswith("}")]
-    claimed: set[int] = set()
 
-    def nearest(cands: list[int], before: int | None = None, after: int | None = None) -> int | None:
-        pool = [c for c in cands if c not in claimed
-                and (before is None or c < before) and (after is None or c > after)]
-        if not pool:
+    def scope_open(s: Scope, inner: tuple[int, int] | None) -> int | None:
+        mine = own.get(id(s), [])
+        if mine and lines[mine[0] - 1].text.strip().startswith("{"):
+            return mine[0]
+        if inner is None:
             return None
-        return max(pool) if before is not None else min(pool)
+        # no own "{" line: the innermost brace pair enclosing the scope's statements
+        k = bisect.bisect_left(open_lines, inner[0]) - 1
+        while k >= 0 and match[open_lines[k]] < inner[1]:
+            k -= 1
+        return open_lines[k] if k >= 0 else None
 
     def rec(body: list, fn: Function) -> tuple[int, int] | None:
         functions[id(body)] = fn
         lo = hi = None
-        for k, s in enumerate(body):
-            if isinstance(s, Scope):
-                owner[id(s.body)] = (body, k)
-                inner = rec(s.body, fn)
-                mine = own.get(id(s), [])
-                pts = mine + (list(inner) if inner else [])
-                if not pts:
+        for k, st in enumerate(body):
+            if isinstance(st, Scope):
+                owner[id(st.body)] = (body, k)
+                o = scope_open(st, rec(st.body, fn))
+                if o is None or o not in match:
                     continue
-                a, b = min(pts), max(pts)
-                text_a = lines[a - 1].text.strip()
-                if not text_a.startswith("{"):
-                    o = nearest(braces_open, before=a)
-                    a = o if o is not None else a
-                c = nearest(braces_close, after=b - 1 if lines[b - 1].text.strip().startswith("}") else b)
-                b = c if c is not None else b
-                claimed.update((a, b))
-                opens[a] = s.body
-                closes[b] = s.body
-                spans[id(s)] = (a, b)
-            elif id(s) in own:
-                spans[id(s)] = (min(own[id(s)]), max(own[id(s)]))
+                opens[o] = st.body
+                closes[match[o]] = st.body
+                spans[id(st)] = (o, match[o])
+            elif id(st) in own:
+                spans[id(st)] = (min(own[id(st)]), max(own[id(st)]))
             else:
                 continue
-            a, b = spans[id(s)]
+            a, b = spans[id(st)]
             lo = a if lo is None else min(lo, a)
             hi = b if hi is None else max(hi, b)
         return None if lo is None else (lo, hi)
@@ -674,18 +684,11 @@ def line_map(module: Module, listing_: object | None = None) -> LineMap:
     for fn in module.functions:
         if fn.body is None:
             continue
-        inner = rec(fn.body, fn)
-        fn_lines = [i.lineno for i in lines if i.function == fn.name]
-        if inner is not None:
-            o = nearest(braces_open, before=inner[0])
-            c = nearest(braces_close, after=inner[1])
-        else:
-            o = nearest([b for b in braces_open if b in fn_lines])
-            c = nearest([b for b in braces_close if b in fn_lines], after=o)
-        for b, target in ((o, opens), (c, closes)):
-            if b is not None:
-                claimed.add(b)
-                target[b] = fn.body
+        rec(fn.body, fn)
+        o = first_open.get(fn.name)
+        if o is not None and o in match:
+            opens[o] = fn.body
+            closes[match[o]] = fn.body
     return LineMap(lst, spans, owner, functions, opens, closes)
 
 
@@ -910,12 +913,12 @@ def _resolve_insert(lm: LineMap, after: int) -> tuple[list, int, Function]:
 
 
 def _parse_lines(lines: tuple[str, ...], fn: Function, edit_index: int) -> list:
-    from population.analysis import declared_registers
+    from population.defuse import bare_register_names
     from population.errors import PTXSyntaxError
     from population.parser import parse_statements
 
     try:
-        stmts = parse_statements("\n".join(lines), registers=set(declared_registers(fn)),
+        stmts = parse_statements("\n".join(lines), registers=bare_register_names(fn),
                                  filename=f"edit {edit_index}")
     except PTXSyntaxError as e:
         raise ValueError(f"PTX line {e.line} of the edit, column {e.column}: {e.message}") from None
