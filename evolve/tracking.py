@@ -174,3 +174,36 @@ def read_offline_summary(wandb_run_dir: Path) -> dict[str, Any]:
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout)
+
+
+def read_offline_run(wandb_run_dir: Path) -> dict[str, Any]:
+    """Everything a test or report needs from an offline run, read with wandb's own reader
+    (``wandb leet inspect --json``, one JSON record per line): ``group``, ``tags``, ``job_type``, ``name``,
+    ``config``, ``history`` (list of logged dicts in order), ``artifacts`` (list of (name, type, paths)) and
+    ``summary`` (from ``read_offline_summary``). RuntimeError when wandb cannot read it."""
+    exe = shutil.which("wandb")
+    if exe is None:
+        raise RuntimeError("the wandb command is not on PATH")
+    cmd = [exe, "leet", "inspect", "--json", str(wandb_run_dir)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "WANDB_SILENT": "true"})
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    run: dict[str, Any] = {"history": [], "artifacts": []}
+    for line in out.stdout.splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        kind = rec.get("type")
+        if kind == "run":
+            r = rec["run"]
+            run.update(group=r.get("run_group", ""), tags=list(r.get("tags", [])), job_type=r.get("job_type", ""),
+                       name=r.get("display_name", ""), run_id=r.get("run_id", ""))
+        elif kind == "history":
+            run["history"].append(rec["history"]["item"])
+        elif kind == "artifact":
+            a = rec["artifact"]
+            run["artifacts"].append((a["name"], a["type"], [c["path"] for c in a["manifest"]["contents"]]))
+    summary = read_offline_summary(wandb_run_dir)
+    run["summary"], run["config"] = summary.get("summary", {}), summary.get("config", {})
+    return run
