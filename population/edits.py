@@ -64,6 +64,7 @@ from population.ast import (
 )
 from population.defuse import declare_missing
 from population.kernel import Kernel
+from population.printer import LineInfo, Listing, listing
 
 GRAMMAR_PATH = Path(__file__).with_name("edit_grammar.lark")
 
@@ -515,7 +516,8 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
     It accepts the canonical text :meth:`EditScript.to_text` writes (single spaces, ``\\n`` line ends, at least
     one edit); every generation it allows parses with :func:`parse_edit_script` except for value rules a
     context-free grammar cannot state (a knob named twice, ``block=``/``smem=`` written as knobs, a
-    descending range), which the parser reports as EditSyntaxError. ``kinds`` limits the edit keywords (e.g. ``("REPLACE", "INSERT", "DELETE", "MODIFIER")``);
+    descending range), which the parser reports as EditSyntaxError. Each directive takes exactly its number
+    of positive values (:data:`PERF_DIRECTIVES`). ``kinds`` limits the edit keywords (e.g. ``("REPLACE", "INSERT", "DELETE", "MODIFIER")``);
     ``entries`` limits DIRECTIVE to those function names; ``knob_names`` limits LAUNCH/KNOBS knob names;
     ``max_edits`` bounds the script length. Directive names are those of :data:`PERF_DIRECTIVES`.
     Raises ValueError for an unknown kind or an empty choice."""
@@ -547,7 +549,7 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
         # LAUNCH carries at least one field, in the order to_text writes them.
         "launch": 'launch ::= "LAUNCH" (" block=" num ("," num)? ("," num)? (" smem=" uint)? (" " knob)* '
                   '| " smem=" uint (" " knob)* | (" " knob)+)',
-        "directive": 'directive ::= "DIRECTIVE " entry " " ("-." dname | "." dname (" " uint ("," uint)*)?)',
+        "directive": 'directive ::= "DIRECTIVE " entry " " ("-." dname | dset)',
         "knobs": 'knobs ::= "KNOBS" (" " knob)+',
     }
     used = [k.lower() for k in chosen]
@@ -569,8 +571,17 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
                            else "[A-Za-z_] [A-Za-z0-9_]*"),
         "entry ::= " + (alt(entries, "entries") if entries is not None else "[A-Za-z_$] [A-Za-z0-9_$]*"),
         "dname ::= " + alt(list(PERF_DIRECTIVES), "directives"),
+        "dset ::= " + " | ".join(_directive_ebnf(name, lo, hi) for name, (lo, hi) in PERF_DIRECTIVES.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _directive_ebnf(name: str, lo: int, hi: int) -> str:
+    """``".maxntid" " " num ("," num)? ("," num)?`` for a directive taking lo..hi positive values."""
+    if hi == 0:
+        return f'".{name}"'
+    parts = [f'".{name} " num'] + ['"," num'] * (lo - 1) + ['("," num)?'] * (hi - lo)
+    return "(" + " ".join(parts) + ")"
 
 
 # --------------------------------------------------------------------------------------- listing line map
@@ -588,7 +599,7 @@ class LineMap:
     opens / closes: line -> body list, for the ``{`` / ``}`` line of every function body and scope.
     """
 
-    listing: object
+    listing: Listing
     spans: dict[int, tuple[int, int]]
     owner: dict[int, tuple[list, int]]
     functions: dict[int, Function]
@@ -606,24 +617,22 @@ class LineMap:
         """The first line of a statement (what an edit names to address it)."""
         return self.span(node)[0]
 
-    def info(self, lineno: int):  # type: ignore[no-untyped-def]
+    def info(self, lineno: int) -> LineInfo:
         """The listing's LineInfo for 1-based ``lineno``."""
-        return self.listing.lines[lineno - 1]  # type: ignore[attr-defined]
+        return self.listing.lines[lineno - 1]
 
     def __len__(self) -> int:
-        return len(self.listing.lines)  # type: ignore[attr-defined]
+        return len(self.listing.lines)
 
 
-def line_map(module: Module, listing_: object | None = None) -> LineMap:
+def line_map(module: Module, listing_: Listing | None = None) -> LineMap:
     """Build the :class:`LineMap` of ``module`` (its canonical listing unless ``listing_`` is given; it must be
     ``listing(module)`` of this very object, since nodes are matched by identity).
 
     Braces are matched by one stack pass over the listing (a line starting with ``{`` opens, one starting with
     ``}`` closes); a Scope's span runs from its ``{`` line to the matching ``}``. Linear in the listing size."""
-    from population.printer import listing
-
     lst = listing(module) if listing_ is None else listing_
-    lines = lst.lines  # type: ignore[attr-defined]
+    lines = lst.lines
     own: dict[int, list[int]] = {}
     match: dict[int, int] = {}
     stack: list[int] = []

@@ -148,6 +148,12 @@ def test_ebnf_accepts_canonical_text() -> None:
     assert not _accepts(g, "MODIFIER 4\n")
     assert not _accepts(g, "REPLACE 3\nfoo\n")  # no END
     assert not _accepts(g, "")  # at least one edit
+    # directive value counts are in the grammar
+    assert _accepts(g, "DIRECTIVE k .maxntid 128,2\nDIRECTIVE k .explicitcluster\nDIRECTIVE k -.noreturn\n")
+    assert not _accepts(g, "DIRECTIVE k .maxnreg 64,2\n")
+    assert not _accepts(g, "DIRECTIVE k .maxnreg 0\n")
+    assert not _accepts(g, "DIRECTIVE k .noreturn 1\n")
+    assert not _accepts(g, "DIRECTIVE k .maxntid\n")
 
 
 def test_ebnf_restrictions() -> None:
