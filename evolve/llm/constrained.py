@@ -8,8 +8,10 @@ dialect, start symbol ``root``) in the same spelling whose
 - PTX lines have the shape of a PTX ISA §4 statement: an optional guard ``@%p`` / ``@!%p``, an opcode from
   the parent or the common set, dotted modifiers from the parent or the common set, and up to six operands
   (registers with the parent's prefixes, special registers, immediates incl. ``0f`` floats, ``[base+off]``
-  addresses, ``{...}`` vectors, the parent's symbols); or a label ``$L__name:``; or a ``.reg`` declaration,
-- LAUNCH / KNOBS values come from the workload's knob space, and DIRECTIVE names the parent's entries,
+  addresses, ``{...}`` vectors, the parent's symbols), the first operand a register, vector or address; or a
+  label ``$L__name:`` (no ``.reg`` lines: apply_script declares new registers itself),
+- LAUNCH sets the block size only, KNOBS values come from the workload's knob space and stand alone in a
+  script (apply_script's rule), and DIRECTIVE names the parent's entries,
 - scripts hold at most ``max_edits`` edits of at most ``max_block_lines`` PTX lines, so a generation of
   bounded length can finish.
 Every string the grammar accepts parses with ``population.edits.parse_edit_script`` (tested).
@@ -106,8 +108,8 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
     bad = [k for k in spec.kinds if k not in EDIT_KINDS]
     if bad:
         raise ValueError(f"grammar kinds {bad} not in {EDIT_KINDS}")
-    if min(spec.max_edits, spec.max_block_lines, spec.max_operands) < 1:
-        raise ValueError("grammar bounds max_edits, max_block_lines and max_operands must be >= 1")
+    if min(spec.max_edits, spec.max_block_lines) < 1 or spec.max_operands < 2:
+        raise ValueError("grammar bounds: need max_edits >= 1, max_block_lines >= 1, max_operands >= 2")
     kinds = [k for k in spec.kinds
              if not (k in ("REPLACE", "INSERT", "DELETE") and not spec.lines)
              and not (k == "MODIFIER" and not spec.instruction_lines)
@@ -116,8 +118,16 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
     if not kinds:
         raise ValueError(f"no edit kind of {spec.kinds} has anything to name for this parent")
     n_edit = spec.max_edits
-    root = 'edit "\\n"' + "".join(' (edit "\\n"' for _ in range(n_edit - 1)) + ")?" * (n_edit - 1)
-    rules: list[str] = [f"root ::= {root}", "edit ::= " + " | ".join(k.lower() for k in kinds)]
+    # KNOBS re-instantiates the whole module, so apply_script accepts it only alone in a script.
+    line_kinds = [k for k in kinds if k != "KNOBS"]
+    alts = []
+    if line_kinds:
+        alts.append('edit "\\n"' + "".join(' (edit "\\n"' for _ in range(n_edit - 1)) + ")?" * (n_edit - 1))
+    if "KNOBS" in kinds:
+        alts.append('knobs "\\n"')
+    rules: list[str] = [f"root ::= {' | '.join(alts)}"]
+    if line_kinds:
+        rules.append("edit ::= " + " | ".join(k.lower() for k in line_kinds))
     block = " ".join(["ptxline"] + ["ptxline?"] * (spec.max_block_lines - 1))
     if "REPLACE" in kinds:
         rules.append('replace ::= "REPLACE " ln ("-" ln)? "\\n" ' + block + ' "END"')
@@ -128,13 +138,9 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
     if "MODIFIER" in kinds:
         rules.append('modifier ::= "MODIFIER " iln (" -" mod (" +" mod)? | " +" mod)')
         rules.append("iln ::= " + _alts(str(n) for n in spec.instruction_lines))
-    knob_alts = [f"{_lit(name + '=')} ({_alts(str(v) for v in vals)})" for name, vals in spec.knob_space.items()]
     if "LAUNCH" in kinds:
-        first = '" block=" blk ",1,1" (" smem=0")?'
-        if knob_alts:
-            rules.append(f'launch ::= "LAUNCH" ({first} | " " knob)')
-        else:
-            rules.append(f'launch ::= "LAUNCH" {first}')
+        # Block size only: launch knobs change what the template's PTX expects, KNOBS re-instantiates it instead.
+        rules.append('launch ::= "LAUNCH block=" blk ",1,1"')
         rules.append("blk ::= " + _alts(str(b) for b in BLOCK_SIZES))
     if "DIRECTIVE" in kinds:
         rules.append('directive ::= "DIRECTIVE " entry " " (".maxnreg " nreg | ".minnctapersm " ("1" | "2" | "3" '
@@ -150,18 +156,18 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
         rules.append('knobs ::= "KNOBS" (' + " | ".join(chains) + ")")
         for i, name in enumerate(names):
             rules.append(f"k{i} ::= {_lit(name + '=')} ({_alts(str(v) for v in spec.knob_space[name])})")
-    if knob_alts and "LAUNCH" in kinds:
-        rules.append("knob ::= " + " | ".join(knob_alts))
     if any(k in kinds for k in ("REPLACE", "INSERT", "DELETE")):
         rules.append("ln ::= " + _alts(str(n) for n in spec.lines))
     if any(k in kinds for k in ("REPLACE", "INSERT")):
-        ops = " ".join(["operand"] + ['(", " operand)?'] * (spec.max_operands - 1))
+        ops = " ".join(["operand"] + ['(", " operand)?'] * (spec.max_operands - 2))
         rules += [
-            'ptxline ::= "\\t" (instr | label | regdecl) "\\n"',
-            f'instr ::= guard? opcode mods (" " {ops})? ";"',
+            # No .reg lines: apply_script declares new registers, and a model re-declaring old ones breaks ptxas.
+            'ptxline ::= "\\t" (instr | label) "\\n"',
+            f'instr ::= guard? opcode mods (" " first (", " {ops})?)? ";"',
+            "first ::= reg | vec | addr | preg | sym",
             'guard ::= "@" "!"? preg " "',
             "opcode ::= " + _alts(spec.opcodes),
-            "mods ::= " + " ".join(['("." mod)?'] * 6),
+            "mods ::= " + " ".join(['("." mod)?'] * 4),
             "operand ::= reg | sreg | imm | addr | vec | sym | \"!\" preg",
             "reg ::= regstem [0-9] [0-9]? [0-9]?",
             "regstem ::= " + _alts(spec.register_prefixes),
@@ -172,8 +178,6 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
             'addr ::= "[" (reg | sym) ("+" [0-9] [0-9]? [0-9]? [0-9]?)? "]"',
             'vec ::= "{" reg ", " reg (", " reg ", " reg)? "}"',
             'label ::= "$L__" [A-Za-z0-9_] [A-Za-z0-9_]? [A-Za-z0-9_]? [A-Za-z0-9_]? [A-Za-z0-9_]? ":"',
-            'regdecl ::= ".reg ." regtype " " regstem "<" [1-9] [0-9]? [0-9]? ">;"',
-            "regtype ::= " + _alts(("pred", "b16", "b32", "b64", "f32", "f64", "u32", "u64", "s32", "f16", "bf16")),
         ]
         sym_words = [s for s in spec.symbols if re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", s)]
         rules.append("sym ::= " + (_alts(sym_words) if sym_words else '"$L__BB0_1"'))

@@ -1,0 +1,616 @@
+"""The LLM mutation operator: language models read a kernel, its measurements and the archive's lessons, and
+write edit scripts (``population.edits``) in three roles.
+
+- optimizer (``propose``): a faster variant of the parent.
+- repairer (``repair``): given a child that failed ptxas or the gate and the message, a fix (an edit script
+  against the child). ``propose`` also calls it inline when its own child fails the verify compile
+  (``inline_repairs`` times), and returns the composed parent -> repaired-child script.
+- critic (``reflect``): after an evaluation, one line for the lessons memory.
+
+Pipeline of one proposal: pick a role x model arm (UCB1 bandit, ``evolve.selection.OperatorSelector``) ->
+prompt (role instructions; the parent's canonical listing with line numbers, or its focus region: the
+innermost loop with global loads, a basic block, or the whole entry; the parent's measurements; one or two
+inspirations as edit scripts; lessons; the output format) -> generation, constrained by the focused edit
+grammar (``evolve.llm.constrained``) for local models and for HTTP servers with guided decoding, otherwise
+parse-and-reject -> ``parse_edit_script`` -> ``apply_script`` (registers introduced are auto-declared) ->
+``compile_ptx(verify_only=True)``. A proposal that fails every attempt raises ``NoProposal`` with the stage
+and message of the last failure. Model text is data: it is parsed, never executed, and sanitised
+(``evolve.llm.prompts.sanitize``) before it reaches another prompt.
+
+Bandit reward, in [0, 1], for an arm's proposal: ``value / max(1, cost / cost_ref)`` where value is
+``reward_validity`` for a child that evaluated ok plus ``reward_improvement * min(1, gain / gain_scale)``,
+gain = child objective / parent objective - 1 (>= 0), and cost is the arm's tokens (``cost_unit="tokens"``)
+or generation seconds (``"seconds"``) spent on that proposal; so a cheaper arm with the same gains earns more.
+A repair arm earns ``value = 1`` for a fix that compiles (and evaluates ok when the engine reports it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evolve.llm.base import ChatMessage, ChatRequest, Completion, LLMBackend, LLMError
+from evolve.llm.constrained import EDIT_KINDS, GrammarSpec, focused_edit_grammar, kernel_vocabulary
+from evolve.llm.prompts import (
+    FORMAT_HELP,
+    ROLE_INSTRUCTIONS,
+    assemble,
+    failure_section,
+    inspirations_section,
+    lessons_section,
+    listing_section,
+    measurements_section,
+    one_line,
+    sanitize,
+    script_from_diff,
+)
+from evolve.operators.base import NoProposal, OperatorContext
+from evolve.selection import OperatorSelector
+from population.ast import Function, Instruction, Label
+from population.kernel import Kernel
+
+SYSTEM_PROMPT = ("You are an expert NVIDIA GPU performance engineer who edits PTX (ISA 9.0, sm_90) kernels. "
+                 "You answer only with edit scripts in the requested format.")
+ROLE_KINDS = ("optimizer", "repairer", "critic")
+FOCUS_MODES = ("loop", "block", "entry")
+CRITIC_GRAMMAR = 'root ::= [A-Z] [^\\n]{15,150} "\\n"\n'
+
+
+@dataclass
+class Role:
+    """One arm of the bandit: a role kind with its instructions, a model and decoding settings.
+
+    name: arm name (unique); kind: optimizer | repairer | critic; model: key of the operator's models;
+    instructions: overrides ``ROLE_INSTRUCTIONS[kind]``; focus: loop | block | entry; show: focus | full
+    (print only the focus region and declarations, or the whole listing); kinds: edit keywords the grammar
+    allows; max_edits, max_block_lines: grammar bounds; max_new_tokens, temperature, top_p: sampling.
+    """
+
+    name: str
+    kind: str = "optimizer"
+    model: str = "default"
+    instructions: str | None = None
+    focus: str = "loop"
+    show: str = "focus"
+    kinds: tuple[str, ...] = EDIT_KINDS
+    max_edits: int = 2
+    max_block_lines: int = 4
+    max_new_tokens: int = 160
+    temperature: float = 0.8
+    top_p: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.kind not in ROLE_KINDS:
+            raise ValueError(f"llm role {self.name!r}: kind {self.kind!r} is not one of {list(ROLE_KINDS)}")
+        if self.focus not in FOCUS_MODES:
+            raise ValueError(f"llm role {self.name!r}: focus {self.focus!r} is not one of {list(FOCUS_MODES)}")
+        if self.show not in ("focus", "full"):
+            raise ValueError(f"llm role {self.name!r}: show {self.show!r} is not one of ['focus', 'full']")
+        bad = [k for k in self.kinds if k not in EDIT_KINDS]
+        if bad:
+            raise ValueError(f"llm role {self.name!r}: kinds {bad} not in {list(EDIT_KINDS)}")
+        self.kinds = tuple(self.kinds)
+
+
+DEFAULT_ROLES = (
+    {"name": "optimizer", "kind": "optimizer"},
+    {"name": "repairer", "kind": "repairer", "focus": "entry", "temperature": 0.5,
+     "kinds": ("REPLACE", "INSERT", "DELETE", "MODIFIER")},
+    {"name": "critic", "kind": "critic", "max_new_tokens": 48, "temperature": 0.3},
+)
+
+
+@dataclass
+class _Attempt:
+    """What one generation gave: the stage it reached and why it stopped."""
+
+    stage: str  # "generate" | "parse" | "apply" | "compile" | "ok"
+    reason: str = ""
+    text: str = ""
+    script: Any = None
+    child: Kernel | None = None
+    cost: float = 0.0
+
+
+@dataclass
+class ProposalStats:
+    """Counters over every generation the operator made (for experiments and the lessons memory)."""
+
+    generations: int = 0
+    parsed: int = 0
+    applied: int = 0
+    compiled: int = 0
+    proposals: int = 0
+    no_proposal: int = 0
+    repairs_tried: int = 0
+    repairs_ok: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+def _line_of(reason: str) -> int | None:
+    m = re.search(r"\bline (\d+)", reason)
+    return int(m.group(1)) if m else None
+
+
+def truncate_to_complete(text: str) -> str:
+    """``text`` cut after its last complete edit (a single-line edit, or a REPLACE/INSERT block closed by END);
+    a generation stopped by max_new_tokens then still yields the edits it finished."""
+    keep = 0
+    in_block = False
+    lines = text.split("\n")
+    for i, raw in enumerate(lines):
+        ln = raw.strip()
+        if in_block:
+            if ln == "END":
+                in_block = False
+                keep = i + 1
+            continue
+        if ln.startswith(("REPLACE", "INSERT")):
+            in_block = True
+        elif ln.startswith(("DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS")) and (
+                i + 1 < len(lines) or text.endswith("\n")):
+            keep = i + 1
+    return "".join(ln + "\n" for ln in lines[:keep])
+
+
+class LLMOperator:
+    """Language-model mutation operator (module docstring). Implements ``evolve.operators.base.Operator``
+    plus ``repair`` and ``reflect``; its bandit and pending rewards checkpoint via ``state_dict``/``load_state``.
+
+    workload: the Workload (knob space for KNOBS, ``instantiate`` for template edits).
+    llm: one backend config (``conf/llm/*.yaml``: ``backend``, model settings, sampling keys
+        ``max_new_tokens/temperature/top_p/constrained``) or ``{"models": {name: config, ...}}``.
+    backends: already-built backends by model name (overrides ``llm``; tests and experiments use it).
+    roles: role specs (``Role`` fields); default: one optimizer, one repairer, one critic on model "default".
+    arch: ptxas target of the verify compile; compile_check: run it; attempts: generations per proposal;
+    inline_repairs: repair rounds inside ``propose`` for a child that fails the verify compile;
+    inspirations / lessons: how many to show; critic_every: run the critic on every n-th reflect (0 = never);
+    cost_unit: "tokens" | "seconds"; cost_ref: tokens (or seconds) of one "unit" proposal; gain_scale: the
+    relative gain that earns the full improvement reward; ucb_c, reward_validity, reward_improvement: bandit.
+    Raises ValueError on a bad setting, naming it.
+    """
+
+    def __init__(self, workload: Any = None, *, name: str = "llm", llm: Mapping[str, Any] | None = None,
+                 backends: Mapping[str, LLMBackend] | None = None, roles: Sequence[Mapping[str, Any]] | None = None,
+                 arch: str = "sm_90", compile_check: bool = True, attempts: int = 2, inline_repairs: int = 1,
+                 inspirations: int = 2, lessons: int = 8, critic_every: int = 1, cost_unit: str = "tokens",
+                 cost_ref: float = 2000.0, gain_scale: float = 0.1, ucb_c: float = 1.0,
+                 reward_validity: float = 0.2, reward_improvement: float = 0.8, constrained: bool | None = None,
+                 weight: float | None = None, **unknown: Any) -> None:
+        if unknown:
+            raise ValueError(f"llm operator: unknown parameter(s) {sorted(unknown)}")
+        if cost_unit not in ("tokens", "seconds"):
+            raise ValueError(f"llm operator cost_unit: {cost_unit!r} is not one of ['tokens', 'seconds']")
+        if attempts < 1 or inline_repairs < 0 or critic_every < 0 or cost_ref <= 0 or gain_scale <= 0:
+            raise ValueError("llm operator: need attempts >= 1, inline_repairs >= 0, critic_every >= 0, "
+                             "cost_ref > 0, gain_scale > 0")
+        self.name = name
+        self.workload = workload
+        self.arch = arch
+        self.compile_check = compile_check
+        self.attempts = attempts
+        self.inline_repairs = inline_repairs
+        self.n_inspirations = inspirations
+        self.n_lessons = lessons
+        self.critic_every = critic_every
+        self.cost_unit = cost_unit
+        self.cost_ref = cost_ref
+        self.gain_scale = gain_scale
+        self.reward_validity = reward_validity
+        self.reward_improvement = reward_improvement
+        cfgs = _model_configs(llm)
+        self._model_cfgs = cfgs
+        self._backends: dict[str, LLMBackend] = dict(backends or {})
+        defaults = next(iter(cfgs.values()), {}) if cfgs else {}
+        self.constrained = bool(defaults.get("constrained", True)) if constrained is None else constrained
+        sampling = {k: defaults[k] for k in ("max_new_tokens", "temperature", "top_p") if k in defaults}
+        specs = [dict(r) for r in (roles if roles is not None else DEFAULT_ROLES)]
+        self.roles: dict[str, Role] = {}
+        for spec in specs:
+            merged = {**sampling, **spec}
+            if "kinds" in merged:
+                merged["kinds"] = tuple(merged["kinds"])
+            role = Role(**merged)
+            if role.name in self.roles:
+                raise ValueError(f"llm operator: role name {role.name!r} given twice")
+            known = set(self._backends) | set(cfgs)
+            if role.model not in known:
+                raise ValueError(f"llm role {role.name!r}: model {role.model!r} is not one of {sorted(known)}")
+            self.roles[role.name] = role
+        self.selectors: dict[str, OperatorSelector] = {}
+        for kind in ROLE_KINDS:
+            arms = [r.name for r in self.roles.values() if r.kind == kind]
+            if arms:
+                self.selectors[kind] = OperatorSelector(arms=arms, kind="ucb", c=ucb_c)
+        if "optimizer" not in self.selectors:
+            raise ValueError("llm operator needs at least one role of kind 'optimizer'")
+        self.stats = ProposalStats()
+        self.pending: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._reflects = 0
+        self.last_reason = ""
+
+    # ---------------------------------------------------------------------------------------- backends
+
+    def backend(self, model: str) -> LLMBackend:
+        """The backend for model key ``model`` (built from its config on first use)."""
+        if model not in self._backends:
+            from evolve.llm.factory import build_backend
+
+            self._backends[model] = build_backend(self._model_cfgs[model], key=f"llm.models.{model}")
+        return self._backends[model]
+
+    def _generate(self, role: Role, messages: list[ChatMessage], grammar: str | None,
+                  rng: np.random.Generator) -> Completion:
+        req = ChatRequest(messages=tuple(messages), max_new_tokens=role.max_new_tokens,
+                          temperature=role.temperature, top_p=role.top_p, seed=int(rng.integers(2**31 - 1)),
+                          grammar=grammar if self.constrained else None)
+        c = self.backend(role.model).chat(req)
+        self.stats.generations += 1
+        self.stats.tokens += c.total_tokens
+        self.stats.seconds += c.seconds
+        return c
+
+    def _cost(self, c: Completion) -> float:
+        return float(c.total_tokens) if self.cost_unit == "tokens" else float(c.seconds)
+
+    # ------------------------------------------------------------------------------------ focus + grammar
+
+    def focus_region(self, kernel: Kernel, lst: Any, mode: str, rng: np.random.Generator,
+                     around: int | None = None) -> tuple[tuple[int, int], str]:
+        """(inclusive line range, description) of the region to edit in ``kernel``'s canonical listing.
+
+        ``around``: a line to centre a 13-line window on (a ptxas error); otherwise ``mode``:
+        loop = innermost loop with a global load (else innermost loop, else the entry), block = a random basic
+        block with at least 3 instructions, entry = the whole entry body."""
+        fn = kernel.module.function(kernel.entry)
+        where = {id(i.node): i.lineno for i in lst.lines if i.node is not None and i.function == kernel.entry}
+        body_lines = sorted(where.values())
+        if not body_lines:
+            raise NoProposal(f"{self.name}: entry {kernel.entry} has no body to edit")
+        entry_range = (body_lines[0], body_lines[-1])
+        if around is not None:
+            return (max(entry_range[0], around - 6), min(entry_range[1], around + 6)), f"around line {around}"
+        if mode == "entry":
+            return entry_range, "the whole entry"
+        from population.cfg import basic_blocks, loops
+
+        blocks = basic_blocks(fn)
+
+        def span(instrs: list[Instruction]) -> tuple[int, int] | None:
+            ls = [where[id(s)] for s in instrs if id(s) in where]
+            return (min(ls), max(ls)) if ls else None
+
+        if mode == "loop":
+            lps = loops(fn)
+            with_loads = [lp for lp in lps if any(
+                i.opcode == "ld" and "global" in i.modifiers for b in lp.blocks for i in blocks[b].instructions)]
+            pick = max(with_loads or lps, key=lambda lp: lp.depth, default=None)
+            if pick is not None:
+                instrs = [i for b in sorted(pick.blocks) for i in blocks[b].instructions]
+                rng_ = span(instrs)
+                if rng_ is not None:
+                    start = rng_[0]
+                    prev = next((i for i in lst.lines if i.lineno == start - 1), None)
+                    if prev is not None and isinstance(prev.node, Label):
+                        start -= 1
+                    what = "the innermost loop with global loads" if with_loads else "the innermost loop"
+                    return (start, rng_[1]), what
+            return entry_range, "the whole entry (no loop)"
+        big = [b for b in blocks if len(b.instructions) >= 3] or blocks
+        b = big[int(rng.integers(len(big)))]
+        rng_ = span(b.instructions)
+        return (rng_ or entry_range), f"basic block {b.id}"
+
+    def grammar_for(self, kernel: Kernel, lst: Any, focus: tuple[int, int], role: Role) -> str:
+        """The focused EBNF grammar for ``kernel`` with edits limited to ``focus``."""
+        fn: Function = kernel.module.function(kernel.entry)
+        stems, opcodes, mods, syms = kernel_vocabulary(fn)
+        lines = [i for i in lst.lines if focus[0] <= i.lineno <= focus[1] and i.function == kernel.entry]
+        from evolve.llm.constrained import COMMON_MODIFIERS, COMMON_OPCODES
+
+        knob_space = dict(getattr(self.workload, "knob_space", {}) or {}) if self.workload is not None else {}
+        spec = GrammarSpec(
+            lines=tuple(i.lineno for i in lines if i.node is not None),
+            instruction_lines=tuple(i.lineno for i in lines if isinstance(i.node, Instruction)),
+            entries=(kernel.entry,),
+            knob_space={k: tuple(int(v) for v in vs) for k, vs in knob_space.items()},
+            register_prefixes=tuple(sorted(set(stems) | {"%p"})) or ("%r", "%rd", "%f", "%p"),
+            opcodes=tuple(sorted(set(opcodes) | set(COMMON_OPCODES))),
+            modifiers=tuple(sorted(set(mods) | set(COMMON_MODIFIERS))),
+            symbols=syms,
+            kinds=role.kinds,
+            max_edits=role.max_edits,
+            max_block_lines=role.max_block_lines,
+        )
+        return focused_edit_grammar(spec)
+
+    # ------------------------------------------------------------------------------------------ checking
+
+    def check(self, parent: Kernel, text: str) -> _Attempt:
+        """Parse ``text`` as an edit script, apply it to ``parent`` and verify-compile the child.
+        Returns the stage reached (``ok`` on success) with the reason of a failure."""
+        from population.edits import EditApplyError, EditSyntaxError, apply_script, parse_edit_script
+
+        text = sanitize(text, 20000)
+        try:
+            script = parse_edit_script(text)
+        except EditSyntaxError as e:
+            cut = truncate_to_complete(text)
+            try:
+                script = parse_edit_script(cut) if cut else None
+            except EditSyntaxError:
+                script = None
+            if script is None:
+                return _Attempt("parse", f"parse: {e}", text)
+            text = cut
+        if len(script) == 0:
+            return _Attempt("parse", "parse: empty edit script", text)
+        self.stats.parsed += 1
+        instantiate = getattr(self.workload, "instantiate", None) if self.workload is not None else None
+        try:
+            child = apply_script(parent, script, operator=self.name, instantiate=instantiate)
+        except (EditApplyError, ValueError, KeyError) as e:
+            return _Attempt("apply", f"apply: {e}", text, script)
+        self.stats.applied += 1
+        if self.compile_check:
+            from evaluators.toolchain import compile_ptx
+            from evaluators.types import CompileError
+
+            try:
+                compile_ptx(child, self.arch, verify_only=True)
+            except CompileError as e:
+                return _Attempt("compile", f"compile: {e}", text, script, child)
+            self.stats.compiled += 1
+        return _Attempt("ok", "", text, script, child)
+
+    def _fail(self, stage_reason: str) -> None:
+        stage = stage_reason.split(":", 1)[0]
+        self.stats.failures[stage] = self.stats.failures.get(stage, 0) + 1
+        self.last_reason = stage_reason
+
+    # ------------------------------------------------------------------------------------------- prompts
+
+    def _listing(self, module: Any) -> Any:
+        from population.printer import listing
+
+        return listing(module)
+
+    def optimizer_messages(self, parent: Kernel, ctx: OperatorContext, role: Role, lst: Any,
+                           focus: tuple[int, int], focus_what: str) -> list[ChatMessage]:
+        """System + user messages of the optimizer role for ``parent``."""
+        gpu_gbps = None
+        user = assemble(
+            listing_section(lst, focus, show=role.show, reason=focus_what),
+            measurements_section(ctx.parent_result, ctx.workload, gpu_gbps),
+            inspirations_section(parent, lst, ctx.inspirations, self._listing, self.n_inspirations),
+            lessons_section(ctx.lessons, self.n_lessons),
+            "## Task\n" + (role.instructions or ROLE_INSTRUCTIONS["optimizer"]),
+            FORMAT_HELP + f"\nEdit only lines {focus[0]}-{focus[1]}.",
+        )
+        return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)]
+
+    def repair_messages(self, child: Kernel, status: str, reason: str, role: Role, lst: Any,
+                        focus: tuple[int, int], focus_what: str) -> list[ChatMessage]:
+        """System + user messages of the repairer role for a failed ``child``."""
+        line = _line_of(reason)
+        text = next((i.text for i in lst.lines if i.lineno == line), None) if line else None
+        user = assemble(
+            listing_section(lst, focus, show=role.show, reason=focus_what),
+            "## The edit that produced this kernel\n" + sanitize(child.edit_text, 1200) if child.edit_text else "",
+            failure_section(status, reason, line, text),
+            "## Task\n" + (role.instructions or ROLE_INSTRUCTIONS["repairer"]),
+            FORMAT_HELP + f"\nEdit only lines {focus[0]}-{focus[1]}.",
+        )
+        return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)]
+
+    # -------------------------------------------------------------------------------------------- roles
+
+    def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> Any:
+        """An EditScript for ``parent`` that parses, applies and passes the verify compile.
+
+        Raises NoProposal naming the role, the stage (generate, parse, apply, compile) and the message of the
+        last failed attempt."""
+        arm = self.selectors["optimizer"].select(rng)
+        role = self.roles[arm]
+        lst = self._listing(parent.module)
+        focus, what = self.focus_region(parent, lst, role.focus, rng)
+        grammar = self.grammar_for(parent, lst, focus, role)
+        messages = self.optimizer_messages(parent, ctx, role, lst, focus, what)
+        cost = 0.0
+        last = ""
+        for _ in range(self.attempts):
+            try:
+                c = self._generate(role, messages, grammar, rng)
+            except LLMError as e:
+                self._fail(f"generate: {e}")
+                last = f"generate: {e}"
+                continue
+            cost += self._cost(c)
+            att = self.check(parent, c.text)
+            if att.stage == "compile" and att.child is not None and self.inline_repairs:
+                att, rcost = self._repair_inline(parent, att, ctx, rng)
+                cost += rcost
+            if att.stage == "ok":
+                self.stats.proposals += 1
+                self._remember(att.child, arm, cost)
+                return att.script
+            self._fail(att.reason)
+            last = att.reason
+        self.stats.no_proposal += 1
+        self.selectors["optimizer"].update(arm, 0.0)
+        raise NoProposal(f"{self.name}/{arm}: no usable edit in {self.attempts} generation(s); last {last}")
+
+    def _repair_inline(self, parent: Kernel, att: _Attempt, ctx: OperatorContext,
+                       rng: np.random.Generator) -> tuple[_Attempt, float]:
+        """Repair a child that failed the verify compile, then express parent -> repaired child as one script
+        (a diff of canonical listings). Returns the final attempt and the tokens/seconds spent."""
+        from population.edits import parse_edit_script
+
+        child = att.child
+        assert child is not None
+        cost = 0.0
+        reason = att.reason
+        for _ in range(self.inline_repairs):
+            fixed, spent, reason = self._repair_once(child, "compile_error", reason, rng)
+            cost += spent
+            if fixed is None:
+                continue
+            plines = [i.text for i in self._listing(parent.module).lines]
+            flines = [i.text for i in self._listing(fixed.module).lines]
+            diff = script_from_diff(plines, flines, max_lines=400)
+            if diff is None:
+                break
+            if fixed.launch.block != parent.launch.block:
+                b = fixed.launch.block
+                diff += f"\nLAUNCH block={b[0]},{b[1]},{b[2]}"
+            composed = self.check(parent, diff + "\n")
+            if composed.stage == "ok" and composed.child is not None:
+                script = parse_edit_script(diff)
+                return _Attempt("ok", "", diff, script, composed.child), cost
+            reason = composed.reason
+        return _Attempt("compile", f"{att.reason} (inline repair failed: {reason})", att.text, att.script,
+                        att.child), cost
+
+    def _repair_once(self, child: Kernel, status: str, reason: str,
+                     rng: np.random.Generator) -> tuple[Kernel | None, float, str]:
+        if "repairer" not in self.selectors:
+            return None, 0.0, "no repairer role configured"
+        arm = self.selectors["repairer"].select(rng)
+        role = self.roles[arm]
+        lst = self._listing(child.module)
+        line = _line_of(reason)
+        focus, what = self.focus_region(child, lst, role.focus, rng, around=line)
+        grammar = self.grammar_for(child, lst, focus, role)
+        messages = self.repair_messages(child, status, reason, role, lst, focus, what)
+        self.stats.repairs_tried += 1
+        try:
+            c = self._generate(role, messages, grammar, rng)
+        except LLMError as e:
+            self.selectors["repairer"].update(arm, 0.0)
+            return None, 0.0, f"generate: {e}"
+        cost = self._cost(c)
+        att = self.check(child, c.text)
+        ok = att.stage == "ok"
+        self.selectors["repairer"].update(arm, self._reward(1.0 if ok else 0.0, cost))
+        if ok:
+            self.stats.repairs_ok += 1
+            return att.child, cost, ""
+        self._fail("repair " + att.reason)
+        return None, cost, att.reason
+
+    def repair(self, child: Kernel, result: Any, ctx: OperatorContext, rng: np.random.Generator) -> Any:
+        """An EditScript against ``child`` (which failed with ``result.status``/``result.reason``) that parses,
+        applies and compiles, or None when the repairer's attempts all failed (``last_reason`` says why)."""
+        status = str(getattr(result, "status", "compile_error"))
+        reason = str(getattr(result, "reason", "") or "")
+        for _ in range(self.attempts):
+            fixed, _cost, why = self._repair_once(child, status, reason, rng)
+            if fixed is not None:
+                from population.edits import parse_edit_script
+
+                return parse_edit_script(fixed.edit_text)  # the repair script, as apply_script recorded it
+            self.last_reason = why
+        return None
+
+    def reflect(self, child: Kernel, result: Any, ctx: OperatorContext) -> str | None:
+        """Reward the arm that proposed ``child`` (if this operator did) and, on every ``critic_every``-th
+        call, ask the critic for a one-line lesson (sanitised; None when no critic runs or it says nothing)."""
+        self._settle(child, result, ctx)
+        self._reflects += 1
+        if "critic" not in self.selectors or not self.critic_every or self._reflects % self.critic_every:
+            return None
+        rng = np.random.default_rng(int(child.identity[:8], 16))  # deterministic per child: same on resume
+        arm = self.selectors["critic"].select(rng)
+        role = self.roles[arm]
+        parent_obj = getattr(ctx.parent_result, "objective", None)
+        obj = getattr(result, "objective", None)
+        outcome = f"status {getattr(result, 'status', '?')}"
+        if obj is not None and parent_obj:
+            outcome += f", objective {obj:.3f} vs parent {parent_obj:.3f} ({100 * (obj / parent_obj - 1):+.1f}%)"
+        reason = sanitize(str(getattr(result, "reason", "") or ""), 300)
+        user = assemble(
+            "## Edit\n" + (sanitize(child.edit_text, 1200) or "(none)"),
+            f"## Operator\n{child.operator}",
+            "## Outcome\n" + outcome + (f"\n{reason}" if reason else ""),
+            "## Task\n" + (role.instructions or ROLE_INSTRUCTIONS["critic"]),
+        )
+        try:
+            c = self._generate(role, [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)],
+                               CRITIC_GRAMMAR, rng)
+        except LLMError as e:
+            self._fail(f"critic: {e}")
+            return None
+        line = one_line(c.text, 160)
+        self.selectors["critic"].update(arm, self._reward(1.0 if line else 0.0, self._cost(c)))
+        return line
+
+    # ------------------------------------------------------------------------------------------- bandit
+
+    def _reward(self, value: float, cost: float) -> float:
+        return float(min(1.0, max(0.0, value / max(1.0, cost / self.cost_ref))))
+
+    def _remember(self, child: Kernel | None, arm: str, cost: float) -> None:
+        if child is None:
+            return
+        self.pending[child.identity] = (arm, cost)
+        while len(self.pending) > 512:
+            self.pending.popitem(last=False)
+
+    def _settle(self, child: Kernel, result: Any, ctx: OperatorContext) -> None:
+        entry = self.pending.pop(child.identity, None)
+        if entry is None:
+            return
+        arm, cost = entry
+        ok = bool(getattr(result, "ok", False))
+        value = 0.0
+        if ok:
+            value = self.reward_validity
+            obj = getattr(result, "objective", None)
+            pobj = getattr(ctx.parent_result, "objective", None)
+            if obj is not None and pobj:
+                gain = max(0.0, obj / pobj - 1.0)
+                value += self.reward_improvement * min(1.0, gain / self.gain_scale)
+        self.selectors["optimizer"].update(arm, self._reward(value, cost))
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state: bandit counts/sums per role kind, pending rewards, counters."""
+        return {"selectors": {k: s.state_dict() for k, s in self.selectors.items()},
+                "pending": [[k, a, c] for k, (a, c) in self.pending.items()],
+                "reflects": self._reflects, "stats": self.stats.__dict__.copy()}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``state_dict`` returned (unknown role kinds are ignored)."""
+        for k, s in state.get("selectors", {}).items():
+            if k in self.selectors:
+                self.selectors[k].load_state(s)
+        self.pending = OrderedDict((k, (a, float(c))) for k, a, c in state.get("pending", []))
+        self._reflects = int(state.get("reflects", 0))
+        if "stats" in state:
+            self.stats = ProposalStats(**{**state["stats"], "failures": dict(state["stats"].get("failures", {}))})
+
+
+def _model_configs(llm: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """{model name: backend config} from one backend config or ``{"models": {...}}``."""
+    if llm is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(llm, DictConfig):
+            llm = OmegaConf.to_container(llm, resolve=True)  # type: ignore[assignment]
+    except ImportError:
+        pass
+    d = dict(llm or {})
+    if "models" in d:
+        models = d["models"]
+        if not isinstance(models, Mapping) or not models:
+            raise ValueError("llm.models must be a non-empty mapping of name -> backend config")
+        return {str(k): dict(v) for k, v in models.items()}
+    return {"default": d}
