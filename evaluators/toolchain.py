@@ -16,9 +16,9 @@ ELF section instead.
 Verify-only mode compiles for the *virtual* target (``-arch=compute_90``): ptxas parses and checks the
 module and suppresses code generation ("This can be used for parsing only", ``ptxas --help``), so it rejects
 bad PTX without register allocation or scheduling. ``experiments/static_model.py`` measures the gain: with
-ptxas 13.0 on the shared 2-core CPU machine, median of 7, the 174-line naive RMSNorm seed took 56 ms for
-``sm_90 -v`` and 30 ms verify-only (1.9x), the 2108-line template 218 ms and 36 ms (6.1x). No cubin and no
-resources come back in that mode.
+ptxas 13.0 on a shared 2-core CPU machine (median of 7, two runs), the 174-line naive RMSNorm seed took
+56-71 ms for ``sm_90 -v`` and 28-30 ms verify-only (1.9-2.5x), the 2108-line template 119-218 ms and
+32-36 ms (3.7-6.1x). No cubin and no resources come back in that mode.
 
 Results are cached by the SHA-256 of (ptxas version, target, options, PTX text): an in-process LRU and,
 when ``cache_dir`` is given (or ``$PTXFORGE_PTXAS_CACHE`` is set), one file pair per compile on disk.

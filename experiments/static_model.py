@@ -101,7 +101,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-variants", action="store_true", help="seeds only (template variants need nvcc)")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=170)
     wl = get_workload(args.workload, dtype=args.dtype)
     seeds = wl.seeds()
     kernels = {"naive seed": seeds[0], "template (default knobs)": seeds[1]}
