@@ -22,9 +22,9 @@ The model, stated once:
    a loop whose accesses times an integer k >= 2 equal another loop's is taken for such a remainder and
    counted 0 (its iterations belong to the unrolled loop's sweep).
 4. Kernels with alternative paths (a vector path and a scalar fallback, a keep-in-registers path and a
-   streaming path) are charged for the costliest path through the control-flow graph with loops collapsed
-   (strongly connected components), not for the sum of all paths: the *cheapest path that sweeps every
-   buffer the kernel touches at least once* (each (group, direction) moves at least
+   streaming path) are charged for one path through the control-flow graph with loops collapsed (strongly
+   connected components), not for the sum of all paths: the *cheapest path that sweeps every buffer the
+   kernel touches at least once* (each (group, direction) moves at least
    ``elements_per_cta_sweep * group element size`` bytes; the group element size is that of its narrowest
    scalar access, else ``element_bytes``). That is the path a well-formed launch takes: an early exit
    sweeps nothing, and guarded straight-line chunks (``if (c < nchunks)``, a row kept in registers) count
@@ -89,8 +89,8 @@ class SiteTraffic:
 
 @dataclass(frozen=True)
 class BodyTraffic:
-    """One loop body (``loop`` = header block id) or the straight-line code (``loop`` None) on the costliest
-    path: bytes_per_cta it moves there; load_bytes_per_iteration: bytes of global loads one thread issues
+    """One loop body (``loop`` = header block id) or the straight-line code (``loop`` None) on the charged
+    path (rule 4): bytes_per_cta it moves there; load_bytes_per_iteration: bytes of global loads one thread issues
     per iteration (per execution of the straight-line code), what it can have in flight at once;
     loads_per_iteration: the number of those load sites; access_bytes_per_iteration / accesses_per_iteration:
     the same for loads and stores together (their ratio is the body's mean access width per thread)."""
@@ -112,10 +112,10 @@ class BodyTraffic:
 class TrafficEstimate:
     """Estimated global-memory bytes requested by one launch (module docstring has the model).
 
-    bytes: total over all CTAs on the costliest path (float, bytes); load_bytes / store_bytes: its split
-    (atomics and reductions count as stores); bytes_per_cta; ctas; threads_per_cta; sweeps: group ->
-    bytes per CTA / (elements_per_cta_sweep * element_bytes) on that path (2.0 = the group's data is read
-    twice); sites: every counted site; bodies: the loop bodies (and straight-line code) on that path with
+    bytes: total over all CTAs on the charged path (rule 4; float, bytes); load_bytes / store_bytes: its
+    split (atomics and reductions count as stores); bytes_per_cta; ctas; threads_per_cta; element_bytes:
+    the streamed element size used; sweeps: group -> bytes per CTA / (elements_per_cta_sweep * the group's
+    element size) on that path (2.0 = the group's data is read twice); sites: every counted site; bodies: the loop bodies (and straight-line code) on that path with
     their bytes; max_width_bytes: widest global access (bytes per thread);
     loads_per_iteration: most global load sites in one loop body (the independent loads a thread can have
     in flight, a memory-level-parallelism proxy; straight-line code counts as one body).
