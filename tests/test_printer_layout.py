@@ -172,3 +172,13 @@ def test_numbered() -> None:
     assert lst.line(1).text == ".version 9.0"
     with pytest.raises(IndexError, match="outside the listing"):
         lst.line(len(lst.lines) + 1)
+
+
+def test_pickle_and_deepcopy_keep_the_exact_print() -> None:
+    import copy
+    import pickle
+
+    text = (ROOT / "tests" / "data" / "calls_printf.ptx").read_text()
+    m = parse_module(text)
+    for clone in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        assert clone == m and print_module(clone) == text
