@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from population.ast import Function, Instruction, Label, Scope, Statement, Symbol
+from population.ast import Directive, Function, Instruction, Label, Scope, Statement, Symbol
 
 # Opcodes after which control does not fall through to the next instruction when unpredicated.
 TERMINATORS = frozenset({"bra", "brx", "ret", "exit", "trap"})
@@ -102,10 +102,39 @@ def walk(fn: Function) -> list[Located]:
     return out
 
 
+# Directives a label can name that are declarations, not code (PTX ISA "Control Flow Directives":
+# ``p: .callprototype ...``, ``ts: .branchtargets L1, L2;``, ``ct: .calltargets f, g;``).
+DECLARING_DIRECTIVES = frozenset({"callprototype", "branchtargets", "calltargets"})
+
+
+def _declaring(loc: Located) -> Directive | None:
+    """The declaration directive a label names (``prototype_1: .callprototype ...``), else None."""
+    nxt = loc.index + 1
+    if nxt < len(loc.body):
+        d = loc.body[nxt]
+        if isinstance(d, Directive) and d.name in DECLARING_DIRECTIVES:
+            return d
+    return None
+
+
 def flat_statements(fn: Function) -> list[Located]:
     """The instructions and labels of ``fn`` in textual order, scopes flattened (directives and declarations
-    dropped): the stream basic blocks are cut from."""
-    return [loc for loc in walk(fn) if isinstance(loc.stmt, (Instruction, Label))]
+    dropped, and so are labels that name a ``.callprototype``/``.branchtargets``/``.calltargets``
+    declaration): the stream basic blocks are cut from."""
+    return [loc for loc in walk(fn) if isinstance(loc.stmt, Instruction)
+            or (isinstance(loc.stmt, Label) and _declaring(loc) is None)]
+
+
+def branch_tables(fn: Function) -> dict[str, tuple[str, ...]]:
+    """``.branchtargets`` lists of ``fn`` by their label: ``{"ts": ("$L1", "$L2")}`` (the targets of a
+    ``brx.idx`` naming ``ts``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for loc in walk(fn):
+        if isinstance(loc.stmt, Label):
+            d = _declaring(loc)
+            if d is not None and d.name == "branchtargets":
+                out[loc.stmt.name] = tuple(t.strip() for t in d.text.rstrip(";").split(",") if t.strip())
+    return out
 
 
 def flat_located(fn: Function) -> list[Located]:
@@ -134,8 +163,8 @@ def branch_target(instr: Instruction) -> str | None:
 def basic_blocks(fn: Function) -> list[BasicBlock]:
     """Cut ``fn`` into basic blocks and link their successors (rules in the module docstring).
 
-    A ``brx.idx`` (indirect branch) gets every labelled block as a possible successor, a sound
-    over-approximation. Raises ValueError naming the label when a ``bra`` targets a label the function does
+    A ``brx.idx`` (indirect branch) gets the labels of its ``.branchtargets`` list as successors (every
+    labelled block when the list is not found, a sound over-approximation). Raises ValueError naming the label when a ``bra`` targets a label the function does
     not define."""
     if not fn.body:
         return []
@@ -163,6 +192,7 @@ def basic_blocks(fn: Function) -> list[BasicBlock]:
         blocks.append(cur)
 
     by_label = {lab: b.id for b in blocks for lab in b.labels}
+    tables = branch_tables(fn)
     for b in blocks:
         nxt = b.id + 1 if b.id + 1 < len(blocks) else None
         t = b.terminator
@@ -177,7 +207,9 @@ def basic_blocks(fn: Function) -> list[BasicBlock]:
                                  + (f" at line {t.loc.line}" if t.loc else ""))
             succ.append(by_label[target])
         elif t.opcode == "brx":
-            succ.extend(sorted({by_label[lab] for lab in by_label}))
+            table = next((tables[o.name] for o in t.operands if isinstance(o, Symbol) and o.name in tables), None)
+            names = [lab for lab in table if lab in by_label] if table is not None else list(by_label)
+            succ.extend(sorted({by_label[lab] for lab in names}))
         if t.predicate is not None and nxt is not None and nxt not in succ:
             succ.append(nxt)
         b.successors = succ

@@ -52,8 +52,10 @@ from lark.exceptions import VisitError
 
 from population.ast import (
     Address,
+    Directive,
     Function,
     Instruction,
+    Label,
     Module,
     PerfDirective,
     Register,
@@ -62,6 +64,7 @@ from population.ast import (
     Symbol,
     Vector,
 )
+from population.cfg import DECLARING_DIRECTIVES
 from population.defuse import declare_missing
 from population.kernel import Kernel
 from population.printer import LineInfo, Listing, listing
@@ -916,6 +919,9 @@ def _resolve_insert(lm: LineMap, after: int) -> tuple[list, int, Function]:
     if hit is None:
         raise ValueError(f"{_describe(lm, ln)} is not a statement in a function body")
     body, k, node = hit
+    nxt = body[k + 1] if k + 1 < len(body) else None
+    if isinstance(node, Label) and isinstance(nxt, Directive) and nxt.name in DECLARING_DIRECTIVES:
+        raise ValueError(f"{_describe(lm, ln)} names a .{nxt.name} declaration; insert after the declaration")
     if lm.spans[id(node)][1] != ln:
         raise ValueError(f"{_describe(lm, ln)} is inside a statement that ends at line {lm.spans[id(node)][1]}")
     return body, k + 1, lm.functions[id(body)]

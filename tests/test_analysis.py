@@ -28,8 +28,9 @@ from population.analysis import (
 from population.ast import Instruction, Register
 from population.parser import parse_module, parse_statements
 
-CORPUS = Path("/work/shared/ptx-corpus")
 HERE = Path(__file__).parent
+DATA = HERE / "data"
+SHARED = HERE.resolve().parents[1] / "shared" / "ptx-corpus"  # the workspace corpus, when present
 
 # nvcc 13.0 `-arch=sm_90 -ptx` of a kernel with two nested `#pragma unroll 1` loops over float4 loads.
 NESTED_PTX = """//
@@ -119,12 +120,17 @@ $L__BB0_6:
 """
 
 
+def data(name: str):  # type: ignore[no-untyped-def]
+    """A module from tests/data (nvcc output committed with the tests)."""
+    return parse_module((DATA / name).read_text(), name)
+
+
 def corpus(name: str):  # type: ignore[no-untyped-def]
-    for d in (HERE / "data", CORPUS):
-        p = d / name
-        if p.exists():
-            return parse_module(p.read_text(), str(p))
-    pytest.skip(f"corpus file {name} not present")
+    """A module from the workspace corpus ../shared/ptx-corpus; the test skips where it is absent."""
+    p = SHARED / name
+    if not p.exists():
+        pytest.skip(f"{p} not present")
+    return parse_module(p.read_text(), str(p))
 
 
 def nested_fn():  # type: ignore[no-untyped-def]
@@ -165,6 +171,86 @@ def test_nested_memory_sites() -> None:
     ]
     assert glob[0].instruction.full_opcode == "ld.global.nc.v4.f32"
     assert [s.state_space for s in sites].count("param") == 4
+
+
+def test_saxpy_hand_checked() -> None:
+    fn = data("elementwise.ptx").function("saxpy")
+    bs = basic_blocks(fn)
+    assert [(len(b.instructions), b.label, b.successors) for b in bs] == [
+        (13, None, [3, 1]), (4, None, [2]), (10, "$L__BB0_2", [2, 3]), (1, "$L__BB0_3", [])]
+    assert cfg(fn).number_of_edges() == 5
+    (lp,) = loops(fn)
+    assert (lp.header, lp.latches, sorted(lp.blocks), lp.depth, lp.exits) == (2, (2,), [2], 1, ((2, 3),))
+    du = def_use(fn)
+    assert [i.full_opcode for i in du.defs_of("%rd16")] == ["add.s64", "add.s64"]
+    assert [i.full_opcode for i in du.uses_of("%rd16")] == ["setp.ge.s64", "shl.b64", "add.s64", "setp.lt.s64"]
+    g = [(s.kind, s.instruction.full_opcode, s.width_bytes, s.loop_depth) for s in memory_sites(fn)
+         if s.state_space == "global"]
+    assert g == [("load", "ld.global.nc.f32", 4, 1), ("load", "ld.global.f32", 4, 1),
+                 ("store", "st.global.f32", 4, 1)]
+
+
+def test_vector_sites_and_shuffles_in_repo_corpus() -> None:
+    fn = data("elementwise.ptx").function("scale_vec4")
+    v4 = [(s.kind, s.width_bytes) for s in memory_sites(fn) if s.vector == 4]
+    assert v4 == [("load", 16), ("store", 16)]
+    fn = data("reduce_shfl.ptx").function("block_sum")
+    shfl = next(i for i in flat_instructions(fn) if i.opcode == "shfl")
+    assert destinations(shfl) == ["%r16", "%p3"] and sources(shfl) == ["%r12", "%r14", "%r13", "%r15"]
+    fn = data("cp_async.ptx").function("cp_async_sum")
+    cp = [(s.width_bytes, s.loop_depth) for s in memory_sites(fn) if s.kind == "async_copy"]
+    assert cp and all(w == 16 for w, _ in cp) and {d for _, d in cp} == {0, 1}
+    fn = data("wgmma_sm90a.ptx").function("wgmma_m64n32")
+    w = next(i for i in flat_instructions(fn) if i.opcode == "wgmma" and "mma_async" in i.modifiers)
+    acc = [f"%f{k}" for k in range(1, 17)]
+    assert destinations(w) == acc and sources(w) == [*acc, "%rd1", "%rd2", "p"]
+
+
+def test_calls_and_prototype_labels() -> None:
+    fn = data("calls_printf.ptx").function("call_mix")
+    bs = basic_blocks(fn)
+    # three call sequences in { } scopes are flattened; `prototype_1: .callprototype` is no block boundary
+    assert [(len(b.instructions), b.labels, b.successors) for b in bs] == [
+        (12, (), [4, 1]), (19, (), [3, 2]), (11, (), [3]), (4, ("$L__BB3_3",), [4]), (1, ("$L__BB3_4",), [])]
+    calls = [i for i in flat_instructions(fn) if i.opcode == "call"]
+    # return values go to .param space (no register written); the indirect call reads its target register
+    assert [destinations(c) for c in calls] == [[], [], []]
+    assert [sources(c) for c in calls] == [[], ["%rd11"], []]
+    assert declared_registers(fn)["temp_param_reg"] == "b32"
+
+
+BRX_PTX = """.version 9.0
+.target sm_90
+.address_size 64
+.visible .entry sw(.param .u32 p, .param .u64 out)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<3>;
+	ld.param.u32 %r1, [p];
+	ld.param.u64 %rd1, [out];
+	cvta.to.global.u64 %rd2, %rd1;
+	ts: .branchtargets $L_a, $L_b;
+	brx.idx %r1, ts;
+$L_a:
+	mov.u32 %r2, 1;
+	bra.uni $L_end;
+$L_b:
+	mov.u32 %r2, 2;
+$L_end:
+	st.global.u32 [%rd2], %r2;
+	ret;
+}
+"""
+
+
+def test_brx_idx_successors_from_branchtargets() -> None:
+    from evaluators.toolchain import compile_ptx
+
+    compile_ptx(BRX_PTX)  # valid PTX
+    fn = parse_module(BRX_PTX).function("sw")
+    bs = basic_blocks(fn)
+    assert [(len(b.instructions), b.labels, b.successors) for b in bs] == [
+        (4, (), [1, 2]), (2, ("$L_a",), [3]), (1, ("$L_b",), [3]), (2, ("$L_end",), [])]
 
 
 def test_device_func_cfg_hand_checked() -> None:

@@ -1,5 +1,8 @@
-"""apply_script on real corpus kernels: every edit kind, children accepted by ptxas, the parent untouched, and
-the errors an operator or a model can run into."""
+"""apply_script on real nvcc PTX from tests/data: every edit kind, children accepted by ptxas, the parent
+untouched, and the errors an operator or a model can run into.
+
+The main fixture is ``call_mix`` in tests/data/calls_printf.ptx: straight-line code, three call sequences in
+``{ }`` scopes (one with a ``.callprototype`` label), labels and predicated branches."""
 
 from __future__ import annotations
 
@@ -24,30 +27,30 @@ from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
 from population.printer import listing, print_module
 
-CORPUS = Path("/work/shared/ptx-corpus")
 HERE = Path(__file__).parent
+DATA = HERE / "data"
+SHARED = HERE.resolve().parents[1] / "shared" / "ptx-corpus"  # the workspace corpus, when present
 
 
 def load(name: str, entry: str) -> Kernel:
-    for d in (HERE / "data", CORPUS):
-        p = d / name
-        if p.exists():
-            return Kernel(parse_module(p.read_text(), str(p)), entry, LaunchConfig(block=(256, 1, 1)))
-    pytest.skip(f"corpus file {name} not present")
+    p = DATA / name
+    return Kernel(parse_module(p.read_text(), str(p)), entry, LaunchConfig(block=(256, 1, 1)))
 
 
 def line_of(kernel: Kernel, text: str, nth: int = 0) -> int:
-    """1-based listing line whose stripped text starts with ``text`` (the nth such line)."""
-    hits = [i.lineno for i in listing(kernel.module).lines if i.text.strip().startswith(text)]
+    """1-based listing line of the kernel's entry whose stripped text starts with ``text`` (the nth one)."""
+    hits = [i.lineno for i in listing(kernel.module).lines
+            if i.function == kernel.entry and i.text.strip().startswith(text)]
     assert len(hits) > nth, f"{text!r} not in listing"
     return hits[nth]
 
 
 def scope_line(kernel: Kernel) -> int:
-    """The ``{`` line of the first nested scope (eval_poly's call sequence)."""
+    """The ``{`` line of the entry's first nested scope (call_mix's first call sequence)."""
     from population.ast import Scope
 
-    return next(i.lineno for i in listing(kernel.module).lines if isinstance(i.node, Scope))
+    return next(i.lineno for i in listing(kernel.module).lines
+                if i.function == kernel.entry and isinstance(i.node, Scope))
 
 
 def apply(kernel: Kernel, text: str, **kw) -> Kernel:  # type: ignore[no-untyped-def]
@@ -63,12 +66,12 @@ def assert_assembles(child: Kernel, arch: str = "sm_90") -> None:
 
 @pytest.fixture
 def poly() -> Kernel:
-    return load("i_device_func.ptx", "eval_poly")
+    return load("calls_printf.ptx", "call_mix")
 
 
 def test_line_map_spans(poly: Kernel) -> None:
     lm = line_map(poly.module)
-    fn = poly.module.function("eval_poly")
+    fn = poly.module.function("call_mix")
     first_line = scope_line(poly)
     assert lm.info(first_line).text.strip() == "{"
     scope = lm.info(first_line).node
@@ -84,7 +87,7 @@ def test_each_edit_kind_assembles_and_parent_untouched(poly: Kernel) -> None:
     before_ptx, before_id = poly.canonical_ptx, poly.identity
     ld = line_of(poly, "ld.global.nc.f32")
     add = line_of(poly, "add.s64 \t%rd6")
-    mov = line_of(poly, "mov.u64 \t%rd8, counter")
+    mov = line_of(poly, "mov.u64 \t%rd9, table")
     st = line_of(poly, "st.global.f32")
     script = f"""\
 MODIFIER {ld} -nc +L1::no_allocate
@@ -94,10 +97,10 @@ prefetch.global.L2 [%rd6];
 add.s64 %rd100, %rd6, 4;
 END
 REPLACE {mov}-{mov + 1}
-mov.u64 %rd8, counter;
-atom.global.add.u32 %r9, [%rd8], 2;
+mov.u64 %rd9, table;
+add.s64 %rd10, %rd9, 0;
 END
-DIRECTIVE eval_poly .maxntid 128
+DIRECTIVE call_mix .maxntid 128
 LAUNCH block=128 smem=256 rows=2
 """
     child = apply(poly, script)
@@ -105,10 +108,11 @@ LAUNCH block=128 smem=256 rows=2
     assert child.parents == (poly.identity,) and child.operator == "test"
     assert child.edit_text == parse_edit_script(script).to_text()
     assert child.launch == LaunchConfig(block=(128, 1, 1), dynamic_smem_bytes=256, knobs=(("rows", 2),))
-    fn = child.module.function("eval_poly")
+    fn = child.module.function("call_mix")
     ops = [i.full_opcode for i in flat_instructions(fn)]
     assert "ld.global.L1::no_allocate.f32" in ops and "st.global.cs.f32" in ops
-    assert ops[ops.index("add.s64") + 1: ops.index("add.s64") + 3] == ["prefetch.global.L2", "add.s64"]
+    k = ops.index("prefetch.global.L2")
+    assert ops[k - 1:k + 3] == ["add.s64", "prefetch.global.L2", "add.s64", "ld.global.L1::no_allocate.f32"]
     assert declared_registers(fn)["%rd100"] == "b64"
     assert [(d.name.lstrip("."), d.values) for d in fn.directives] == [("maxntid", (128,))]
     assert child.identity != poly.identity
@@ -131,9 +135,9 @@ def test_maxnreg_directive_reaches_ptxas() -> None:
 
 def test_edits_refer_to_parent_numbering(poly: Kernel) -> None:
     # deleting lines above must not shift where a later edit lands
-    a = line_of(poly, "mov.u32 \t%r6, %ctaid.x")
+    a = line_of(poly, "mov.u32 \t%r5, %ctaid.x")
     ld = line_of(poly, "ld.global.nc.f32")
-    child = apply(poly, f"DELETE {a}\nMODIFIER {ld} -nc\nINSERT AFTER {a - 1}\nmov.u32 %r6, %nctaid.x;\nEND\n")
+    child = apply(poly, f"DELETE {a}\nMODIFIER {ld} -nc\nINSERT AFTER {a - 1}\nmov.u32 %r5, %nctaid.x;\nEND\n")
     text = child.canonical_ptx
     assert "%nctaid.x" in text and "%ctaid.x" not in text
     assert "ld.global.f32" in text and "ld.global.nc" not in text
@@ -154,7 +158,8 @@ def test_scope_lines(poly: Kernel) -> None:
     assert_assembles(child)
     # the whole scope can be replaced
     child = apply(poly, f"REPLACE {open_line}-{close_line}\nmov.f32 %f2, %f1;\nEND\n")
-    assert not any(i.opcode == "call" for i in flat_instructions(child.module.function("eval_poly")))
+    calls = [i for i in flat_instructions(child.module.function("call_mix")) if i.opcode == "call"]
+    assert len(calls) == 2
     assert_assembles(child)
     # a range inside the scope edits the scope's body
     child = apply(poly, f"DELETE {close_line - 1}\nINSERT AFTER {close_line - 1}\nmov.f32 %f2, %f1;\nEND\n")
@@ -176,20 +181,21 @@ def test_range_across_scope_boundary_is_rejected(poly: Kernel) -> None:
 
 def test_line_errors(poly: Kernel) -> None:
     n = len(listing(poly.module).lines)
-    fn_close = n  # the listing ends with eval_poly's "}"
-    fn_open = line_of(poly, ".visible .entry eval_poly") + 5
+    fn_close = n  # the listing ends with call_mix's "}"
+    fn_open = line_of(poly, "{")  # the entry's body brace (scopes come later)
     cases = [
         (f"DELETE {n + 1}", "past the end of the listing"),
         ("DELETE 1", "not a statement in a body"),
         (f"DELETE {fn_open}", "function's brace"),
         (f"INSERT AFTER {fn_close}\nret;\nEND", "closes a function body"),
         (f"INSERT AFTER {fn_open - 2}\nret;\nEND", "not a statement in a function body"),
-        (f"MODIFIER {line_of(poly, '$L__BB1_3:')} +cs", "is not an instruction (Label)"),
+        (f"MODIFIER {line_of(poly, '$L__BB3_3:')} +cs", "is not an instruction (Label)"),
         (f"MODIFIER {line_of(poly, 'st.global.f32')} -nc", "has no modifier .nc"),
         (f"MODIFIER {line_of(poly, 'ld.global.nc.f32')} +nc", "already has modifier .nc"),
-        (f"REPLACE {line_of(poly, 'ret;', 1)}\nadd.f32 %f1, %f2;;\nEND", "PTX line 1 of the edit"),
+        (f"REPLACE {line_of(poly, 'ret;')}\nadd.f32 %f1, %f2;;\nEND", "PTX line 1 of the edit"),
         ("DIRECTIVE nosuch .maxnreg 32", "no function 'nosuch'"),
-        ("DIRECTIVE eval_poly -.maxnreg", "has no .maxnreg to remove"),
+        ("DIRECTIVE call_mix -.maxnreg", "has no .maxnreg to remove"),
+        (f"INSERT AFTER {line_of(poly, 'prototype_1:')}\nmov.u32 %r1, 0;\nEND", "names a .callprototype"),
         ("KNOBS vec=4", "needs the workload's instantiate"),
     ]
     for text, fragment in cases:
@@ -201,7 +207,7 @@ def test_line_errors(poly: Kernel) -> None:
 
 
 def test_overlaps_are_rejected(poly: Kernel) -> None:
-    a = line_of(poly, "cvta.to.global.u64")
+    a = line_of(poly, "cvta.to.global.u64 \t%rd4")  # cvta, cvt, mul.wide, add.s64 %rd6
     with pytest.raises(EditApplyError) as ei:
         apply(poly, f"DELETE {a}-{a + 2}\nREPLACE {a + 2}\nmov.u32 %r1, 0;\nEND\n")
     assert ei.value.edit_index == 1 and "overlaps edit 0" in ei.value.reason
@@ -212,7 +218,7 @@ def test_overlaps_are_rejected(poly: Kernel) -> None:
     # adjacent is fine: the insert point after a+2 is the end of the deleted range (line a+2: mul.wide)
     child = apply(poly, f"DELETE {a + 2}\nINSERT AFTER {a + 2}\nmul.wide.s32 %rd5, %r1, 8;\nEND\n"
                         f"INSERT AFTER {a + 2}\nadd.s64 %rd20, %rd4, %rd5;\nEND\n")
-    ins = flat_instructions(child.module.function("eval_poly"))
+    ins = flat_instructions(child.module.function("call_mix"))
     k = [i.opcode for i in ins].index("mul")
     # two inserts after one line keep script order; the original add.s64 follows them
     got = [(i.full_opcode, i.operands[0].name) for i in ins[k:k + 3]]
@@ -242,18 +248,18 @@ def test_new_registers_declared_with_inferred_types(poly: Kernel) -> None:
     ld = line_of(poly, "ld.global.nc.f32")
     child = apply(poly, f"""REPLACE {ld}
 ld.global.nc.v2.f32 {{%f10, %f11}}, [%rd6];
-add.rn.f32 %f1, %f10, %f11;
-setp.gt.f32 %pnew, %f1, 0f00000000;
-selp.f32 %f1, %f1, 0f00000000, %pnew;
+add.rn.f32 %f2, %f10, %f11;
+setp.gt.f32 %pnew, %f2, 0f00000000;
+selp.f32 %f2, %f2, 0f00000000, %pnew;
 END
 """)
-    decl = declared_registers(child.module.function("eval_poly"))
+    decl = declared_registers(child.module.function("call_mix"))
     assert (decl["%f10"], decl["%f11"], decl["%pnew"]) == ("f32", "f32", "pred")
     assert_assembles(child)
 
 
 def test_wgmma_kernel_edit_sm90a() -> None:
-    k = load("e_wgmma.ptx", "wgmma_tile")
+    k = load("wgmma_sm90a.ptx", "wgmma_m64n32")
     st = line_of(k, "st.global.f32")
     child = apply(k, f"MODIFIER {st} +cs\n")
     assert_assembles(child, "sm_90a")
@@ -265,17 +271,18 @@ def test_diff_text(poly: Kernel) -> None:
     d = diff_text(poly, child)
     lines = d.splitlines()
     assert lines[0].startswith("# launch: {'block': [256, 1, 1]")
-    assert "-\tld.global.nc.f32 \t%f1, [%rd6];" in lines
-    assert "+\tld.global.f32 \t%f1, [%rd6];" in lines
+    assert "-\tld.global.nc.f32 \t%f2, [%rd6];" in lines
+    assert "+\tld.global.f32 \t%f2, [%rd6];" in lines
     assert diff_text(poly, poly) == ""
 
 
 def test_empty_script_and_replace_with_nothing(poly: Kernel) -> None:
     with pytest.raises(EditApplyError, match="no edits"):
         apply_script(poly, EditScript(()), operator="x")
-    a = line_of(poly, "mov.u64 \t%rd8, counter")
-    child = apply(poly, f"REPLACE {a}-{a + 1}\nEND\n")
-    assert "atom.global" not in child.canonical_ptx
+    a = line_of(poly, "add.u64 \t%rd12")
+    child = apply(poly, f"REPLACE {a}-{a + 1}\nEND\nINSERT AFTER {a + 1}\nmov.u64 %rd12, %SP;\n"
+                        "mov.u64 %rd13, %SPL;\nEND\n")
+    assert "add.u64" not in child.canonical_ptx
     assert_assembles(child)
 
 
@@ -300,11 +307,13 @@ def test_insert_modifier_order(mods: tuple[str, ...], add: str, expected: tuple[
 
 def test_modifier_assembles_in_place(poly: Kernel) -> None:
     # -rn +approx swaps in place; the result is valid PTX
-    k = load("i_device_func.ptx", "eval_poly")
-    fma = line_of(k, "fma.rn.f32")
+    k = load("calls_printf.ptx", "call_mix")
+    fma = next(i.lineno for i in listing(k.module).lines
+               if i.function == "_Z5poly3fff" and i.text.strip().startswith("fma.rn.f32"))
     child = apply_script(k, EditScript((SetModifier(fma, "rn", "rz"), Insert(fma, ("mov.f32 %f3, %f3;",)))),
                          operator="t")
-    assert [i.full_opcode for i in flat_instructions(child.module.function("_Z4polyfPKfi"))][2] == "fma.rz.f32"
+    ops = [i.full_opcode for i in flat_instructions(child.module.function("_Z5poly3fff"))]
+    assert ops.count("fma.rz.f32") == 1 and ops[ops.index("fma.rz.f32") + 1] == "mov.f32"
     assert print_module(child.module, canonical=True).count("fma.rz.f32") == 1
     assert_assembles(child)
 
@@ -312,26 +321,30 @@ def test_modifier_assembles_in_place(poly: Kernel) -> None:
 def test_bare_register_names_written_by_an_edit_are_declared(poly: Kernel) -> None:
     ld = line_of(poly, "ld.global.nc.f32")
     child = apply(poly, f"INSERT AFTER {ld}\nadd.f32 acc, %f1, %f1;\nmov.f32 %f1, acc;\nEND\n")
-    fn = child.module.function("eval_poly")
+    fn = child.module.function("call_mix")
     assert declared_registers(fn)["acc"] == "f32"
     assert_assembles(child)
     # a name only read stays a symbol, for ptxas to reject
     child = apply(poly, f"INSERT AFTER {ld}\nmov.f32 %f1, nosuch;\nEND\n")
-    assert "nosuch" not in declared_registers(child.module.function("eval_poly"))
+    assert "nosuch" not in declared_registers(child.module.function("call_mix"))
     from evaluators.types import CompileError
 
     with pytest.raises(CompileError):
         compile_ptx(child.ptx)
 
 
-@pytest.mark.parametrize("name", ["i_device_func.ptx", "d_mbarrier_bulk.ptx"])
+@pytest.mark.parametrize("name", ["calls_printf.ptx", "inline_asm_scopes.ptx", "bulk_mbarrier.ptx",
+                                  "shared:i_device_func.ptx", "shared:d_mbarrier_bulk.ptx"])
 def test_every_line_delete_and_insert_matches_the_text(name: str) -> None:
     """Deleting line L (or inserting after it) changes the canonical text exactly there: the line map agrees
     with the listing on every statement line, scopes included."""
     from population.ast import RegDecl, Scope
     from population.edits import Delete
 
-    m = parse_module((CORPUS / name).read_text())
+    path = SHARED / name.split(":", 1)[1] if name.startswith("shared:") else DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    m = parse_module(path.read_text())
     k = Kernel(m, m.entries[0].name)
     lst = listing(m)
     lines = lst.text.splitlines()
@@ -350,6 +363,10 @@ def test_every_line_delete_and_insert_matches_the_text(name: str) -> None:
             continue
         if isinstance(info.node, (Scope, RegDecl)):
             continue  # a scope's "{" needs its whole span; a deleted .reg is re-declared
+        if info.text.strip().endswith(":") and lines[ln].strip().startswith(".callprototype"):
+            with pytest.raises(EditApplyError, match=r"names a \.callprototype"):
+                apply_script(k, EditScript((Insert(ln, ("membar.gl;",)),)), operator="t")
+            continue
         child = apply_script(k, EditScript((Delete(ln, ln),)), operator="t")
         assert solid(child.canonical_ptx.splitlines()) == solid(lines[:ln - 1] + lines[ln:]), ln
         child = apply_script(k, EditScript((Insert(ln, ("membar.gl;",)),)), operator="t")
