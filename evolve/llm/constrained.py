@@ -83,7 +83,8 @@ class GrammarSpec:
     register_prefixes: register name stems of the parent (``%r``, ``%rd``, ``%f``, ``%p``); new registers
         with these stems are auto-declared by apply_script.
     opcodes, modifiers, symbols: vocabularies for PTX lines.
-    kinds: the edit keywords allowed. max_edits / max_block_lines / max_operands bound the output length.
+    kinds: the edit keywords allowed. max_edits / max_block_lines / max_operands bound the output length;
+    max_span: the most lines a REPLACE/DELETE range may cover.
     """
 
     lines: tuple[int, ...]
@@ -98,6 +99,7 @@ class GrammarSpec:
     max_edits: int = 2
     max_block_lines: int = 4
     max_operands: int = 6
+    max_span: int = 8
 
 
 def focused_edit_grammar(spec: GrammarSpec) -> str:
@@ -130,11 +132,11 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
         rules.append("edit ::= " + " | ".join(k.lower() for k in line_kinds))
     block = " ".join(["ptxline"] + ["ptxline?"] * (spec.max_block_lines - 1))
     if "REPLACE" in kinds:
-        rules.append('replace ::= "REPLACE " ln ("-" ln)? "\\n" ' + block + ' "END"')
+        rules.append('replace ::= "REPLACE " span "\\n" ' + block + ' "END"')
     if "INSERT" in kinds:
         rules.append('insert ::= "INSERT AFTER " ln "\\n" ' + block + ' "END"')
     if "DELETE" in kinds:
-        rules.append('delete ::= "DELETE " ln ("-" ln)?')
+        rules.append('delete ::= "DELETE " span')
     if "MODIFIER" in kinds:
         rules.append('modifier ::= "MODIFIER " iln (" -" mod (" +" mod)? | " +" mod)')
         rules.append("iln ::= " + _alts(str(n) for n in spec.instruction_lines))
@@ -158,6 +160,13 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
             rules.append(f"k{i} ::= {_lit(name + '=')} ({_alts(str(v) for v in spec.knob_space[name])})")
     if any(k in kinds for k in ("REPLACE", "INSERT", "DELETE")):
         rules.append("ln ::= " + _alts(str(n) for n in spec.lines))
+        # Ranges ascend and span at most max_span lines: each start line lists the ends it may take.
+        allowed = sorted(set(spec.lines))
+        spans = []
+        for a in allowed:
+            ends = [b for b in allowed if a < b <= a + spec.max_span]
+            spans.append(_lit(str(a)) + (f' ("-" ({_alts(str(b) for b in ends)}))?' if ends else ""))
+        rules.append("span ::= " + " | ".join(spans))
     if any(k in kinds for k in ("REPLACE", "INSERT")):
         ops = " ".join(["operand"] + ['(", " operand)?'] * (spec.max_operands - 2))
         rules += [

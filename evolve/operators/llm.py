@@ -68,7 +68,8 @@ class Role:
     name: arm name (unique); kind: optimizer | repairer | critic; model: key of the operator's models;
     instructions: overrides ``ROLE_INSTRUCTIONS[kind]``; focus: loop | block | entry; show: focus | full
     (print only the focus region and declarations, or the whole listing); kinds: edit keywords the grammar
-    allows; max_edits, max_block_lines: grammar bounds; max_new_tokens, temperature, top_p: sampling.
+    allows; max_edits, max_block_lines: grammar bounds; max_new_tokens, temperature, top_p: sampling;
+    max_focus_lines: a longer focus region is cut to a window of this many lines (keeps prompts short).
     """
 
     name: str
@@ -83,6 +84,7 @@ class Role:
     max_new_tokens: int = 160
     temperature: float = 0.8
     top_p: float = 0.95
+    max_focus_lines: int = 48
 
     def __post_init__(self) -> None:
         if self.kind not in ROLE_KINDS:
@@ -263,12 +265,21 @@ class LLMOperator:
     # ------------------------------------------------------------------------------------ focus + grammar
 
     def focus_region(self, kernel: Kernel, lst: Any, mode: str, rng: np.random.Generator,
-                     around: int | None = None) -> tuple[tuple[int, int], str]:
+                     around: int | None = None, max_lines: int | None = None) -> tuple[tuple[int, int], str]:
         """(inclusive line range, description) of the region to edit in ``kernel``'s canonical listing.
 
         ``around``: a line to centre a 13-line window on (a ptxas error); otherwise ``mode``:
         loop = innermost loop with a global load (else innermost loop, else the entry), block = a random basic
-        block with at least 3 instructions, entry = the whole entry body."""
+        block with at least 3 instructions, entry = the whole entry body. A region longer than ``max_lines``
+        is cut to a window of that many lines at a random (``rng``) offset."""
+        (a, b), what = self._region(kernel, lst, mode, rng, around)
+        if max_lines is not None and b - a + 1 > max_lines:
+            a += int(rng.integers(0, b - a + 2 - max_lines))
+            return (a, a + max_lines - 1), f"lines {a}-{a + max_lines - 1} of {what}"
+        return (a, b), what
+
+    def _region(self, kernel: Kernel, lst: Any, mode: str, rng: np.random.Generator,
+                around: int | None) -> tuple[tuple[int, int], str]:
         fn = kernel.module.function(kernel.entry)
         where = {id(i.node): i.lineno for i in lst.lines if i.node is not None and i.function == kernel.entry}
         body_lines = sorted(where.values())
@@ -420,7 +431,7 @@ class LLMOperator:
         arm = self.selectors["optimizer"].select(rng)
         role = self.roles[arm]
         lst = self._listing(parent.module)
-        focus, what = self.focus_region(parent, lst, role.focus, rng)
+        focus, what = self.focus_region(parent, lst, role.focus, rng, max_lines=role.max_focus_lines)
         grammar = self.grammar_for(parent, lst, focus, role)
         messages = self.optimizer_messages(parent, ctx, role, lst, focus, what)
         cost = 0.0
@@ -486,7 +497,8 @@ class LLMOperator:
         role = self.roles[arm]
         lst = self._listing(child.module)
         line = _line_of(reason)
-        focus, what = self.focus_region(child, lst, role.focus, rng, around=line)
+        focus, what = self.focus_region(child, lst, role.focus, rng, around=line,
+                                         max_lines=role.max_focus_lines)
         grammar = self.grammar_for(child, lst, focus, role)
         messages = self.repair_messages(child, status, reason, role, lst, focus, what)
         self.stats.repairs_tried += 1
