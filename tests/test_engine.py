@@ -245,3 +245,17 @@ def test_rng_state_is_checkpointed(workload, tmp_path):
     g = np.random.default_rng()
     g.bit_generator.state = state["rng"]
     assert g.random() == eng.rng.random()
+
+
+def test_unordered_mode_and_wall_clock_budget(workload, tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    ev = HashEvaluator(3, jitter=True)
+    eng = make_engine(workload, store, capacity=3, evaluator=ev)
+    eng.settings.ordered = False
+    eng.budget = Budget(max_evaluations=None, max_seconds=4.0)
+    t0 = time.monotonic()
+    snap = eng.run()
+    assert time.monotonic() - t0 < 4.0 + 30  # the last proposal and in-flight evaluations finish after the limit
+    assert snap.evaluations == ev.calls >= 2
+    assert store.checkpoint(CHECKPOINT).state["pending"] == []
+    assert sum(store.status_counts().get(s, 0) for s in ("ok", "wrong_result")) == ev.calls
