@@ -12,12 +12,14 @@ the instruction descriptions).
 from __future__ import annotations
 
 from population.cfg import (
+    DECLARING_DIRECTIVES,
     TERMINATORS,
     BasicBlock,
     Located,
     Loop,
     basic_blocks,
     block_of,
+    branch_tables,
     branch_target,
     cfg,
     dominates,
@@ -33,6 +35,7 @@ from population.defuse import (
     NVCC_PREFIX_TYPES,
     TYPE_BITS,
     DefUse,
+    bare_register_names,
     compatible,
     declare_missing,
     declared_registers,
@@ -51,6 +54,7 @@ from population.defuse import (
 from population.memory import KINDS, STATE_SPACES, MemorySite, classify, memory_sites
 
 __all__ = [
+    "DECLARING_DIRECTIVES",
     "KINDS",
     "NO_DESTINATION",
     "NVCC_PREFIX_TYPES",
@@ -62,8 +66,10 @@ __all__ = [
     "Located",
     "Loop",
     "MemorySite",
+    "bare_register_names",
     "basic_blocks",
     "block_of",
+    "branch_tables",
     "branch_target",
     "cfg",
     "classify",

@@ -377,3 +377,31 @@ def test_undefined_label_is_reported() -> None:
     fn.body.extend(parse_statements("bra.uni $L__nowhere;"))
     with pytest.raises(ValueError, match=r"undefined label '\$L__nowhere'"):
         basic_blocks(fn)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.ptx")))
+def test_redeclaring_every_register_assembles(name: str) -> None:
+    """Drop every function-level .reg of an nvcc module, let declare_missing re-declare them from inferred
+    types, and ptxas must accept the result; inferred types agree with what nvcc declared."""
+    from evaluators.toolchain import compile_ptx
+    from population.analysis import compatible
+    from population.ast import RegDecl
+    from population.printer import print_module
+
+    src = (DATA / name).read_text()
+    m = parse_module(src, name)
+    redeclared = 0
+    for fn in m.functions:
+        if fn.body is None:
+            continue
+        nvcc = declared_registers(fn)
+        inferred = infer_register_types(fn, used_registers(fn))
+        for reg, t in inferred.items():
+            declared = nvcc[reg].split(".")[-1]
+            assert declared == t or compatible(declared, t), (fn.name, reg, declared, t)
+        fn.body[:] = [s for s in fn.body if not isinstance(s, RegDecl)]  # scope-local .reg stay
+        added = declare_missing(fn)
+        assert undeclared_registers(fn) == set()
+        redeclared += len(added)
+    assert redeclared > 10
+    compile_ptx(print_module(m, canonical=True), "sm_90a" if ".target sm_90a" in src else "sm_90")
