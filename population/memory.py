@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from population.ast import Address, Function, Immediate, Instruction
-from population.cfg import basic_blocks, block_of, flat_instructions, loop_depths
+from population.cfg import basic_blocks, flat_instructions, loop_depths
 from population.defuse import TYPE_BITS
 
 STATE_SPACES = ("global", "shared", "local", "param", "const")
@@ -129,6 +129,9 @@ def memory_sites(fn: Function) -> list[MemorySite]:
     instrs = flat_instructions(fn)
     blocks = basic_blocks(fn)
     depths = loop_depths(fn, blocks)
+    owner = [0] * len(instrs)
+    for blk in blocks:
+        owner[blk.start:blk.end] = [blk.id] * (blk.end - blk.start)
     out: list[MemorySite] = []
     for i, ins in enumerate(instrs):
         c = classify(ins)
@@ -136,7 +139,7 @@ def memory_sites(fn: Function) -> list[MemorySite]:
             continue
         kind, space = c
         width, vector, elem = _width(ins, kind)
-        b = block_of(blocks, i)
+        b = owner[i]
         addr = next((o for o in ins.operands if isinstance(o, Address)), None)
         out.append(MemorySite(ins, i, kind, space, width, vector, elem, depths[b], b, addr))
     return out
