@@ -56,7 +56,8 @@ def versions() -> dict[str, str]:
 def table(wl: RMSNorm, rows: dict[str, EvalResult], copy_gbps: float) -> str:
     """Markdown: one row per shape, µs | GB/s | % copy for each kernel and baseline."""
     naive, best = rows["naive seed"], rows["best template"]
-    base_names = [n for n in ("torch", "torch_compile", "liger", "quack") if n in best.shapes[0].baseline_us]
+    base_names = [n for n in ("torch", "torch_compile", "liger", "quack")
+                  if any(n in s.baseline_us for s in best.shapes)]
     head = ["M x N", "naive µs", "naive GB/s", "naive %", "best µs", "best GB/s", "best %"]
     for n in base_names:
         head += [f"{n} µs", f"{n} GB/s", f"{n} %"]
@@ -68,13 +69,14 @@ def table(wl: RMSNorm, rows: dict[str, EvalResult], copy_gbps: float) -> str:
         for s in (sn, sb):
             cells += [f"{s.time_us:.1f}", f"{s.gbps:.0f}", f"{100 * s.gbps / copy_gbps:.0f}"]
         for n in base_names:
-            us = sb.baseline_us[n]
-            g = wl.gbps(sb.shape, us)
-            cells += [f"{us:.1f}", f"{g:.0f}", f"{100 * g / copy_gbps:.0f}"]
+            us = sb.baseline_us.get(n)
+            g = wl.gbps(sb.shape, us) if us else 0.0
+            cells += [f"{us:.1f}", f"{g:.0f}", f"{100 * g / copy_gbps:.0f}"] if us else ["-", "-", "-"]
         for n in speed:
-            ref = sn.time_us if n == "naive" else sb.baseline_us[n]
-            speed[n].append(ref / sb.time_us)
-            cells.append(f"{ref / sb.time_us:.2f}x")
+            ref = sn.time_us if n == "naive" else sb.baseline_us.get(n)
+            if ref:
+                speed[n].append(ref / sb.time_us)
+            cells.append(f"{ref / sb.time_us:.2f}x" if ref else "-")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("| geomean | | | | | | |" + " |" * (3 * len(base_names)) + " "
                  + " | ".join(f"{geomean(v):.2f}x" for v in speed.values()) + " |")
@@ -104,11 +106,26 @@ def main() -> int:
             variants[label] = pool.evaluate(k)
             r = variants[label]
             print(f"{r.status.value:>14} objective={r.objective} {label} {r.reason[:160]}", flush=True)
+            print("    GB/s per shape:", " ".join(f"{s.shape[1]}:{s.gbps:.0f}" for s in r.shapes), flush=True)
+        for label, r in results.items():
+            print(f"{label}: GB/s per shape:", " ".join(f"{s.shape[1]}:{s.gbps:.0f}" for s in r.shapes))
+            if r.shapes:
+                for n in r.shapes[0].baseline_us:
+                    print(f"  {n}:", " ".join(f"{s.shape[1]}:{wl.gbps(s.shape, s.baseline_us[n]):.0f}"
+                                             for s in r.shapes if n in s.baseline_us))
+            print("  notes:", r.extra.get("baseline_notes"), flush=True)
         copy = pool.copy_gbps
         device = pool.info[0].get("device", "?")
     if results["naive seed"].status != Status.OK:
         print("naive seed failed:", results["naive seed"].reason)
         return 1
+    name = f"rmsnorm_baselines_{args.dtype}{'' if args.shapes == 'benchmark' else '_' + args.shapes}"
+    folders = [Path(p) for p in filter(None, [str(Path(__file__).resolve().parent / "results"), args.out])]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(
+            {k: v.to_json() for k, v in {**results, **{f"variant {k}": v for k, v in variants.items()}}.items()},
+            default=str, indent=1))
     ok = {k: v for k, v in variants.items() if v.status == Status.OK}
     if not ok:
         print("no template variant passed")
@@ -132,13 +149,8 @@ def main() -> int:
         md += ["", "Baselines skipped: " + "; ".join(f"{k}: {v}" for k, v in notes.items())]
     text = "\n".join(md) + "\n"
     print(text)
-    name = f"rmsnorm_baselines_{args.dtype}{'' if args.shapes == 'benchmark' else '_' + args.shapes}"
-    for folder in filter(None, [Path(__file__).resolve().parent / "results", args.out]):
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / f"{name}.md").write_text(text)
-        (Path(folder) / f"{name}.json").write_text(json.dumps(
-            {k: v.to_json() for k, v in {**results, **{f"variant {k}": v for k, v in variants.items()}}.items()},
-            default=str, indent=1))
+    for folder in folders:
+        (folder / f"{name}.md").write_text(text)
     return 0
 
 

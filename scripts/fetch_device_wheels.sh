@@ -18,7 +18,7 @@ wheels=(
   wandb==0.31.0 cwevals==0.0.1b1 distro sniffio
   opentelemetry-api==1.38.0 opentelemetry-sdk==1.38.0 opentelemetry-semantic-conventions==0.59b0
   opentelemetry-exporter-otlp-proto-http==1.38.0 opentelemetry-exporter-otlp-proto-common==1.38.0
-  opentelemetry-proto==1.38.0 googleapis-common-protos importlib-metadata
+  opentelemetry-proto==1.38.0 googleapis-common-protos importlib-metadata==8.7.0
   pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2 platformdirs
   # figures
   plotly==6.5.0

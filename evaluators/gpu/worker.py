@@ -82,6 +82,18 @@ class WorkerState:
         self.bench_seed = int(config.get("bench_seed", 12345))
         for shape in config.get("warm_shapes", []):
             self._baselines_for(tuple(shape))
+        if self.naive is not None:
+            self._warm_gate()
+
+    def _warm_gate(self) -> None:
+        """Run the gate once on the naive seed so CuPy compiles its elementwise kernels now, inside the startup
+        deadline, not inside the first candidate's."""
+        from evaluators.gpu.gate import run_gate
+
+        run = self.launcher(self.naive, self.naive_types, self.naive_launch)
+        result = run_gate(self.workload, run, 1, [self.workload.gate_shapes[0]], self.cp)
+        if not result.passed:
+            self.notes["warm_gate"] = f"naive seed failed the warm-up gate: {result.reason}"
 
     # ---------------------------------------------------------------------------------------------- loading
     def _load(self, cubin: bytes, entry: str) -> Any:
@@ -258,7 +270,7 @@ def worker_main(conn: Any, device: str, workload_name: str, workload_options: di
         conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return
     conn.send({"op": "ready", "ok": True, "device": state.device_name, "copy_gbps": state.copy_gbps,
-               "notes": dict(state.baselines.notes)})
+               "notes": {**state.notes, **state.baselines.notes}})
     while True:
         try:
             req = conn.recv()

@@ -22,7 +22,7 @@ def workload():
 def pool(workload):
     from evaluators.gpu.pool import GPUPool
 
-    p = GPUPool(workload, devices=[0], shapes=SMALL_BENCH, timeout_s=20, baseline_names=("torch",), repeats=10,
+    p = GPUPool(workload, devices=[0], shapes=SMALL_BENCH, timeout_s=30, baseline_names=("torch",), repeats=10,
                 seed=7)
     yield p
     p.close()
