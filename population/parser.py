@@ -168,7 +168,7 @@ class _Builder(Transformer):
             version=version,
             target=target,
             address_size=address_size,
-            items=list(c[1:]),
+            items=_flatten(c[1:]),
             loc=ast.SourceLoc(1, 1, self.file),
             header_trivia=header_trivia,
             trailing_trivia=self.text[self.cursor :],
@@ -369,36 +369,37 @@ class _Builder(Transformer):
             node = ast.RegDecl(type=info["type"], names=tuple(names), vector=info["vector"], loc=loc, trivia=trivia)
             node.layout = ((node.type, node.names, node.vector), raw)
             return [node]
-        if len(items) != 1:
-            raise self._error(items[1][0], "declare one variable per statement")
-        name_tok, count, dims, init = items[0]
-        if count is not None:
-            raise self._error(name_tok, f"<N> ranges declare registers only, not .{info['space']} variables")
         attributes = info["attributes"]
         if info["vector"]:
             attributes = (info["vector"], *attributes)
-        node = ast.VarDecl(
-            state_space=info["space"],
-            type=info["type"],
-            name=str(name_tok),
-            align=info["align"],
-            dims=dims,
-            linkage=tuple(info["linkage"]),
-            attributes=attributes,
-            initializer=init,
-            loc=loc,
-            trivia=trivia,
-        )
-        from population.printer import statement_key
+        nodes = []
+        for name_tok, count, dims, init in items:
+            if count is not None:
+                raise self._error(name_tok, f"<N> ranges declare registers only, not .{info['space']} variables")
+            nodes.append(ast.VarDecl(
+                state_space=info["space"],
+                type=info["type"],
+                name=str(name_tok),
+                align=info["align"],
+                dims=dims,
+                linkage=tuple(info["linkage"]),
+                attributes=attributes,
+                initializer=init,
+                loc=self._loc(name_tok) if nodes else loc,
+            ))
+        # A list declaration (".global .u32 a, b;") becomes one VarDecl per name, printed one per statement.
+        nodes[0].trivia = trivia
+        if len(nodes) == 1:
+            from population.printer import statement_key
 
-        node.layout = (statement_key(node), raw)
-        return [node]
+            nodes[0].layout = (statement_key(nodes[0]), raw)
+        return nodes
 
-    def module_decl(self, c: list) -> ast.VarDecl:
-        return self._declaration(c, top_level=True)[0]
+    def module_decl(self, c: list) -> list:
+        return self._declaration(c, top_level=True)
 
-    def body_decl(self, c: list) -> ast.RegDecl | ast.VarDecl:
-        return self._declaration(c, top_level=False)[0]
+    def body_decl(self, c: list) -> list:
+        return self._declaration(c, top_level=False)
 
     # -------------------------------------------------------------------------------- directives
     def _directive(self, tok: Token) -> ast.Directive:

@@ -321,3 +321,15 @@ def test_parse_statements_error_location() -> None:
 def test_not_a_string() -> None:
     with pytest.raises(TypeError):
         parse_module(b".version 9.0")  # type: ignore[arg-type]
+
+
+def test_variable_list_declaration_splits_into_one_per_name() -> None:
+    text = HEADER + ".global .align 4 .u32 a, b[4];\n.visible .entry k()\n{\n\t.shared .f32 s0, s1;\n\tret;\n}\n"
+    m = parse_module(text)
+    a, b, fn = m.items
+    assert (a.name, a.dims, b.name, b.dims, b.align) == ("a", (), "b", (4,), 4)
+    s0, s1, _ = fn.body
+    assert (s0.name, s1.name, s1.state_space) == ("s0", "s1", "shared")
+    out = print_module(m)
+    assert ".global .align 4 .u32 a;\n\n.global .align 4 .u32 b[4];" in out
+    assert parse_module(out) == m
