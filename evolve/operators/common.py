@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +23,7 @@ from population.ast import (
     Function,
     Instruction,
     Label,
+    Module,
     Param,
     Register,
     Scope,
@@ -30,7 +33,7 @@ from population.ast import (
 )
 from population.edits import Replace
 from population.kernel import Kernel
-from population.printer import listing, print_statement
+from population.printer import Listing, listing, print_statement
 
 # PTX ISA §5.1 state spaces as they appear among an instruction's modifiers ("shared::cta" counts as shared).
 STATE_SPACES = ("global", "shared", "local", "param", "const", "tex", "generic")
@@ -146,6 +149,27 @@ def entry_function(kernel: Kernel) -> Function:
     return fn
 
 
+_LISTINGS: OrderedDict[int, tuple[weakref.ref, Listing]] = OrderedDict()
+_LISTINGS_MAX = 64
+
+
+def cached_listing(module: Module) -> Listing:
+    """``population.printer.listing(module)``, memoised for the last ``_LISTINGS_MAX`` modules.
+
+    Keyed by object identity and checked through a weak reference, so a new module at a recycled address is
+    never served a stale listing. Operators never modify a parent's module (``apply_script`` copies it), which
+    is what makes the memo safe."""
+    hit = _LISTINGS.get(id(module))
+    if hit is not None and hit[0]() is module:
+        _LISTINGS.move_to_end(id(module))
+        return hit[1]
+    lst = listing(module)
+    _LISTINGS[id(module)] = (weakref.ref(module), lst)
+    while len(_LISTINGS) > _LISTINGS_MAX:
+        _LISTINGS.popitem(last=False)
+    return lst
+
+
 def entry_sites(kernel: Kernel, *, function: str | None = None) -> list[Site]:
     """Statements of the entry (or ``function``) in listing order with their canonical line numbers.
 
@@ -155,7 +179,7 @@ def entry_sites(kernel: Kernel, *, function: str | None = None) -> list[Site]:
     name = function or kernel.entry
     out: list[Site] = []
     seen: set[int] = set()
-    for info in listing(kernel.module).lines:
+    for info in cached_listing(kernel.module).lines:
         if info.function != name or info.node is None or info.body is None or info.index is None:
             continue
         if id(info.node) in seen:

@@ -188,13 +188,13 @@ def build_modifiers(a: Access, s: HintState) -> tuple[str, ...]:
     return tuple(mods)
 
 
-def read_only_roots(kernel: Kernel) -> tuple[set[str], dict]:
+def read_only_roots(kernel: Kernel, defs: dict[str, list[Instruction]] | None = None) -> tuple[set[str], dict]:
     """(roots no instruction of the entry may write, definitions map). A root is a pointer parameter or a
     variable (see ``common.pointer_roots``). Empty when any store, atomic, reduction or async copy has an
     address whose root is unknown: then nothing is provably read-only. Distinct pointer parameters are taken
     to be distinct buffers, which the workload ABI guarantees (the gate checks inputs are left unchanged)."""
     fn = entry_function(kernel)
-    defs = definitions(fn)
+    defs = defs if defs is not None else definitions(fn)
     written: set[str] = set()
     every: set[str] = set()
     for ins in all_instructions(fn):
@@ -239,7 +239,7 @@ class HintsOperator:
                 sites.append((s, a))
         if not sites:
             raise NoProposal(f"entry {parent.entry!r} has no global {'/'.join(kinds)} whose hints can change")
-        ro = read_only_roots(parent)[0] if self.allow_nc else set()
+        ro = read_only_roots(parent, defs)[0] if self.allow_nc else set()
         order = rng.permutation(len(sites))
         for i in order:
             site, acc = sites[int(i)]
@@ -251,7 +251,7 @@ class HintsOperator:
             if not options:
                 continue
             new = options[int(rng.integers(len(options)))]
-            stmts = self._rewrite(site.node, acc, new, used_names(fn))
+            stmts = self._rewrite(site.node, acc, new, used_names(fn) if new.l2 in L2_POLICIES else set())
             return EditScript((replace_stmts(site.line, site.line, stmts),))
         raise NoProposal("no global access has a legal hint change left")
 
