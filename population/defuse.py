@@ -220,27 +220,49 @@ def used_registers(fn: Function) -> set[str]:
 
 
 def undeclared_registers(fn: Function) -> set[str]:
-    """Registers used in ``fn`` but declared by no ``.reg`` in it (``<N>`` ranges checked without expanding
-    them)."""
-    exact: set[str] = set()
-    ranges: dict[str, int] = {}
-    for loc in walk(fn):
-        if isinstance(loc.stmt, RegDecl):
-            for name, count in loc.stmt.names:
-                if count is None:
-                    exact.add(name)
-                else:
-                    ranges[name] = max(ranges.get(name, 0), count)
+    """Registers an instruction of ``fn`` uses where no ``.reg`` declares them: a declaration is visible in
+    its own body list and the ``{ }`` scopes nested in it, not in sibling scopes (PTX ISA "Scope" of
+    variables). ``<N>`` ranges are checked without expanding them."""
     out: set[str] = set()
-    for r in used_registers(fn):
-        if r in exact:
-            continue
+
+    def frame(body: list[Statement]) -> tuple[set[str], dict[str, int]]:
+        exact: set[str] = set()
+        ranges: dict[str, int] = {}
+        for st in body:
+            if isinstance(st, RegDecl):
+                for name, count in st.names:
+                    if count is None:
+                        exact.add(name)
+                    else:
+                        ranges[name] = max(ranges.get(name, 0), count)
+        return exact, ranges
+
+    def visible(r: str, frames: list[tuple[set[str], dict[str, int]]]) -> bool:
         m = _RANGE_NAME.fullmatch(r)
-        # %r<105> declares %r0..%r104; "%r07" is not one of them
-        if m and m.group(1) in ranges and (m.group(2) == "0" or not m.group(2).startswith("0")) \
-                and int(m.group(2)) < ranges[m.group(1)]:
-            continue
-        out.add(r)
+        for exact, ranges in frames:
+            if r in exact:
+                return True
+            # %r<105> declares %r0..%r104; "%r07" is not one of them
+            if m and m.group(1) in ranges and (m.group(2) == "0" or not m.group(2).startswith("0")) \
+                    and int(m.group(2)) < ranges[m.group(1)]:
+                return True
+        return False
+
+    def rec(body: list[Statement], frames: list[tuple[set[str], dict[str, int]]]) -> None:
+        frames = [*frames, frame(body)]
+        for st in body:
+            if isinstance(st, Scope):
+                rec(st.body, frames)
+            elif isinstance(st, Instruction):
+                names = [st.predicate.register.name] if st.predicate is not None else []
+                for o in st.operands:
+                    if isinstance(o, Register):
+                        names.append(o.name)
+                    elif not isinstance(o, (Immediate, Symbol)):
+                        names.extend(registers_in(o))
+                out.update(r for r in names if r not in out and not visible(r, frames))
+
+    rec(fn.body or [], [])
     return out
 
 

@@ -13,9 +13,11 @@ import pytest
 from evaluators.toolchain import compile_ptx
 from population.analysis import declared_registers, flat_instructions
 from population.edits import (
+    Delete,
     EditApplyError,
     EditScript,
     Insert,
+    Replace,
     SetModifier,
     apply_script,
     diff_text,
@@ -373,3 +375,56 @@ def test_every_line_delete_and_insert_matches_the_text(name: str) -> None:
         assert solid(child.canonical_ptx.splitlines()) == solid([*lines[:ln], "\tmembar.gl;", *lines[ln:]]), ln
         checked += 1
     assert checked > 30
+
+
+def test_register_declared_only_in_a_sibling_scope_is_redeclared() -> None:
+    # half_ops declares `low` in two sibling inline-asm scopes; deleting one scope's .reg must not be hidden
+    # by the other scope's declaration
+    k = load("half_bf16.ptx", "half_ops")
+    reg = next(i.lineno for i in listing(k.module).lines
+               if i.function == "half_ops" and i.text.strip().startswith(".reg .f16 \tlow, high"))
+    child = apply(k, f"REPLACE {reg}-{reg + 1}\nmov.b32 %r7, %r7;\nEND\n")
+    text = child.canonical_ptx
+    assert "\t.reg .f16 \tlow;" in text  # declared again, at function level
+    assert parse_module(child.ptx) == child.module
+    assert_assembles(child)
+
+
+def test_random_scripts_apply_or_fail_cleanly() -> None:
+    """Seeded random scripts over the corpus: each either applies (and prints back to the same AST) or raises
+    EditApplyError; nothing else escapes and the parent never changes."""
+    import random
+
+    rng = random.Random(7)
+    kernels = [load(n, parse_module((DATA / n).read_text()).entries[0].name)
+               for n in ("calls_printf.ptx", "inline_asm_scopes.ptx", "half_bf16.ptx", "reduce_shfl.ptx")]
+    before = [k.canonical_ptx for k in kernels]
+    snippets = ["membar.gl;", "add.s32 %r1, %r1, 1;", "mov.f32 %fz, 0f00000000;", "{", "}", "$L_new:",
+                "bra.uni $L_new;", ".reg .b32 %q;", "add.f32 acc, acc, 1.0;", "@%pz bra $L_new;", "ret;"]
+    mods = ["nc", "cs", "L1::no_allocate", "ftz", "rn", "v4", "global", "f32"]
+    applied = rejected = 0
+    for _ in range(300):
+        k = rng.choice(kernels)
+        n = len(listing(k.module).lines)
+        edits = []
+        for _ in range(rng.randint(1, 3)):
+            a = rng.randint(1, n + 2)
+            b = a + rng.randint(0, 4)
+            kind = rng.choice("RIDM")
+            if kind == "R":
+                edits.append(Replace(a, b, tuple(rng.sample(snippets, rng.randint(0, 2)))))
+            elif kind == "I":
+                edits.append(Insert(a, tuple(rng.sample(snippets, rng.randint(1, 2)))))
+            elif kind == "D":
+                edits.append(Delete(a, b))
+            else:
+                edits.append(SetModifier(a, rng.choice([None, *mods]), rng.choice(mods)))
+        try:
+            child = apply_script(k, EditScript(tuple(edits)), operator="fuzz")
+        except EditApplyError:
+            rejected += 1
+            continue
+        assert parse_module(child.ptx) == child.module
+        applied += 1
+    assert [k.canonical_ptx for k in kernels] == before
+    assert applied > 30 and rejected > 30
