@@ -141,12 +141,12 @@ def test_bandit_state_round_trips_and_rewards_cheap_gains(workload):
     assert op._reward(1.0, 500) == 1.0      # under the reference cost: full value
     assert op._reward(1.0, 4000) == 0.25    # four times the reference: a quarter
     op.selectors["optimizer"].update("a", 0.5)
-    op.pending["x" * 64] = ("b", 123.0)
+    op.pending["x" * 64] = ("b", 123.0, 1.5)
     state = op.state_dict()
     op2 = LLMOperator(workload, llm={"backend": "transformers", "model": "smollm2"}, roles=roles, cost_ref=1000)
     op2.load_state(state)
     assert op2.selectors["optimizer"].counts == {"a": 1, "b": 0}
-    assert op2.pending["x" * 64] == ("b", 123.0)
+    assert op2.pending["x" * 64] == ("b", 123.0, 1.5)
     # Same history, same rng: the same next arm.
     assert op.selectors["optimizer"].select(np.random.default_rng(3)) == op2.selectors["optimizer"].select(
         np.random.default_rng(3))

@@ -213,7 +213,7 @@ class LLMOperator:
         defaults = next(iter(cfgs.values()), {}) if cfgs else {}
         self.constrained = bool(defaults.get("constrained", True)) if constrained is None else constrained
         sampling = {k: defaults[k] for k in ("max_new_tokens", "temperature", "top_p") if k in defaults}
-        specs = [dict(r) for r in (roles if roles is not None else DEFAULT_ROLES)]
+        specs = [_to_dict(r) for r in (roles if roles is not None else DEFAULT_ROLES)]
         self.roles: dict[str, Role] = {}
         for spec in specs:
             merged = {**sampling, **spec}
@@ -234,7 +234,8 @@ class LLMOperator:
         if "optimizer" not in self.selectors:
             raise ValueError("llm operator needs at least one role of kind 'optimizer'")
         self.stats = ProposalStats()
-        self.pending: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        # child identity -> (arm, cost, parent objective at propose time), settled by reflect()
+        self.pending: OrderedDict[str, tuple[str, float, float | None]] = OrderedDict()
         self._reflects = 0
         self.last_reason = ""
 
@@ -450,7 +451,7 @@ class LLMOperator:
                 cost += rcost
             if att.stage == "ok":
                 self.stats.proposals += 1
-                self._remember(att.child, arm, cost)
+                self._remember(att.child, arm, cost, getattr(ctx.parent_result, "objective", None))
                 return att.script
             self._fail(att.reason)
             last = att.reason
@@ -534,6 +535,7 @@ class LLMOperator:
     def reflect(self, child: Kernel, result: Any, ctx: OperatorContext) -> str | None:
         """Reward the arm that proposed ``child`` (if this operator did) and, on every ``critic_every``-th
         call, ask the critic for a one-line lesson (sanitised; None when no critic runs or it says nothing)."""
+        pending = self.pending.get(child.identity)
         self._settle(child, result, ctx)
         self._reflects += 1
         if "critic" not in self.selectors or not self.critic_every or self._reflects % self.critic_every:
@@ -541,7 +543,9 @@ class LLMOperator:
         rng = np.random.default_rng(int(child.identity[:8], 16))  # deterministic per child: same on resume
         arm = self.selectors["critic"].select(rng)
         role = self.roles[arm]
-        parent_obj = getattr(ctx.parent_result, "objective", None)
+        # The parent's objective as recorded at propose time (ctx may describe the child itself).
+        parent_obj = pending[2] if pending is not None and pending[2] is not None else getattr(
+            ctx.parent_result, "objective", None)
         obj = getattr(result, "objective", None)
         outcome = f"status {getattr(result, 'status', '?')}"
         if obj is not None and parent_obj:
@@ -568,10 +572,10 @@ class LLMOperator:
     def _reward(self, value: float, cost: float) -> float:
         return float(min(1.0, max(0.0, value / max(1.0, cost / self.cost_ref))))
 
-    def _remember(self, child: Kernel | None, arm: str, cost: float) -> None:
+    def _remember(self, child: Kernel | None, arm: str, cost: float, parent_objective: float | None) -> None:
         if child is None:
             return
-        self.pending[child.identity] = (arm, cost)
+        self.pending[child.identity] = (arm, cost, parent_objective)
         while len(self.pending) > 512:
             self.pending.popitem(last=False)
 
@@ -579,13 +583,14 @@ class LLMOperator:
         entry = self.pending.pop(child.identity, None)
         if entry is None:
             return
-        arm, cost = entry
+        arm, cost, pobj = entry
+        if pobj is None:
+            pobj = getattr(ctx.parent_result, "objective", None)
         ok = bool(getattr(result, "ok", False))
         value = 0.0
         if ok:
             value = self.reward_validity
             obj = getattr(result, "objective", None)
-            pobj = getattr(ctx.parent_result, "objective", None)
             if obj is not None and pobj:
                 gain = max(0.0, obj / pobj - 1.0)
                 value += self.reward_improvement * min(1.0, gain / self.gain_scale)
@@ -594,7 +599,7 @@ class LLMOperator:
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state: bandit counts/sums per role kind, pending rewards, counters."""
         return {"selectors": {k: s.state_dict() for k, s in self.selectors.items()},
-                "pending": [[k, a, c] for k, (a, c) in self.pending.items()],
+                "pending": [[k, a, c, p] for k, (a, c, p) in self.pending.items()],
                 "reflects": self._reflects, "stats": self.stats.__dict__.copy()}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -602,10 +607,23 @@ class LLMOperator:
         for k, s in state.get("selectors", {}).items():
             if k in self.selectors:
                 self.selectors[k].load_state(s)
-        self.pending = OrderedDict((k, (a, float(c))) for k, a, c in state.get("pending", []))
+        self.pending = OrderedDict((k, (a, float(c), None if p is None else float(p)))
+                                   for k, a, c, p in state.get("pending", []))
         self._reflects = int(state.get("reflects", 0))
         if "stats" in state:
             self.stats = ProposalStats(**{**state["stats"], "failures": dict(state["stats"].get("failures", {}))})
+
+
+def _to_dict(m: Any) -> dict[str, Any]:
+    """A plain dict from a mapping or an OmegaConf DictConfig (resolved)."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(m, DictConfig):
+            return dict(OmegaConf.to_container(m, resolve=True))  # type: ignore[arg-type]
+    except ImportError:
+        pass
+    return dict(m)
 
 
 def _model_configs(llm: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
