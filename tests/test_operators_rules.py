@@ -475,3 +475,30 @@ def test_hint_legality_table_matches_ptxas(kind):
     for line in rng.choice(bad, size=6, replace=False):  # and a sample of the excluded ones does not
         with pytest.raises(CompileError):
             compile_ptx(_access_kernel([str(line)]))
+
+
+@pytest.mark.slow
+def test_operator_chains_compile(seeds, workload):
+    """Descendants of descendants: 3 walks of 12 random structural edits from each seed, every child
+    compiled, so operators also work on code other operators produced (unrolled loops, policies, hints)."""
+    ops = [*LINE_OPS, LaunchOperator(workload=workload)]
+    ctx = OperatorContext(workload=workload)
+    rng = np.random.default_rng(7)
+    applied = 0
+    for k0 in seeds:
+        for _ in range(3):
+            k = k0
+            for _ in range(12):
+                op = ops[int(rng.integers(len(ops)))]
+                try:
+                    script = op.propose(k, ctx, rng)
+                except NoProposal:
+                    continue
+                child = apply_script(k, script, operator=op.name)
+                try:
+                    compile_ptx(child)
+                except CompileError as e:  # pragma: no cover
+                    pytest.fail(f"{op.name} after {k.operator}: {e}\n{script.to_text()}")
+                k = child
+                applied += 1
+    assert applied >= 60
