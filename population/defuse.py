@@ -22,6 +22,7 @@ from population.ast import (
     Function,
     Immediate,
     Instruction,
+    Label,
     Negated,
     Operand,
     ParenList,
@@ -471,9 +472,10 @@ def infer_register_types(fn: Function, names: set[str] | None = None) -> dict[st
 def declare_missing(fn: Function) -> list[str]:
     """Declare every undeclared register of ``fn`` (types from :func:`infer_register_types`), in place.
 
-    Adds one ``.reg`` per type (``.reg .b32 %r200, %r201;``) after the function's existing leading ``.reg``
-    declarations. Returns the names declared, sorted. Raises ValueError when a type cannot be inferred or
-    ``fn`` has no body."""
+    Adds one ``.reg`` per type (``.reg .b32 %r200, %r201;``) after the last ``.reg`` that precedes the
+    function's first instruction (nvcc keeps its declarations there), at the top when there is none.
+    Returns the names declared, sorted. Raises ValueError when a type cannot be inferred or ``fn`` has no
+    body."""
     missing = undeclared_registers(fn)
     if not missing:
         return []
@@ -483,9 +485,13 @@ def declare_missing(fn: Function) -> list[str]:
     by_type: dict[str, list[str]] = {}
     for name in sorted(missing, key=_natural_key):
         by_type.setdefault(types[name], []).append(name)
+    # after the last .reg of the leading declarations (nvcc's layout), before the first instruction
     pos = 0
-    while pos < len(fn.body) and isinstance(fn.body[pos], RegDecl):
-        pos += 1
+    for k, st in enumerate(fn.body):
+        if isinstance(st, (Instruction, Label, Scope)):
+            break
+        if isinstance(st, RegDecl):
+            pos = k + 1
     decls: list[Statement] = [RegDecl(t, tuple((n, None) for n in names)) for t, names in sorted(by_type.items())]
     fn.body[pos:pos] = decls
     return sorted(missing, key=_natural_key)
