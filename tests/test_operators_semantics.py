@@ -3,6 +3,8 @@ single-thread PTX interpreter (the subset the crafted kernels use) for many trip
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,23 @@ def test_schedule_keeps_semantics():
             params, mem = _inputs(n, seed=seed)
             assert run(child, params, mem) == run(k, params, mem)
     assert len(orders) >= 3
+
+
+def test_schedule_keeps_carry_chains_in_order():
+    from evolve.operators.schedule import dependence_graph
+    from population.parser import parse_statements
+
+    instrs = parse_statements("""
+        add.cc.u32 %r3, %r1, %r2;
+        mov.u32 %r9, 5;
+        addc.cc.u32 %r4, %r5, %r6;
+        add.cc.u32 %r7, %r1, %r1;
+        addc.u32 %r8, %r2, %r2;
+    """)
+    g = dependence_graph(instrs)
+    import networkx as nx
+
+    chain = [0, 2, 3, 4]
+    for a, b in itertools.pairwise(chain):
+        assert nx.has_path(g, a, b), (a, b)
+    assert not nx.has_path(g, 0, 1) and not nx.has_path(g, 1, 4)  # the mov is free to move

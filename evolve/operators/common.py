@@ -2,8 +2,8 @@
 
 - ``entry_sites``: every statement of the parent's entry with its line in the canonical listing
   (``population.printer.listing``), which is what edit scripts address.
-- ``memory_effect``: how an instruction touches memory, for scheduling and alias questions (PTX ISA §9.7.9,
-  §9.7.13 parallel synchronization, §8 memory consistency model).
+- ``memory_effect``: how an instruction touches memory, for scheduling and alias questions (PTX ISA 9.0 "Data Movement
+  and Conversion" and "Parallel Synchronization and Communication" instructions, §8 memory consistency model).
 - ``pointer_roots``: which pointer parameters (or shared variables) an address register derives from, by walking
   register definitions backwards.
 - ``print_lines`` / ``replace_stmts``: turn AST statements into the PTX lines of a REPLACE or INSERT edit.
@@ -38,20 +38,22 @@ from population.printer import Listing, listing, print_statement
 # PTX ISA §5.1 state spaces as they appear among an instruction's modifiers ("shared::cta" counts as shared).
 STATE_SPACES = ("global", "shared", "local", "param", "const", "tex", "generic")
 
-# Opcodes with no memory or synchronisation effect: they read and write registers only (PTX ISA §9.7.1-§9.7.8,
-# §9.7.10 data movement without memory: mov/cvt/cvta/prmt/shfl; warp-level vote/match/redux act on registers).
+# Opcodes with no memory or synchronisation effect: they read and write registers only (PTX ISA integer,
+# floating-point, comparison, logic and shift instructions; mov/cvt/cvta/prmt/shfl; warp-level vote/match/redux
+# act on registers). Carry-flag chains (add.cc/addc ...) are ordered through the pseudo register CARRY_FLAG.
 PURE_OPCODES = frozenset(
     {
         "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "popc",
         "clz", "bfind", "fns", "brev", "bfe", "bfi", "dp4a", "dp2a", "and", "or", "xor", "not", "cnot", "lop3",
         "shf", "shl", "shr", "prmt", "testp", "copysign", "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2",
         "tanh", "fma", "set", "setp", "selp", "slct", "mov", "cvt", "cvta", "isspacep", "mapa", "szext",
-        "bmsk", "shfl", "vote", "match", "activemask", "redux", "createpolicy", "add.cc", "addc", "subc",
-        "mad.cc", "madc", "fma.rn", "cvt.pack", "getctarank",
+        "bmsk", "shfl", "vote", "match", "activemask", "redux", "createpolicy", "addc", "subc", "madc",
+        "getctarank",
     }
 )
 
-# Opcodes that end a basic block (PTX ISA §9.7.12 control flow).
+# Opcodes that end a basic block (PTX ISA "Control Flow Instructions"; a call ends one here so nothing moves
+# across it).
 TERMINATORS = frozenset({"bra", "brx", "ret", "exit", "trap", "call"})
 
 # Special registers whose value changes over time: reading them orders with everything (PTX ISA §10).
@@ -87,7 +89,7 @@ class MemoryEffect:
 
     def conflicts(self, other: MemoryEffect) -> bool:
         """True when the two may not be reordered: a barrier orders with every memory access, a write with any
-        access to a state space that may alias it (generic may alias global/shared/local; PTX ISA §5.1.8)."""
+        access to a state space that may alias it (generic may alias global/shared/local: PTX ISA §5.1 state spaces, generic addressing)."""
         if self.kind == "none" or other.kind == "none":
             return False
         if "barrier" in (self.kind, other.kind):
@@ -232,17 +234,29 @@ def branch_target(instr: Instruction) -> str | None:
     return None
 
 
+# The condition-code register that add.cc/sub.cc/mad.cc write and addc/subc/madc read (PTX ISA "Extended-Precision
+# Integer Arithmetic Instructions"); it is implicit in the operands, so it is modelled as this pseudo register.
+CARRY_FLAG = "%%cc"
+_CARRY_IN = ("addc", "subc", "madc")
+
+
 def reads(instr: Instruction) -> set[str]:
-    """Registers ``instr`` reads, its guard predicate included (population.analysis.sources)."""
+    """Registers ``instr`` reads: population.analysis.sources, its guard predicate and the carry flag for
+    addc/subc/madc."""
     out = set(sources(instr))
     if instr.predicate is not None:
         out.add(instr.predicate.register.name)
+    if instr.opcode in _CARRY_IN:
+        out.add(CARRY_FLAG)
     return out
 
 
 def writes(instr: Instruction) -> set[str]:
-    """Registers ``instr`` writes (population.analysis.destinations)."""
-    return set(destinations(instr))
+    """Registers ``instr`` writes: population.analysis.destinations and the carry flag for ``.cc`` forms."""
+    out = set(destinations(instr))
+    if "cc" in instr.modifiers:
+        out.add(CARRY_FLAG)
+    return out
 
 
 POINTER_PARAM_TYPES = ("u64", "b64", "s64")

@@ -1,5 +1,5 @@
-"""Cache and eviction hints on global loads and stores (PTX ISA 9.0 §9.7.9.8 ``ld``, §9.7.9.9 ``ld.global.nc``,
-§9.7.9.10 ``st``, §9.7.9.17 ``createpolicy``).
+"""Cache and eviction hints on global loads and stores (PTX ISA 9.0, data movement instructions
+``ld``, ``ld.global.nc``, ``st`` and ``createpolicy``).
 
 A load or store's hints are split into independent *slots* and the operator moves one or two of them:
 

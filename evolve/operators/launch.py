@@ -89,7 +89,8 @@ class LaunchOperator:
         """A LAUNCH and/or DIRECTIVE script. NoProposal when no allowed move applies."""
         fn = entry_function(parent)
         directives = {d.name: tuple(d.values) for d in fn.directives}
-        knob_space = dict(getattr(ctx.workload or self.workload, "launch_knob_space", None) or {})
+        workload = ctx.workload if ctx.workload is not None else self.workload
+        knob_space = dict(getattr(workload, "launch_knob_space", None) or {})
         movable = [m for m in self.moves if m != "block" or reads_ntid(parent)]
         if "knob" in movable and not knob_space:
             movable.remove("knob")

@@ -6,7 +6,7 @@ Rewrites, each a REPLACE of the instruction's line(s):
   (each step correctly rounded; two roundings in all)
 - ``sqrt.rn.f32 t, a; rcp.rn.f32 d, t`` (adjacent)  ->  ``sqrt.rn.f32 t, a; rsqrt.approx.f32 d, a``
   (``t`` stays defined for any other reader; ptxas drops it when dead)
-- ``div.{rn,full,approx}.f32``: move to another of the three (§9.7.3.8: ``.approx`` max 2 ulp for
+- ``div.{rn,full,approx}.f32``: move to another of the three (PTX ISA ``div``: ``.approx`` max 2 ulp for
   |b| in [2^-126, 2^126], ``.full`` max 2 ulp everywhere, ``.rn`` IEEE round to nearest)
 - ``rcp.{rn,approx}.f32`` and ``sqrt.{rn,approx}.f32``: swap the two
 - ``.ftz`` toggles on f32 ``add sub mul fma mad div rcp sqrt rsqrt ex2 lg2 sin cos min max abs neg``

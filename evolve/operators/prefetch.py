@@ -1,4 +1,4 @@
-"""L2 prefetch insertion ahead of a global load inside a loop (PTX ISA 9.0 §9.7.9.15 ``prefetch``).
+"""L2 prefetch insertion ahead of a global load inside a loop (PTX ISA 9.0 ``prefetch``, ``prefetchu``).
 
 For a ``ld.global`` in a loop body (``unroll.find_loops``; the loop need not be unrollable, any textual loop
 ``L: ... bra L`` counts) with address ``[%rdX+off]``, the operator puts
