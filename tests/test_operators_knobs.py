@@ -146,3 +146,14 @@ def test_registry_accepts_omegaconf_specs(workload):
     cfg = OmegaConf.create({"ops": [{"name": "prefetch", "weight": 1.5, "ahead": [2, 4]}]})
     (op,) = build_operators(cfg.ops, workload)
     assert op.ahead == (2, 4) and op.weight == 1.5
+
+
+def test_registry_imports_llm_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys; from evolve.operators.registry import build_operators, operator_class; "
+            "assert 'evolve.operators.llm' not in sys.modules; "
+            "assert 'transformers' not in sys.modules; print('lazy')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "lazy" in out.stdout, out.stderr
