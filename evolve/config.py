@@ -169,7 +169,9 @@ class EngineConfig:
 class Config:
     """The whole run. seed: RNG seed of the search; experiment_name: W&B group and report label;
     store: the SQLite store, relative to the run dir; resume: continue from the store's checkpoint when the run
-    dir already holds one; knowledge: path of the cross-run knowledge store, or null for none."""
+    dir already holds one; knowledge: the cross-run knowledge store (``archive.knowledge.open_knowledge``):
+    ``default`` (``$PTXFORGE_KNOWLEDGE`` or ``~/.cache/ptxforge/knowledge.sqlite``), a file path, or
+    ``none`` for clean comparisons."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
@@ -185,7 +187,7 @@ class Config:
     experiment_name: str = "default"
     store: str = "store.sqlite"
     resume: bool = True
-    knowledge: str | None = None
+    knowledge: str | None = "default"
     run_dir: str = MISSING
 
 

@@ -22,7 +22,7 @@ def compose_run(run_dir: Path, *overrides: str):
     register()
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         return compose("config", overrides=[f"run_dir={run_dir}", "evaluator=static", "logger=none",
-                                            "engine.progress=false", "engine.export=false", *overrides])
+                                            "engine.progress=false", "knowledge=none", "engine.export=false", *overrides])
 
 
 @pytest.mark.slow

@@ -33,6 +33,7 @@ def test_defaults(monkeypatch):
     assert cfg.budget.evaluations == 200 and cfg.budget.seconds is None
     assert cfg.logger.kind == "wandb" and cfg.logger.mode == "offline"
     assert cfg.hardware.name == "h200" and cfg.hardware.arch == "sm_90"
+    assert cfg.knowledge == "default" and cfg.llm.backend == "transformers"
     names = [o["name"] for o in cfg.mutator.operators]
     assert {"hints", "mathops", "schedule", "unroll", "launch", "prefetch", "template", "crossover"} <= set(names)
 
@@ -59,6 +60,7 @@ def test_experiments_set_what_they_promise():
     assert gpu.experiment_name == "rmsnorm_h200" and gpu.algorithm.name == "map_elites"
     smoke = cfg_of("experiment=rmsnorm_cpu_smoke")
     assert smoke.evaluator.kind == "static" and smoke.logger.kind == "none"
+    assert cfg_of("experiment=compare").knowledge == "none"
     cmp_ = cfg_of("experiment=compare", hydra=True)
     assert cmp_.hydra.sweeper.params.algorithm == "map_elites,random,hill_climb,ga,islands"
 

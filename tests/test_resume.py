@@ -22,7 +22,7 @@ BUDGET = 24
 
 def command(run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "evolve", "evaluator=static", "logger=none", f"budget.evaluations={BUDGET}",
-            "engine.progress=false", "engine.export=false", "seed=3", f"hydra.run.dir={run_dir}"]
+            "engine.progress=false", "engine.export=false", "knowledge=none", "seed=3", f"hydra.run.dir={run_dir}"]
 
 
 def rows(path: Path) -> list[tuple]:

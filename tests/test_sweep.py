@@ -31,7 +31,7 @@ def test_sweep_two_algorithms_two_seeds(tmp_path):
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     cmd = [sys.executable, "-m", "evolve", "-m", "algorithm=map_elites,random", "seed=0,1", "evaluator=static",
            "budget.evaluations=12", "logger.log_every=4", "engine.progress=false", "experiment_name=sweeptest",
-           "mutator=template", f"hydra.sweep.dir={sweep}"]
+           "mutator=template", "knowledge=none", f"hydra.sweep.dir={sweep}"]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
 

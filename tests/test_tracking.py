@@ -21,7 +21,7 @@ CONF = str(Path(__file__).resolve().parents[1] / "conf")
 def compose_run(run_dir: Path, *overrides: str):
     register()
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose("config", overrides=[f"run_dir={run_dir}", "evaluator=static", "engine.progress=false",
+        return compose("config", overrides=[f"run_dir={run_dir}", "evaluator=static", "engine.progress=false", "knowledge=none",
                                             *overrides])
 
 
