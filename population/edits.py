@@ -1,54 +1,32 @@
-"""The edit language: the one way every operator (rules, template, LLM, crossover) expresses a change.
+"""The edit language: the one way every operator (rules, template, LLM, crossover) expresses a change, and
+applying it to a kernel.
 
-An *edit script* is a sequence of edits. Line numbers always refer to the canonical listing of the PARENT
-kernel's module (``population.printer.listing(parent.module)``, 1-based), and every edit in one script refers to
-the parent's numbering, so a script reads like a diff against the text the operator (or the model) was shown.
+An *edit script* is a sequence of edits (text form and parser: ``population.edit_script``, re-exported here).
+Line numbers always refer to the canonical listing of the PARENT kernel's module
+(``population.printer.listing(parent.module)``, 1-based), and every edit in one script refers to the parent's
+numbering, so a script reads like a diff against the text the operator (or the model) was shown.
 
-Text format (grammar: ``population/edit_grammar.lark``; one edit per line, except REPLACE and INSERT whose PTX
-lines follow on their own lines and end with a line ``END``)::
+:func:`apply_script` turns a parent Kernel plus a script into a child Kernel:
 
-    REPLACE 42-45                 replace lines 42..45 inclusive ("REPLACE 42" = one line) with:
-    ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd4];
-    END
-    INSERT AFTER 50               insert after line 50:
-    prefetch.global.L2 [%rd9];
-    END
-    DELETE 60-61                  delete lines 60..61 ("DELETE 60" = one line)
-    MODIFIER 42 -nc +cs           instruction at line 42: remove modifier .nc and/or add modifier .cs
-    LAUNCH block=256,1,1 smem=0 rows_per_cta=2
-    DIRECTIVE rmsnorm .maxnreg 64   set a performance-tuning directive of an entry
-    DIRECTIVE rmsnorm -.maxnreg     remove it
-    KNOBS threads=256 vec=8       re-instantiate the workload template with these knobs
+- edits apply from the bottom up, so none shifts another's lines; ranges must not overlap;
+- a REPLACE/DELETE range must lie within one body list (the function body or one ``{ }`` scope) or cover
+  whole scopes; INSERT AFTER a ``{`` line puts the lines first inside that body, after a scope's ``}`` after
+  the scope; replacement lines are parsed with ``parse_statements``;
+- MODIFIER edits one instruction (:func:`set_modifier`, placement by :func:`insert_modifier`);
+- LAUNCH / DIRECTIVE / KNOBS change the launch config, an entry's performance directives, or re-instantiate
+  the workload template;
+- registers the new code uses are declared (``declare_missing``); bare names the new lines write become
+  registers too.
 
-Keywords are upper case and few, so that a small language model under constrained decoding
-(:func:`ebnf_grammar`) can only write well-formed scripts. A PTX line starts (after indentation) with a lower-case
-letter or one of ``$ . @ { } / _ % !``; blank lines are ignored.
-
-:func:`parse_edit_script` reads the text (raising :class:`EditSyntaxError` with line and column),
-:meth:`EditScript.to_text` writes it back (``parse_edit_script(s.to_text()) == s``), and :func:`apply_script`
-turns a parent Kernel plus a script into a child Kernel (raising :class:`EditApplyError`).
+Errors name the edit (index and first line), the parent line and why (:class:`EditApplyError`).
+:func:`diff_text` renders a parent/child pair as a unified diff for the lineage view.
 """
 
 from __future__ import annotations
 
-import bisect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
-from functools import lru_cache
-from pathlib import Path
-
-from lark import (
-    Lark,
-    Token,
-    Transformer,
-    UnexpectedCharacters,
-    UnexpectedEOF,
-    UnexpectedInput,
-    UnexpectedToken,
-)
-from lark.exceptions import VisitError
 
 from population.ast import (
     Address,
@@ -66,642 +44,54 @@ from population.ast import (
 )
 from population.cfg import DECLARING_DIRECTIVES
 from population.defuse import declare_missing
+from population.edit_script import (
+    GRAMMAR_PATH,
+    LINE_EDITS,
+    PERF_DIRECTIVES,
+    Delete,
+    Edit,
+    EditApplyError,
+    EditScript,
+    EditSyntaxError,
+    Insert,
+    Replace,
+    SetDirective,
+    SetKnobs,
+    SetLaunch,
+    SetModifier,
+    ebnf_grammar,
+    edit_kind,
+    parse_edit_script,
+)
 from population.kernel import Kernel
-from population.printer import LineInfo, Listing, listing
-
-GRAMMAR_PATH = Path(__file__).with_name("edit_grammar.lark")
-
-# Performance-tuning and cluster directives an entry may carry (PTX ISA 9.0 "Performance-Tuning
-# Directives" and "Cluster Dimension Directives"), with the number of values each takes (min, max).
-PERF_DIRECTIVES: dict[str, tuple[int, int]] = {
-    "maxnreg": (1, 1),
-    "maxntid": (1, 3),
-    "reqntid": (1, 3),
-    "minnctapersm": (1, 1),
-    "maxnctapersm": (1, 1),
-    "maxclusterrank": (1, 1),
-    "reqnctapercluster": (1, 3),
-    "explicitcluster": (0, 0),
-    "noreturn": (0, 0),
-}
-
-_PTX_LINE_START = re.compile(r"[a-z$.@{}/_%!]")
-_MODIFIER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:]*")
-_KNOB_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SYMBOL = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-
-
-# ------------------------------------------------------------------------------------------------- errors
-
-
-class EditSyntaxError(ValueError):
-    """An edit script that does not follow the grammar. ``line``/``column`` are 1-based in the script text."""
-
-    def __init__(self, line: int, column: int, message: str) -> None:
-        self.line = line
-        self.column = column
-        self.message = message
-        super().__init__(f"edit script:{line}:{column}: {message}")
-
-
-class EditApplyError(ValueError):
-    """A well-formed edit that cannot be applied to this parent. ``edit_index`` is 0-based in the script."""
-
-    def __init__(self, edit_index: int, reason: str, edit_text: str | None = None) -> None:
-        self.edit_index = edit_index
-        self.reason = reason
-        self.edit_text = edit_text
-        head = f"edit {edit_index}" + (f" ({edit_text})" if edit_text else "")
-        super().__init__(f"{head}: {reason}")
-
-
-# -------------------------------------------------------------------------------------------------- edits
-
-
-def _clean_lines(lines: tuple[str, ...] | list[str], kind: str) -> tuple[str, ...]:
-    """Split embedded newlines, strip each line, drop blank ones; reject lines that could not be PTX lines."""
-    out: list[str] = []
-    for raw in lines:
-        for part in str(raw).splitlines():
-            s = part.strip()
-            if not s:
-                continue
-            if not _PTX_LINE_START.match(s):
-                raise ValueError(
-                    f"{kind}: line {s!r} cannot start a PTX line (must begin with a lower-case letter or one of "
-                    "$ . @ { } / _ % !)")
-            out.append(s)
-    return tuple(out)
-
-
-def _check_line(n: int, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be a line number >= 1, got {n!r}")
-    return n
-
-
-def _check_knobs(knobs: tuple[tuple[str, int], ...] | dict[str, int], kind: str) -> tuple[tuple[str, int], ...]:
-    items = tuple(knobs.items()) if isinstance(knobs, dict) else tuple(knobs)
-    seen: set[str] = set()
-    out = []
-    for name, value in items:
-        if not _KNOB_NAME.fullmatch(str(name)):
-            raise ValueError(f"{kind}: knob name {name!r} is not an identifier")
-        if name in seen:
-            raise ValueError(f"{kind}: knob {name!r} given twice")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{kind}: knob {name}={value!r} must be a non-negative int")
-        seen.add(name)
-        out.append((str(name), int(value)))
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Replace:
-    """Replace parent lines ``start..end`` (inclusive, 1-based) with ``lines`` (PTX statements, one per line).
-
-    Zero lines is allowed and equals :class:`Delete`. The range must lie within one body list (a function body
-    or one ``{ }`` scope, or cover whole scopes)."""
-
-    start: int
-    end: int
-    lines: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        _check_line(self.start, "REPLACE start")
-        _check_line(self.end, "REPLACE end")
-        if self.end < self.start:
-            raise ValueError(f"REPLACE range {self.start}-{self.end} ends before it starts")
-        object.__setattr__(self, "lines", _clean_lines(self.lines, "REPLACE"))
-
-    def to_text(self) -> str:
-        rng = f"{self.start}" if self.start == self.end else f"{self.start}-{self.end}"
-        return "\n".join([f"REPLACE {rng}", *self.lines, "END"])
-
-
-@dataclass(frozen=True)
-class Insert:
-    """Insert ``lines`` after parent line ``after`` (1-based). After a ``{`` line the lines go first inside
-    that body; after a scope's ``}`` they follow the scope."""
-
-    after: int
-    lines: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        _check_line(self.after, "INSERT AFTER")
-        cleaned = _clean_lines(self.lines, "INSERT")
-        if not cleaned:
-            raise ValueError("INSERT needs at least one PTX line")
-        object.__setattr__(self, "lines", cleaned)
-
-    def to_text(self) -> str:
-        return "\n".join([f"INSERT AFTER {self.after}", *self.lines, "END"])
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Delete parent lines ``start..end`` (inclusive, 1-based)."""
-
-    start: int
-    end: int
-
-    def __post_init__(self) -> None:
-        _check_line(self.start, "DELETE start")
-        _check_line(self.end, "DELETE end")
-        if self.end < self.start:
-            raise ValueError(f"DELETE range {self.start}-{self.end} ends before it starts")
-
-    def to_text(self) -> str:
-        return f"DELETE {self.start}" if self.start == self.end else f"DELETE {self.start}-{self.end}"
-
-
-@dataclass(frozen=True)
-class SetModifier:
-    """On the instruction at parent line ``line``: remove modifier ``remove`` and/or add modifier ``add``.
-
-    Modifiers are written without the leading dot (``"nc"``, ``"L1::no_allocate"``, ``"L2::evict_last"``).
-    With both given the new modifier takes the removed one's place; see :func:`insert_modifier` for where an
-    added modifier goes otherwise."""
-
-    line: int
-    remove: str | None = None
-    add: str | None = None
-
-    def __post_init__(self) -> None:
-        _check_line(self.line, "MODIFIER line")
-        if self.remove is None and self.add is None:
-            raise ValueError("MODIFIER needs a modifier to remove (-x) or to add (+x)")
-        for attr in ("remove", "add"):
-            v = getattr(self, attr)
-            if v is not None:
-                v = v[1:] if v.startswith(".") else v
-                if not _MODIFIER_NAME.fullmatch(v):
-                    raise ValueError(f"MODIFIER: {v!r} is not a modifier name")
-                object.__setattr__(self, attr, v)
-
-    def to_text(self) -> str:
-        parts = [f"MODIFIER {self.line}"]
-        if self.remove is not None:
-            parts.append(f"-{self.remove}")
-        if self.add is not None:
-            parts.append(f"+{self.add}")
-        return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class SetLaunch:
-    """Change the launch configuration: ``block`` (x, y, z threads; None keeps the parent's),
-    ``dynamic_smem_bytes`` (bytes; None keeps), ``knobs`` (workload launch knobs merged into the parent's)."""
-
-    block: tuple[int, int, int] | None = None
-    dynamic_smem_bytes: int | None = None
-    knobs: tuple[tuple[str, int], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.block is not None:
-            b = tuple(self.block)
-            if not 1 <= len(b) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b):
-                raise ValueError(f"LAUNCH block must be 1 to 3 positive ints, got {self.block!r}")
-            object.__setattr__(self, "block", (*b, *(1,) * (3 - len(b))))
-        if self.dynamic_smem_bytes is not None and (
-                not isinstance(self.dynamic_smem_bytes, int) or self.dynamic_smem_bytes < 0):
-            raise ValueError(f"LAUNCH smem must be a non-negative int (bytes), got {self.dynamic_smem_bytes!r}")
-        knobs = _check_knobs(self.knobs, "LAUNCH")
-        if any(k in ("block", "smem") for k, _ in knobs):
-            raise ValueError("LAUNCH: 'block' and 'smem' are not knobs; use the block=/smem= fields")
-        object.__setattr__(self, "knobs", knobs)
-        if self.block is None and self.dynamic_smem_bytes is None and not self.knobs:
-            raise ValueError("LAUNCH needs at least one of block=, smem= or a knob")
-
-    def to_text(self) -> str:
-        parts = ["LAUNCH"]
-        if self.block is not None:
-            parts.append("block=" + ",".join(str(b) for b in self.block))
-        if self.dynamic_smem_bytes is not None:
-            parts.append(f"smem={self.dynamic_smem_bytes}")
-        parts.extend(f"{k}={v}" for k, v in self.knobs)
-        return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class SetDirective:
-    """Set (``values`` a tuple) or remove (``values`` None) the performance directive ``name`` of function
-    ``entry``. ``name`` is stored without the dot (``"maxnreg"``); allowed names and value counts:
-    :data:`PERF_DIRECTIVES` (PTX ISA "Performance-Tuning Directives", "Cluster Dimension Directives")."""
-
-    entry: str
-    name: str
-    values: tuple[int, ...] | None
-
-    def __post_init__(self) -> None:
-        if not _SYMBOL.fullmatch(self.entry):
-            raise ValueError(f"DIRECTIVE: {self.entry!r} is not a function name")
-        name = self.name[1:] if self.name.startswith(".") else self.name
-        if name not in PERF_DIRECTIVES:
-            raise ValueError(f"DIRECTIVE: unknown directive .{name}; allowed: "
-                             + ", ".join("." + d for d in PERF_DIRECTIVES))
-        object.__setattr__(self, "name", name)
-        if self.values is not None:
-            vals = tuple(self.values)
-            lo, hi = PERF_DIRECTIVES[name]
-            if not lo <= len(vals) <= hi:
-                want = str(lo) if lo == hi else f"{lo} to {hi}"
-                raise ValueError(f"DIRECTIVE .{name} takes {want} value(s), got {len(vals)}")
-            if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
-                raise ValueError(f"DIRECTIVE .{name} values must be positive ints, got {vals!r}")
-            object.__setattr__(self, "values", vals)
-
-    def to_text(self) -> str:
-        if self.values is None:
-            return f"DIRECTIVE {self.entry} -.{self.name}"
-        vals = ",".join(str(v) for v in self.values)
-        return f"DIRECTIVE {self.entry} .{self.name}" + (f" {vals}" if vals else "")
-
-
-@dataclass(frozen=True)
-class SetKnobs:
-    """Re-instantiate the workload's parametric template with the parent's knobs updated by ``knobs``.
-
-    Replaces the whole module, so it cannot be combined with line edits in one script."""
-
-    knobs: tuple[tuple[str, int], ...]
-
-    def __post_init__(self) -> None:
-        knobs = _check_knobs(self.knobs, "KNOBS")
-        if not knobs:
-            raise ValueError("KNOBS needs at least one name=value")
-        object.__setattr__(self, "knobs", knobs)
-
-    def to_text(self) -> str:
-        return "KNOBS " + " ".join(f"{k}={v}" for k, v in self.knobs)
-
-
-Edit = Replace | Insert | Delete | SetModifier | SetLaunch | SetDirective | SetKnobs
-LINE_EDITS = (Replace, Insert, Delete, SetModifier)
-
-
-@dataclass(frozen=True)
-class EditScript:
-    """An ordered tuple of edits, all referring to the parent's line numbers."""
-
-    edits: tuple[Edit, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "edits", tuple(self.edits))
-        for i, e in enumerate(self.edits):
-            if not isinstance(e, Edit):
-                raise TypeError(f"EditScript edit {i} is {type(e).__name__}, not an edit")
-
-    def to_text(self) -> str:
-        """The script in the text format, newline-terminated (empty string for no edits)."""
-        return "".join(e.to_text() + "\n" for e in self.edits)
-
-    def __len__(self) -> int:
-        return len(self.edits)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.edits)
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The keyword of each edit (``"REPLACE"``, ``"MODIFIER"`` ...), e.g. for the lessons memory."""
-        return tuple(edit_kind(e) for e in self.edits)
-
-
-def edit_kind(edit: Edit) -> str:
-    """The text keyword of an edit: REPLACE, INSERT, DELETE, MODIFIER, LAUNCH, DIRECTIVE or KNOBS."""
-    return {Replace: "REPLACE", Insert: "INSERT", Delete: "DELETE", SetModifier: "MODIFIER",
-            SetLaunch: "LAUNCH", SetDirective: "DIRECTIVE", SetKnobs: "KNOBS"}[type(edit)]
-
-
-# ------------------------------------------------------------------------------------------------ parsing
-
-
-class _ToEdits(Transformer):
-    """Lark tree -> edit dataclasses; a ValueError from a dataclass is re-raised with the edit's position."""
-
-    def _at(self, tok: Token, build):  # type: ignore[no-untyped-def]
-        try:
-            return build()
-        except ValueError as e:
-            raise EditSyntaxError(tok.line or 1, tok.column or 1, str(e)) from None
-
-    def start(self, items):  # type: ignore[no-untyped-def]
-        return EditScript(tuple(items))
-
-    def range(self, items):  # type: ignore[no-untyped-def]
-        a = int(items[0])
-        b = int(items[1]) if len(items) > 1 else a
-        return (items[0], a, b)
-
-    def replace(self, items):  # type: ignore[no-untyped-def]
-        (tok, a, b), *lines = items
-        return self._at(tok, lambda: Replace(a, b, tuple(str(t).strip() for t in lines)))
-
-    def insert(self, items):  # type: ignore[no-untyped-def]
-        tok, *lines = items
-        return self._at(tok, lambda: Insert(int(tok), tuple(str(t).strip() for t in lines)))
-
-    def delete(self, items):  # type: ignore[no-untyped-def]
-        ((tok, a, b),) = items
-        return self._at(tok, lambda: Delete(a, b))
-
-    def modifier(self, items):  # type: ignore[no-untyped-def]
-        tok, *changes = items
-        remove = [str(c)[1:] for c in changes if str(c).startswith("-")]
-        add = [str(c)[1:] for c in changes if str(c).startswith("+")]
-        if len(remove) > 1 or len(add) > 1:
-            bad = changes[1]
-            raise EditSyntaxError(bad.line, bad.column,
-                                  "MODIFIER takes at most one -removed and one +added modifier")
-        return self._at(tok, lambda: SetModifier(int(tok), remove[0] if remove else None, add[0] if add else None))
-
-    def assignment(self, items):  # type: ignore[no-untyped-def]
-        name, *values = items
-        return (name, tuple(int(v) for v in values))
-
-    def _assign_map(self, items, kind: str) -> dict[str, tuple[int, ...]]:  # type: ignore[no-untyped-def]
-        out: dict[str, tuple[int, ...]] = {}
-        for name, values in items:
-            if str(name) in out:
-                raise EditSyntaxError(name.line, name.column, f"{kind}: {name} given twice")
-            if str(name) != "block" and len(values) != 1:
-                raise EditSyntaxError(name.line, name.column, f"{kind}: {name} takes one value, got {len(values)}")
-            out[str(name)] = values
-        return out
-
-    def launch(self, items):  # type: ignore[no-untyped-def]
-        m = self._assign_map(items, "LAUNCH")
-        block = m.pop("block", None)
-        smem = m.pop("smem", None)
-        tok = items[0][0]
-        return self._at(tok, lambda: SetLaunch(
-            block=block, dynamic_smem_bytes=smem[0] if smem else None,
-            knobs=tuple((k, v[0]) for k, v in m.items())))
-
-    def knobs(self, items):  # type: ignore[no-untyped-def]
-        m = self._assign_map(items, "KNOBS")
-        if "block" in m:
-            name = next(n for n, _ in items if str(n) == "block")
-            raise EditSyntaxError(name.line, name.column, "KNOBS: block takes one value per knob; use LAUNCH block=")
-        return self._at(items[0][0], lambda: SetKnobs(tuple((k, v[0]) for k, v in m.items())))
-
-    def directive(self, items):  # type: ignore[no-untyped-def]
-        entry, change, *values = items
-        text = str(change)
-        if text.startswith("-"):
-            if values:
-                raise EditSyntaxError(values[0].line, values[0].column, "DIRECTIVE -.name (remove) takes no values")
-            return self._at(change, lambda: SetDirective(str(entry), text[1:], None))
-        return self._at(change, lambda: SetDirective(str(entry), text, tuple(int(v) for v in values)))
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark(GRAMMAR_PATH.read_text(), parser="lalr", lexer="contextual", propagate_positions=False,
-                maybe_placeholders=False)
-
-
-_EXPECTED_NAMES = {
-    "_NL": "end of line", "INT": "a number", "PTX_LINE": "a PTX line", "MOD_CHANGE": "-modifier or +modifier",
-    "NAME": "name=value", "SYMBOL": "a function name", "DIRECTIVE_CHANGE": ".directive or -.directive",
-    "EQUAL": "'='", "COMMA": "','", "MINUS": "'-'", "$END": "end of script",
-}
-
-
-def _expected(tokens: set[str]) -> str:
-    names = sorted({_EXPECTED_NAMES.get(t, t.strip('"').replace("_", "") if t.isupper() else t) for t in tokens})
-    return ", ".join(names)
-
-
-def parse_edit_script(text: str) -> EditScript:
-    """Parse edit-script text (format in the module docstring) into an :class:`EditScript`.
-
-    Raises EditSyntaxError(line, column, message) for text off the grammar or values out of range (an empty
-    range, an unknown directive, a knob given twice ...). The empty string parses to an empty script."""
-    if not text.endswith("\n"):
-        text += "\n"
-    try:
-        tree = _parser().parse(text)
-    except UnexpectedCharacters as e:
-        line_text = text.splitlines()[e.line - 1] if 0 < e.line <= len(text.splitlines()) else ""
-        snippet = line_text[e.column - 1:e.column + 19]
-        raise EditSyntaxError(e.line, e.column,
-                              f"unexpected text {snippet!r}; expected {_expected(set(e.allowed or ()))}") from None
-    except UnexpectedToken as e:
-        tok = e.token
-        what = "end of line" if tok.type == "_NL" else "end of script" if tok.type == "$END" else repr(str(tok))
-        hint = ""
-        if tok.type == "$END":
-            hint = " (a REPLACE/INSERT block must end with a line END)"
-        raise EditSyntaxError(e.line if e.line > 0 else text.count("\n"), max(e.column, 1),
-                              f"unexpected {what}; expected {_expected(set(e.expected))}{hint}") from None
-    except UnexpectedEOF as e:
-        raise EditSyntaxError(text.count("\n"), 1, "unexpected end of script (a REPLACE/INSERT block must end "
-                              f"with a line END); expected {_expected(set(e.expected))}") from None
-    except UnexpectedInput as e:  # any other lark input error still gets a position
-        raise EditSyntaxError(getattr(e, "line", 1), getattr(e, "column", 1), str(e)) from None
-    try:
-        return _ToEdits().transform(tree)
-    except VisitError as e:
-        if isinstance(e.orig_exc, EditSyntaxError):
-            raise e.orig_exc from None
-        raise
-
-
-# ------------------------------------------------------------------------------- constrained decoding grammar
-
-
-def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ...] | None = None,
-                 knob_names: tuple[str, ...] | None = None, max_edits: int | None = None) -> str:
-    """The edit language as an xgrammar / GBNF EBNF grammar (root rule ``root``) for constrained decoding.
-
-    It accepts the canonical text :meth:`EditScript.to_text` writes (single spaces, ``\\n`` line ends, at least
-    one edit); every generation it allows parses with :func:`parse_edit_script` except for value rules a
-    context-free grammar cannot state (a knob named twice, ``block=``/``smem=`` written as knobs, a
-    descending range), which the parser reports as EditSyntaxError. Each directive takes exactly its number
-    of positive values (:data:`PERF_DIRECTIVES`). ``kinds`` limits the edit keywords (e.g. ``("REPLACE", "INSERT", "DELETE", "MODIFIER")``);
-    ``entries`` limits DIRECTIVE to those function names; ``knob_names`` limits LAUNCH/KNOBS knob names;
-    ``max_edits`` bounds the script length. Directive names are those of :data:`PERF_DIRECTIVES`.
-    Raises ValueError for an unknown kind or an empty choice."""
-    all_kinds = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS")
-    chosen = tuple(kinds) if kinds is not None else all_kinds
-    unknown = [k for k in chosen if k not in all_kinds]
-    if unknown or not chosen:
-        raise ValueError(f"ebnf_grammar kinds {unknown or chosen!r} not in {all_kinds}")
-
-    def alt(words: tuple[str, ...] | list[str], what: str) -> str:
-        if not words:
-            raise ValueError(f"ebnf_grammar: empty {what}")
-        return " | ".join('"' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in words)
-
-    if entries is not None:
-        for e in entries:
-            if not _SYMBOL.fullmatch(e):
-                raise ValueError(f"ebnf_grammar: entry {e!r} is not a function name")
-    if knob_names is not None:
-        for k in knob_names:
-            if not _KNOB_NAME.fullmatch(k) or k in ("block", "smem"):
-                raise ValueError(f"ebnf_grammar: knob name {k!r} is not allowed")
-
-    rules = {
-        "replace": 'replace ::= "REPLACE " range "\\n" block "END"',
-        "insert": 'insert ::= "INSERT AFTER " num "\\n" ptxline "\\n" block "END"',
-        "delete": 'delete ::= "DELETE " range',
-        "modifier": 'modifier ::= "MODIFIER " num (" -" modname (" +" modname)? | " +" modname)',
-        # LAUNCH carries at least one field, in the order to_text writes them.
-        "launch": 'launch ::= "LAUNCH" (" block=" num ("," num)? ("," num)? (" smem=" uint)? (" " knob)* '
-                  '| " smem=" uint (" " knob)* | (" " knob)+)',
-        "directive": 'directive ::= "DIRECTIVE " entry " " ("-." dname | dset)',
-        "knobs": 'knobs ::= "KNOBS" (" " knob)+',
-    }
-    used = [k.lower() for k in chosen]
-    root = '( edit "\\n" )+' if max_edits is None else " ".join(
-        ['edit "\\n"'] + ['( edit "\\n"'] * (max_edits - 1) + [")?"] * (max_edits - 1))
-    if max_edits is not None and max_edits < 1:
-        raise ValueError(f"ebnf_grammar: max_edits must be >= 1, got {max_edits}")
-    lines = [f"root ::= {root}", "edit ::= " + " | ".join(used)]
-    lines += [rules[k] for k in used]
-    lines += [
-        'range ::= num ("-" num)?',
-        'num ::= [1-9] [0-9]*',
-        'uint ::= "0" | [1-9] [0-9]*',
-        'ptxline ::= [a-z$.@{}/_%!] [^\\n]*',
-        'block ::= (ptxline "\\n")*',
-        'modname ::= [A-Za-z0-9_] [A-Za-z0-9_:]*',
-        "knob ::= knobname \"=\" uint",
-        "knobname ::= " + (alt(knob_names, "knob_names") if knob_names is not None
-                           else "[A-Za-z_] [A-Za-z0-9_]*"),
-        "entry ::= " + (alt(entries, "entries") if entries is not None else "[A-Za-z_$] [A-Za-z0-9_$]*"),
-        "dname ::= " + alt(list(PERF_DIRECTIVES), "directives"),
-        "dset ::= " + " | ".join(_directive_ebnf(name, lo, hi) for name, (lo, hi) in PERF_DIRECTIVES.items()),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _directive_ebnf(name: str, lo: int, hi: int) -> str:
-    """``".maxntid" " " num ("," num)? ("," num)?`` for a directive taking lo..hi positive values."""
-    if hi == 0:
-        return f'".{name}"'
-    parts = [f'".{name} " num'] + ['"," num'] * (lo - 1) + ['("," num)?'] * (hi - lo)
-    return "(" + " ".join(parts) + ")"
-
-
-# --------------------------------------------------------------------------------------- listing line map
-
-
-@dataclass
-class LineMap:
-    """Where each statement of a module sits in its canonical listing (``population.printer.listing``).
-
-    listing: the Listing the numbers refer to.
-    spans: id(statement) -> (first, last) line, 1-based inclusive; a Scope's span runs from its ``{`` line to
-        its ``}`` line. Statements the canonical print leaves out (``.loc``, comments) have no span.
-    owner: id(body list) -> (parent body list, index of the Scope in it), for scope bodies only.
-    functions: id(body list) -> the Function whose body (or nested scope) it is.
-    opens / closes: line -> body list, for the ``{`` / ``}`` line of every function body and scope.
-    """
-
-    listing: Listing
-    spans: dict[int, tuple[int, int]]
-    owner: dict[int, tuple[list, int]]
-    functions: dict[int, Function]
-    opens: dict[int, list]
-    closes: dict[int, list]
-
-    def span(self, node: object) -> tuple[int, int]:
-        """(first, last) line of a statement; KeyError when the canonical listing does not show it."""
-        try:
-            return self.spans[id(node)]
-        except KeyError:
-            raise KeyError(f"{type(node).__name__} is not shown in the canonical listing") from None
-
-    def line(self, node: object) -> int:
-        """The first line of a statement (what an edit names to address it)."""
-        return self.span(node)[0]
-
-    def info(self, lineno: int) -> LineInfo:
-        """The listing's LineInfo for 1-based ``lineno``."""
-        return self.listing.lines[lineno - 1]
-
-    def __len__(self) -> int:
-        return len(self.listing.lines)
-
-
-def line_map(module: Module, listing_: Listing | None = None) -> LineMap:
-    """Build the :class:`LineMap` of ``module`` (its canonical listing unless ``listing_`` is given; it must be
-    ``listing(module)`` of this very object, since nodes are matched by identity).
-
-    Braces are matched by one stack pass over the listing (a line starting with ``{`` opens, one starting with
-    ``}`` closes); a Scope's span runs from its ``{`` line to the matching ``}``. Linear in the listing size."""
-    lst = listing(module) if listing_ is None else listing_
-    lines = lst.lines
-    own: dict[int, list[int]] = {}
-    match: dict[int, int] = {}
-    stack: list[int] = []
-    first_open: dict[str, int] = {}
-    for info in lines:
-        if info.node is not None:
-            own.setdefault(id(info.node), []).append(info.lineno)
-        t = info.text.strip()
-        if t.startswith("{"):
-            if info.function is not None and info.function not in first_open:
-                first_open[info.function] = info.lineno
-            if t.endswith("}") and len(t) > 1:
-                match[info.lineno] = info.lineno
-            else:
-                stack.append(info.lineno)
-        elif t.startswith("}") and stack:
-            match[stack.pop()] = info.lineno
-    open_lines = sorted(match)
-    spans: dict[int, tuple[int, int]] = {}
-    owner: dict[int, tuple[list, int]] = {}
-    functions: dict[int, Function] = {}
-    opens: dict[int, list] = {}
-    closes: dict[int, list] = {}
-
-    def scope_open(s: Scope, inner: tuple[int, int] | None) -> int | None:
-        mine = own.get(id(s), [])
-        if mine and lines[mine[0] - 1].text.strip().startswith("{"):
-            return mine[0]
-        if inner is None:
-            return None
-        # no own "{" line: the innermost brace pair enclosing the scope's statements
-        k = bisect.bisect_left(open_lines, inner[0]) - 1
-        while k >= 0 and match[open_lines[k]] < inner[1]:
-            k -= 1
-        return open_lines[k] if k >= 0 else None
-
-    def rec(body: list, fn: Function) -> tuple[int, int] | None:
-        functions[id(body)] = fn
-        lo = hi = None
-        for k, st in enumerate(body):
-            if isinstance(st, Scope):
-                owner[id(st.body)] = (body, k)
-                o = scope_open(st, rec(st.body, fn))
-                if o is None or o not in match:
-                    continue
-                opens[o] = st.body
-                closes[match[o]] = st.body
-                spans[id(st)] = (o, match[o])
-            elif id(st) in own:
-                spans[id(st)] = (min(own[id(st)]), max(own[id(st)]))
-            else:
-                continue
-            a, b = spans[id(st)]
-            lo = a if lo is None else min(lo, a)
-            hi = b if hi is None else max(hi, b)
-        return None if lo is None else (lo, hi)
-
-    for fn in module.functions:
-        if fn.body is None:
-            continue
-        rec(fn.body, fn)
-        o = first_open.get(fn.name)
-        if o is not None and o in match:
-            opens[o] = fn.body
-            closes[match[o]] = fn.body
-    return LineMap(lst, spans, owner, functions, opens, closes)
+from population.linemap import LineMap, line_map
+
+__all__ = [
+    "GRAMMAR_PATH",
+    "LINE_EDITS",
+    "PERF_DIRECTIVES",
+    "Delete",
+    "Edit",
+    "EditApplyError",
+    "EditScript",
+    "EditSyntaxError",
+    "Insert",
+    "LineMap",
+    "Replace",
+    "SetDirective",
+    "SetKnobs",
+    "SetLaunch",
+    "SetModifier",
+    "apply_script",
+    "copy_module",
+    "diff_text",
+    "ebnf_grammar",
+    "edit_kind",
+    "insert_modifier",
+    "line_map",
+    "parse_edit_script",
+    "set_modifier",
+]
 
 
 # ----------------------------------------------------------------------------------------------- modifiers
