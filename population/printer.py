@@ -195,7 +195,7 @@ def print_statement(stmt: ast.Statement) -> str:
     ``{``, each inner statement indented by one tab (labels at column 0), ``}``."""
     if isinstance(stmt, ast.Scope):
         em = _Emitter(canonical=True)
-        em.body(stmt.body, None)
+        em.body(stmt.body)
         return "{" + "".join(em.parts) + "\n}"
     fn = _TEXT.get(type(stmt))
     if fn is None:
@@ -276,7 +276,10 @@ class _Emitter:
             self.line += n
 
     # ----------------------------------------------------------------------------------------- body
-    def body(self, stmts: list, default_indent: str | None = "\n\t") -> None:
+    def body(self, stmts: list) -> None:
+        if not self.canonical and not self.track:
+            self._faithful_body(stmts)
+            return
         canonical = self.canonical
         for i, s in enumerate(stmts):
             t = type(s)
@@ -294,6 +297,30 @@ class _Emitter:
                 self.text(_TEXT[t](s) if canonical else _spelled(s), s, stmts, i)
             else:
                 self.parts.append(_spelled(s))
+
+    def _faithful_body(self, stmts: list) -> None:
+        """``body`` for print_module(canonical=False): the hot loop of printing, kept free of calls."""
+        append = self.parts.append
+        instruction = ast.Instruction
+        for s in stmts:
+            t = type(s)
+            if t is ast.Scope:
+                tr = s.trivia
+                append("\n\t{" if tr is None else tr + "{")
+                self._faithful_body(s.body)
+                tr = s.closing_trivia
+                append("\n\t}" if tr is None else tr + "}")
+                continue
+            tr = s.trivia
+            append(tr if tr is not None else ("\n\n" if t is ast.Label else "\n\t"))
+            lay = s.layout
+            if lay is not None and t is instruction:
+                if lay[0] == (s.opcode, s.modifiers, s.operands, s.predicate):
+                    append(lay[1])
+                    continue
+                append(_instruction_text(s))
+                continue
+            append(_spelled(s))
 
     # ------------------------------------------------------------------------------------- function
     def function_def(self, fn: ast.Function, items: list, index: int) -> None:
