@@ -110,3 +110,23 @@ def test_inspect_missing_file_and_bad_arch(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "cannot read" in proc.stderr
     proc = run(str(DATA / "elementwise.ptx"), "--arch", "sm9")
     assert proc.returncode == 2 and "--arch" in proc.stderr
+
+
+def test_inspect_without_ptxas_still_reports_the_ptx(monkeypatch: pytest.MonkeyPatch) -> None:
+    toolchain = pytest.importorskip("evaluators.toolchain")
+    from population.cli import format_report, inspect_module
+
+    def no_ptxas(*args, **kwargs):
+        raise toolchain.ToolchainNotFound("tried PATH, $CUDA_HOME/bin and the nvidia-cuda-nvcc wheel")
+
+    monkeypatch.setattr(toolchain, "compile_ptx", no_ptxas)
+    module = parse_module((DATA / "reduce_shfl.ptx").read_text())
+    reports = inspect_module(module)
+    assert [r.name for r in reports] == ["block_sum", "argmax_rows"]
+    block_sum = reports[0]
+    assert block_sum.resources is None and block_sum.occupancy is None and block_sum.traffic is None
+    assert block_sum.notes == ["ptxas not found: tried PATH, $CUDA_HOME/bin and the nvidia-cuda-nvcc wheel"]
+    assert ("atomic", "global", 4, 1) in block_sum.memory
+    assert block_sum.instructions == instruction_count(module.function("block_sum"))
+    text = format_report("reduce_shfl.ptx", "sm_90", reports)
+    assert "note: ptxas not found" in text and "occupancy" not in text
