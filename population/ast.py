@@ -12,6 +12,10 @@ Conventions
   ``::`` sub-qualifiers kept inside one modifier (``("global", "L1::no_allocate", "v4", "f32")``).
 - ``trivia`` is ``None`` on nodes built by code (the printer then lays them out the way nvcc does) and the raw
   source text before the node on parsed nodes.
+- ``layout`` (statements, functions, the module header) is ``None`` on nodes built by code and
+  ``(key, spelling)`` on parsed ones: the node's exact source text and the field values it spelled. The printer
+  uses the spelling only while the fields still equal ``key``, so an edited node (``dataclasses.replace``
+  or in-place assignment) prints in nvcc's layout instead of its stale source text.
 """
 
 from __future__ import annotations
