@@ -18,10 +18,10 @@ lines follow on their own lines and end with a line ``END``)::
     KNOBS threads=256 vec=8       re-instantiate the workload template with these knobs
 
 Keywords are upper case and few, so that a small language model under constrained decoding
-(:func:`ebnf_grammar`) can only write well-formed scripts. A PTX line starts (after indentation) with a lower-case
-letter or one of ``$ . @ { } / _ % !``; blank lines are ignored. :func:`parse_edit_script` reads the text
-(raising :class:`EditSyntaxError` with line and column); :meth:`EditScript.to_text` writes it back
-(``parse_edit_script(s.to_text()) == s``).
+(:func:`ebnf_grammar`) can only write well-formed scripts. A PTX line is any non-blank line that does not
+start with a keyword followed by a space or the line end (labels such as ``SKIP:`` are fine); blank lines are
+ignored. :func:`parse_edit_script` reads the text (raising :class:`EditSyntaxError` with line and column);
+:meth:`EditScript.to_text` writes it back (``parse_edit_script(s.to_text()) == s``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ PERF_DIRECTIVES: dict[str, tuple[int, int]] = {
     "noreturn": (0, 0),
 }
 
-_PTX_LINE_START = re.compile(r"[a-z$.@{}/_%!]")
+KEYWORDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS", "END")
+_KEYWORD_LINE = re.compile(r"(?:" + "|".join(KEYWORDS) + r")(?:[ \t]|$)")
 _MODIFIER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:]*")
 _KNOB_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYMBOL = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -99,10 +100,8 @@ def _clean_lines(lines: tuple[str, ...] | list[str], kind: str) -> tuple[str, ..
             s = part.strip()
             if not s:
                 continue
-            if not _PTX_LINE_START.match(s):
-                raise ValueError(
-                    f"{kind}: line {s!r} cannot start a PTX line (must begin with a lower-case letter or one of "
-                    "$ . @ { } / _ % !)")
+            if _KEYWORD_LINE.match(s):
+                raise ValueError(f"{kind}: line {s!r} starts with an edit keyword, so it cannot be a PTX line")
             out.append(s)
     return tuple(out)
 

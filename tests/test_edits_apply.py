@@ -428,3 +428,21 @@ def test_random_scripts_apply_or_fail_cleanly() -> None:
         applied += 1
     assert [k.canonical_ptx for k in kernels] == before
     assert applied > 30 and rejected > 30
+
+
+def test_reprinted_statements_replace_themselves() -> None:
+    """What rule operators do: print statements with print_statement and REPLACE their lines with the text;
+    every scope of asm_mix (one holds an upper-case `SKIP:` label) comes back unchanged."""
+    from population.ast import Scope
+    from population.printer import print_statement
+
+    k = load("inline_asm_scopes.ptx", "asm_mix")
+    lm = line_map(k.module)
+    scopes = [i.node for i in listing(k.module).lines if i.function == "asm_mix" and isinstance(i.node, Scope)]
+    assert len(scopes) == 2
+    for sc in scopes:
+        first, last = lm.span(sc)
+        text = print_statement(sc)
+        child = apply_script(k, EditScript((Replace(first, last, (text,)),)), operator="t")
+        assert child.canonical_ptx == k.canonical_ptx
+    assert any("SKIP:" in print_statement(sc) for sc in scopes)

@@ -100,7 +100,7 @@ def test_windows_line_ends() -> None:
         ("MODIFIER 3 -a -b", 1, 15, "at most one"),
         ("FOO 3", 1, 1, "expected DELETE"),
         ("INSERT AFTER 3\nEND", 1, 14, "at least one PTX line"),
-        ("DELETE 3\nREPLACE 2\nAdd r1;\nEND", 3, 1, "unexpected 'Add'"),
+        ("DELETE 3\nREPLACE 2\nDELETE 4\nEND", 3, 1, "unexpected 'DELETE'; expected END, a PTX line"),
         ("LAUNCH smem=1,2", 1, 8, "smem takes one value"),
         ("DELETE 0", 1, 8, "line number >= 1"),
         ("LAUNCH block=0", 1, 8, "positive ints"),
@@ -118,8 +118,14 @@ def test_syntax_errors_have_positions(text: str, line: int, column: int, fragmen
 
 
 def test_dataclass_validation() -> None:
-    with pytest.raises(ValueError, match="cannot start a PTX line"):
+    with pytest.raises(ValueError, match="starts with an edit keyword"):
         Replace(1, 1, ("END",))
+    with pytest.raises(ValueError, match="starts with an edit keyword"):
+        Insert(1, ("DELETE 4",))
+    # labels in upper case (inline-asm style) are PTX lines
+    assert Replace(1, 2, ("SKIP:", "END:", "ENDING: ret;")).lines == ("SKIP:", "END:", "ENDING: ret;")
+    s = EditScript((Replace(1, 2, ("@p bra.uni SKIP;", "SKIP:")),))
+    assert parse_edit_script(s.to_text()) == s
     with pytest.raises(ValueError, match="needs a modifier"):
         SetModifier(3)
     with pytest.raises(ValueError, match="at least one of"):
