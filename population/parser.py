@@ -61,7 +61,7 @@ TYPES = frozenset(
 _VECTORS = frozenset({"v2", "v4", "v8"})
 _FUNC_PERF_DIRECTIVES = frozenset(
     """maxntid reqntid minnctapersm maxnctapersm maxnreg maxclusterrank reqnctapercluster explicitcluster
-    noreturn blocksareclusters abi_preserve abi_preserve_control pragma""".split()
+    noreturn blocksareclusters abi_preserve abi_preserve_control""".split()
 )
 
 # Human names for the grammar's terminals in error messages.
@@ -79,7 +79,7 @@ _TERMINAL_NAMES = {
 
 _NEWLINE = re.compile(r"\n")
 _new = object.__new__
-bisect_right = bisect.bisect_right
+_bisect_right = bisect.bisect_right
 _PREDICATES: dict[tuple[str, bool], ast.Predicate] = {}
 
 
@@ -490,7 +490,7 @@ class _Builder(Transformer):
             kind = m.lastgroup
             start = m.start(kind)
             end = m.end()
-            k = bisect_right(starts, start)
+            k = _bisect_right(starts, start)
             loc = _new(ast.SourceLoc)
             loc.__dict__.update(line=k, column=start - starts[k - 1] + 1, file=file)
             if kind == "instr":
