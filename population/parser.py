@@ -32,6 +32,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from population import ast
 from population.errors import PTXSyntaxError
+from population.printer import function_header_key, statement_key
 
 __all__ = ["LINKAGES", "SPECIAL_REGISTERS", "STATE_SPACES", "TYPES", "parse_module", "parse_statements"]
 
@@ -232,8 +233,6 @@ class _Builder(Transformer):
             loc=self._loc(first),
             trivia=trivia,
         )
-        from population.printer import function_header_key
-
         fn.layout = (function_header_key(fn), raw)
         return fn
 
@@ -405,8 +404,6 @@ class _Builder(Transformer):
         # A list declaration (".global .u32 a, b;") becomes one VarDecl per name, printed one per statement.
         nodes[0].trivia = trivia
         if len(nodes) == 1:
-            from population.printer import statement_key
-
             nodes[0].layout = (statement_key(nodes[0]), raw)
         return nodes
 
