@@ -538,7 +538,8 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
         'range ::= num ("-" num)?',
         'num ::= [1-9] [0-9]*',
         'uint ::= "0" | [1-9] [0-9]*',
-        'ptxline ::= [a-z$.@{}/_%!] [^\\n]*',
+        # a lower-case/punctuation start, or an upper-case label ("SKIP:"), never a bare keyword
+        'ptxline ::= [a-z$.@{}/_%!] [^\\n]* | [A-Z] [A-Za-z0-9_$]* ":" [^\\n]*',
         'block ::= (ptxline "\\n")*',
         'modname ::= [A-Za-z0-9_] [A-Za-z0-9_:]*',
         "knob ::= knobname \"=\" uint",

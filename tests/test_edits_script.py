@@ -160,6 +160,9 @@ def test_ebnf_accepts_canonical_text() -> None:
     assert not _accepts(g, "DIRECTIVE k .maxnreg 0\n")
     assert not _accepts(g, "DIRECTIVE k .noreturn 1\n")
     assert not _accepts(g, "DIRECTIVE k .maxntid\n")
+    # upper-case labels are PTX lines; a bare keyword inside a block is not
+    assert _accepts(g, "REPLACE 3-4\n@%p1 bra.uni SKIP;\nSKIP:\nEND\n")
+    assert not _accepts(g, "REPLACE 3\nDELETE 4\nEND\n")
 
 
 def test_ebnf_restrictions() -> None:
