@@ -5,8 +5,8 @@ Two modes:
   spelling (``layout``) while its fields still equal what was parsed, so nvcc's output comes back byte for
   byte; a node built or changed by code prints in nvcc's layout (below) with nvcc's default spacing.
 - ``print_module(m, canonical=True)``: no trivia, no comments, no debug directives (``.loc``, ``.file``,
-  ``.section .debug_*``); every node in nvcc's layout. This is what ``Kernel.identity`` hashes and what
-  ``listing`` numbers for edits and prompts.
+  ``.section .debug_*``, the ``debug`` target); every node in nvcc's layout. This is what
+  ``Kernel.identity`` hashes and what ``listing`` numbers for edits and prompts.
 
 nvcc's layout (``nvcc -ptx``, CUDA 13.0): header lines at column 0, a blank line before each top-level item,
 statements indented by one tab, labels at column 0 after a blank line, an instruction as
@@ -369,7 +369,9 @@ class _Emitter:
         if not self.canonical and lay is not None and lay[0] == (m.version, m.target, m.address_size):
             raws = lay[1]
         else:
-            raws = (f".version {m.version}", ".target " + ", ".join(m.target), f".address_size {m.address_size}")
+            # canonical prints carry no debug sections, so they cannot promise them with ".target ..., debug"
+            target = [t for t in m.target if not (self.canonical and t == "debug")]
+            raws = (f".version {m.version}", ".target " + ", ".join(target), f".address_size {m.address_size}")
         defaults = ("", "\n", "\n")
         for k in range(3):
             if raws[k] is not None:
@@ -393,8 +395,8 @@ def print_module(module: ast.Module, canonical: bool = False) -> str:
 
     canonical=False: trivia and source spellings kept (byte-identical for unmodified parsed text; nodes built
     or edited by code in nvcc's layout). canonical=True: nvcc's layout only, without comments, blank-line
-    trivia or debug directives (``.loc``, ``.file``, ``.section .debug_*``); ``parse_module`` of either print
-    equals ``module``.
+    trivia, debug directives (``.loc``, ``.file``, ``.section .debug_*``) or the ``debug`` target;
+    ``parse_module`` of the faithful print equals ``module``, of the canonical print ``without_debug(module)``.
     """
     em = _Emitter(canonical)
     em.module(module)
@@ -421,8 +423,9 @@ def listing(module: ast.Module) -> Listing:
 
 
 def without_debug(module: ast.Module) -> ast.Module:
-    """A copy of ``module`` without debug directives (what ``parse_module(print_module(m, canonical=True))``
-    gives back). Nodes are shared with ``module``, lists are new."""
+    """A copy of ``module`` without debug directives and without the ``debug`` target (what
+    ``parse_module(print_module(m, canonical=True))`` gives back). Nodes are shared with ``module``, lists are
+    new."""
     import dataclasses
 
     def strip(body: list) -> list:
@@ -442,4 +445,4 @@ def without_debug(module: ast.Module) -> ast.Module:
         if type(item) is ast.Function and item.body is not None:
             item = dataclasses.replace(item, body=strip(item.body))
         items.append(item)
-    return dataclasses.replace(module, items=items)
+    return dataclasses.replace(module, items=items, target=tuple(t for t in module.target if t != "debug"))

@@ -1,7 +1,8 @@
 """Regenerate the PTX test corpus: ``tests/data/*.cu`` -> ``tests/data/*.ptx`` with nvcc.
 
 Each source is compiled with ``nvcc -arch=<arch> -ptx -lineinfo`` where arch is ``sm_90`` unless the source
-has a ``// ptxforge-arch: sm_90a`` line (wgmma needs the architecture-specific target). File names in the
+has a ``// ptxforge-arch: sm_90a`` line (wgmma needs the architecture-specific target); a
+``// ptxforge-nvcc-flags: -G`` line replaces ``-lineinfo`` with those flags (full debug information). File names in the
 ``.file`` directives are made relative (the source's own name; CUDA headers as ``cuda/include/...``) so the
 committed PTX does not depend on where the repository or the CUDA toolkit lives.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 _ARCH_LINE = re.compile(r"^//\s*ptxforge-arch:\s*(sm_\w+)\s*$", re.MULTILINE)
+_FLAGS_LINE = re.compile(r"^//\s*ptxforge-nvcc-flags:\s*(.+?)\s*$", re.MULTILINE)
 _FILE_LINE = re.compile(r'^(\t\.file\t\d+ ")([^"]*)(")', re.MULTILINE)
 
 
@@ -50,6 +52,12 @@ def arch_of(source: str) -> str:
     return m.group(1) if m else "sm_90"
 
 
+def flags_of(source: str) -> list[str]:
+    """The nvcc flags named by a ``// ptxforge-nvcc-flags: ...`` line, default ``["-lineinfo"]``."""
+    m = _FLAGS_LINE.search(source)
+    return m.group(1).split() if m else ["-lineinfo"]
+
+
 def relative_file_name(path: str, source_name: str) -> str:
     """``/abs/tests/data/x.cu`` -> ``x.cu``; ``/usr/local/cuda/include/crt/a.hpp`` -> ``cuda/include/crt/a.hpp``."""
     if Path(path).name == source_name and "/include/" not in path:
@@ -62,11 +70,12 @@ def relative_file_name(path: str, source_name: str) -> str:
 
 def generate(cu: Path, nvcc: Path) -> str:
     """The PTX for one source, with relative ``.file`` names. Raises CalledProcessError with nvcc's output."""
-    arch = arch_of(cu.read_text())
+    source = cu.read_text()
+    arch = arch_of(source)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / (cu.stem + ".ptx")
         subprocess.run(
-            [str(nvcc), f"-arch={arch}", "-ptx", "-lineinfo", cu.name, "-o", str(out)],
+            [str(nvcc), f"-arch={arch}", "-ptx", *flags_of(source), cu.name, "-o", str(out)],
             cwd=cu.parent, check=True, capture_output=True, text=True,
         )
         ptx = out.read_text()

@@ -22,7 +22,7 @@ def test_corpus_is_present() -> None:
     names = {p.name for p in CORPUS}
     # the CUDA sources written for the tests; their PTX is committed
     for stem in ("elementwise", "reduce_shfl", "smem_transpose", "inline_asm_scopes", "cp_async", "bulk_mbarrier",
-                 "wgmma_sm90a", "cluster_dsmem", "half_bf16", "calls_printf", "rmsnorm_bf16"):
+                 "wgmma_sm90a", "cluster_dsmem", "half_bf16", "calls_printf", "rmsnorm_bf16", "debug_g"):
         assert f"{stem}.ptx" in names
         assert (ROOT / "tests" / "data" / f"{stem}.cu").exists()
 

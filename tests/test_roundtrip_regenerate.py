@@ -26,6 +26,11 @@ def test_arch_marker() -> None:
     assert gen_corpus.arch_of("__global__ void k() {}") == "sm_90"
 
 
+def test_flags_marker() -> None:
+    assert gen_corpus.flags_of("// ptxforge-nvcc-flags: -G\n") == ["-G"]
+    assert gen_corpus.flags_of("__global__ void k() {}") == ["-lineinfo"]
+
+
 def test_committed_ptx_is_what_nvcc_emits() -> None:
     try:
         gen_corpus.find_nvcc()
