@@ -333,3 +333,16 @@ def test_variable_list_declaration_splits_into_one_per_name() -> None:
     out = print_module(m)
     assert ".global .align 4 .u32 a;\n\n.global .align 4 .u32 b[4];" in out
     assert parse_module(out) == m
+
+
+def test_parsing_from_several_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parent / "data"
+    texts = [(data / n).read_text() for n in ("reduce_shfl.ptx", "calls_printf.ptx", "cp_async.ptx", "elementwise.ptx")]
+    expected = [parse_module(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(parse_module, texts * 4))
+    assert got == expected * 4
+    assert [print_module(m) for m in got] == texts * 4
