@@ -164,6 +164,26 @@ class GPUPool:
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
+    def verify(self, kernel: Kernel, shapes: str | Sequence[Shape] = "benchmark",
+               dram_shape: Shape | None = None) -> EvalResult:
+        """Final verification of an elite: gate, benchmark on ``shapes`` with the baselines re-timed round-robin,
+        and DRAM bytes measured with ncu at ``dram_shape`` (default: the largest of ``shapes`` by bytes) into
+        ``measured_dram_bytes`` (left None, with ``extra["ncu"]`` saying why, when ncu cannot measure)."""
+        from evaluators.gpu.ncu import NcuError, measure_dram_bytes
+
+        res = self.evaluate(kernel, shapes=shapes, baselines="interleaved")
+        if res.status != Status.OK:
+            return res
+        target = dram_shape or max((s.shape for s in res.shapes), key=self.workload.bytes_moved)
+        try:
+            m = measure_dram_bytes(kernel, self.workload, target, arch=self.arch)
+            res.measured_dram_bytes = m.total_bytes
+            res.extra["ncu"] = {"shape": list(target), "read_bytes": m.read_bytes, "write_bytes": m.write_bytes,
+                                "time_us": m.time_us, "model_bytes": self.workload.bytes_moved(target)}
+        except (NcuError, CompileError) as e:
+            res.extra["ncu"] = f"not measured: {e}"
+        return res
+
     def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
         for name in (self.workload.primary_baseline, "naive"):
             if all(name in s.speedups for s in shapes):
