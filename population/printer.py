@@ -293,10 +293,7 @@ class _Emitter:
                 self.text("}")
                 continue
             self.trivia(s.trivia, "\n\n" if t is ast.Label else "\n\t")
-            if canonical or self.track:
-                self.text(_TEXT[t](s) if canonical else _spelled(s), s, stmts, i)
-            else:
-                self.parts.append(_spelled(s))
+            self.text(_TEXT[t](s) if canonical else _spelled(s), s, stmts, i)
 
     def _faithful_body(self, stmts: list) -> None:
         """``body`` for print_module(canonical=False): the hot loop of printing, kept free of calls."""
