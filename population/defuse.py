@@ -238,16 +238,23 @@ def undeclared_registers(fn: Function) -> set[str]:
                         ranges[name] = max(ranges.get(name, 0), count)
         return exact, ranges
 
-    def visible(r: str, frames: list[tuple[set[str], dict[str, int]]]) -> bool:
+    def in_frame(r: str, exact: set[str], ranges: dict[str, int]) -> bool:
+        if r in exact:
+            return True
+        if not ranges:
+            return False
         m = _RANGE_NAME.fullmatch(r)
-        for exact, ranges in frames:
-            if r in exact:
-                return True
-            # %r<105> declares %r0..%r104; "%r07" is not one of them
-            if m and m.group(1) in ranges and (m.group(2) == "0" or not m.group(2).startswith("0")) \
-                    and int(m.group(2)) < ranges[m.group(1)]:
-                return True
-        return False
+        # %r<105> declares %r0..%r104; "%r07" is not one of them
+        return bool(m and m.group(1) in ranges and (m.group(2) == "0" or not m.group(2).startswith("0"))
+                    and int(m.group(2)) < ranges[m.group(1)])
+
+    top_cache: dict[str, bool] = {}  # visibility in the function-level frame, asked once per name
+
+    def visible(r: str, frames: list[tuple[set[str], dict[str, int]]]) -> bool:
+        top = top_cache.get(r)
+        if top is None:
+            top = top_cache[r] = in_frame(r, *frames[0])
+        return top or any(in_frame(r, *f) for f in frames[1:])
 
     def rec(body: list[Statement], frames: list[tuple[set[str], dict[str, int]]]) -> None:
         frames = [*frames, frame(body)]
