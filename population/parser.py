@@ -934,7 +934,7 @@ def _reference_statements(text: str, registers: Iterable[str], file: str | None)
         try:
             return parser.parse(text, start="stmts")
         except UnexpectedInput as e:
-            raise _convert(e, text, file) from None
+            raise _convert(e, text, file, whole_module=False) from None
         finally:
             builder.reset("", None, ())
 
@@ -969,7 +969,9 @@ def _unknown_directive(text: str, pos: int) -> tuple[str, int] | None:
     return word, m.start(1)
 
 
-def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int = 0) -> PTXSyntaxError:
+def _convert(err: UnexpectedInput, text: str, file: str | None, whole_module: bool = True) -> PTXSyntaxError:
+    """Lark's exception as a PTXSyntaxError: position, the unexpected token or character, the tokens the
+    grammar would have accepted there, and an unknown leading directive named as such."""
     pos = getattr(err, "pos_in_stream", None)
     if (isinstance(err, UnexpectedToken) and err.token.type == "$END") or isinstance(err, UnexpectedEOF):
         pos = len(text)
@@ -980,7 +982,7 @@ def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int
         unknown = None  # a directive cut short by the end of the text: report the truncation
     if unknown is not None:
         line, col = _line_col(text, unknown[1])
-        return PTXSyntaxError(f"unknown directive '.{unknown[0]}'", file, line + offset_line, col)
+        return PTXSyntaxError(f"unknown directive '.{unknown[0]}'", file, line, col)
     line, col = _line_col(text, pos)
     if isinstance(err, UnexpectedCharacters):
         ch = text[pos] if pos < len(text) else ""
@@ -993,8 +995,9 @@ def _convert(err: UnexpectedInput, text: str, file: str | None, offset_line: int
         msg = f"unexpected {shown.strip()!r}" + (f"; {expected}" if expected else "")
     else:
         expected = _expected_text(getattr(err, "expected", ()) or ())
-        msg = "unexpected end of input (truncated file?)" + (f"; {expected}" if expected else "")
-    return PTXSyntaxError(msg, file, line + offset_line, col)
+        end = "unexpected end of input (truncated file?)" if whole_module else "unexpected end of input"
+        msg = end + (f"; {expected}" if expected else "")
+    return PTXSyntaxError(msg, file, line, col)
 
 
 @contextlib.contextmanager
@@ -1046,7 +1049,7 @@ def parse_statements(
         try:
             stmts = parser.parse(text, start="stmts")
         except UnexpectedInput as e:
-            raise _convert(e, text, filename) from None
+            raise _convert(e, text, filename, whole_module=False) from None
         finally:
             builder.reset("", None, ())
     for s in stmts:

@@ -346,3 +346,11 @@ def test_parsing_from_several_threads() -> None:
         got = list(pool.map(parse_module, texts * 4))
     assert got == expected * 4
     assert [print_module(m) for m in got] == texts * 4
+
+
+def test_parse_statements_missing_semicolon_at_end() -> None:
+    with pytest.raises(PTXSyntaxError) as info:
+        parse_statements("mov.u32 %r1, 1;\nadd.s32 %r1, %r2, %r3", filename="edit")
+    e = info.value
+    assert (e.line, e.column) == (2, 22)
+    assert e.message.startswith("unexpected end of input;") and "';'" in e.message and "truncated" not in e.message
