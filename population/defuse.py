@@ -509,11 +509,6 @@ def _natural_key(name: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (name, -1)
 
 
-def immediates(instr: Instruction) -> list[Immediate]:
-    """The immediate operands of an instruction, in order."""
-    return [o for o in instr.operands if isinstance(o, Immediate)]
-
-
 def scopes(fn: Function) -> list[Scope]:
     """Every ``{ }`` scope in ``fn``'s body, outermost first in textual order."""
     out: list[Scope] = []

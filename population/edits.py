@@ -217,7 +217,6 @@ class _Plan:
     lo: int = 0  # body[lo:hi] is replaced
     hi: int = 0
     new: list | None = None
-    instr: Instruction | None = None
     lines: tuple[int, int] = (0, 0)  # occupied parent lines (Insert: (after, after) as a gap)
 
 
@@ -388,7 +387,7 @@ def _plan_line_edit(i: int, e: Edit, lm: LineMap) -> _Plan:
         what = type(node).__name__ if node is not None else "no statement"
         raise ValueError(f"{_describe(lm, e.line)} is not an instruction ({what})")
     info = lm.info(e.line)
-    return _Plan(i, e, e.line, info.body, info.index, info.index + 1, None, instr=node, lines=(e.line, e.line))
+    return _Plan(i, e, e.line, info.body, info.index, info.index + 1, None, lines=(e.line, e.line))
 
 
 def _check_overlaps(plans: list[_Plan], script: EditScript) -> None:
