@@ -121,3 +121,34 @@ def test_ptxas_accepts_print(corpus, canonical: bool) -> None:
     entries = {f.name for f in module.entries}
     assert entries <= set(result.resources)
     assert len(result.cubin) > 0
+
+
+def _drop_spellings(body: list) -> None:
+    for s in body:
+        if isinstance(s, ast.Scope):
+            _drop_spellings(s.body)
+        else:
+            s.layout = None
+
+
+def test_default_layout_with_source_trivia_round_trips_and_assembles(corpus) -> None:
+    """Every statement printed in nvcc's layout between its original trivia (what an edit that touches every
+    line produces): still parses back equal, and ptxas still accepts it."""
+    path, text, _ = corpus
+    module = parse_module(text, str(path))
+    for fn in module.functions:
+        fn.layout = None
+        _drop_spellings(fn.body or [])
+    for item in module.items:
+        if not isinstance(item, ast.Function):
+            item.layout = None
+    printed = print_module(module)
+    assert parse_module(printed) == module
+    try:
+        from evaluators.toolchain import ToolchainNotFound, compile_ptx
+    except ImportError:
+        pytest.skip("evaluators.toolchain not importable")
+    try:
+        compile_ptx(printed, arch=module.target[0], verify_only=True)
+    except ToolchainNotFound as e:
+        pytest.skip(f"no ptxas: {e}")
