@@ -157,3 +157,34 @@ def test_registry_imports_llm_lazily():
             "assert 'transformers' not in sys.modules; print('lazy')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "lazy" in out.stdout, out.stderr
+
+
+def test_crossover_carries_body_hunks_between_lineages(seeds, workload):
+    """Two lineages from the naive seed (one changed hints/math, the other unrolled/scheduled): crossing them
+    gives children that take some of b's hunks, apply and compile."""
+    from evaluators.toolchain import compile_ptx
+    from evolve.operators.crossover import line_hunks
+    from evolve.operators.mathops import MathOpsOperator
+    from evolve.operators.unroll import UnrollOperator
+
+    naive = seeds[0]
+    ctx = OperatorContext(workload)
+    a = apply_script(naive, HintsOperator().propose(naive, ctx, np.random.default_rng(1)), operator="hints")
+    a = apply_script(a, MathOpsOperator().propose(a, ctx, np.random.default_rng(2)), operator="mathops")
+    b = apply_script(naive, UnrollOperator(factors=(2,)).propose(naive, ctx, np.random.default_rng(0)),
+                     operator="unroll")
+    groups = line_hunks(a, b)
+    # a's two edits (b has the original lines) and b's unrolled loop: copy + exit test and exit label together
+    assert len(groups) == 3
+    unrolled = next(g for g in groups if len(g) == 2)
+    assert "_x;" in unrolled[0].to_text() and unrolled[1].to_text().splitlines()[1].endswith("_x:")
+    seen = set()
+    for seed in range(12):
+        script = crossover(a, b, np.random.default_rng(seed), knob_space=workload.knob_space)
+        child = apply_script(a, script, operator="crossover")
+        compile_ptx(child)
+        seen.add(child.identity)
+    assert len(seen) >= 3
+    # identical bodies and launch: nothing to cross
+    with pytest.raises(NoProposal):
+        crossover(b, b, np.random.default_rng(0), knob_space=workload.knob_space)

@@ -229,3 +229,35 @@ def test_schedule_keeps_carry_chains_in_order():
     for a, b in itertools.pairwise(chain):
         assert nx.has_path(g, a, b), (a, b)
     assert not nx.has_path(g, 0, 1) and not nx.has_path(g, 1, 4)  # the mov is free to move
+
+
+def test_crossover_of_scheduled_and_unrolled_lineages_keeps_semantics():
+    from evolve.operators.crossover import crossover
+
+    ctx = OperatorContext(None)
+    k = Kernel(module=parse_module(STRAIGHT), entry="straight")
+    sched = [apply_script(k, ScheduleOperator().propose(k, ctx, np.random.default_rng(s)), operator="schedule")
+             for s in range(6)]
+    children = 0
+    for i, a in enumerate(sched):
+        for b in sched[i + 1:]:
+            for seed in range(4):
+                try:
+                    script = crossover(a, b, np.random.default_rng(seed))
+                except Exception as e:  # identical parents have nothing to cross
+                    assert type(e).__name__ == "NoProposal"
+                    continue
+                child = apply_script(a, script, operator="crossover")
+                for n in (4, 6):
+                    params, mem = _inputs(n, seed=seed)
+                    assert run(child, params, mem) == run(k, params, mem), script.to_text()
+                children += 1
+    assert children >= 10
+    loop = Kernel(module=parse_module(LOOP), entry="loopk")
+    unrolled = apply_script(loop, UnrollOperator(factors=(2,)).propose(loop, ctx, np.random.default_rng(0)),
+                            operator="unroll")
+    for a, b in ((loop, unrolled), (unrolled, loop)):
+        child = apply_script(a, crossover(a, b, np.random.default_rng(0)), operator="crossover")
+        for n in range(1, 8):
+            params, mem = _inputs(n, seed=n)
+            assert run(child, params, mem) == run(loop, params, mem)
