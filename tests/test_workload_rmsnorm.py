@@ -121,3 +121,36 @@ def test_abi_check():
         check_abi(abi, ["u64", "u64", "u64", "u32", "u32", "u32"])
     with pytest.raises(AbiMismatch, match="pointer"):
         check_abi(abi, ["u32", "u64", "u64", "u32", "u32", "f32"])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_seeds_compile_with_ptxas_and_match_the_abi(dtype):
+    from evaluators.gpu.args import param_types
+    from evaluators.toolchain import compile_ptx
+
+    wl = RMSNorm(dtype)
+    naive, template = wl.seeds()
+    assert naive.entry == template.entry == "rmsnorm"
+    assert naive.launch.block == (256, 1, 1) and naive.launch.knob("rows_per_cta") == 1
+    assert dict(template.launch.knobs) == wl.default_knobs
+    for k in (naive, template):
+        check_abi(wl.abi, param_types(k), k.entry)
+        res = compile_ptx(k).resources["rmsnorm"]
+        assert 0 < res.registers <= 255 and res.spill_stores_bytes == 0 and res.barriers >= 1
+
+
+def test_instantiate_other_knobs_and_committed_ptx_is_reproducible(tmp_path, monkeypatch):
+    from evaluators.toolchain import compile_ptx
+    from evaluators.workloads.cuda_build import SEEDS_DIR, build_ptx
+
+    monkeypatch.setenv("PTXFORGE_CACHE", str(tmp_path))
+    wl = RMSNorm("bf16")
+    k = wl.instantiate({"threads": 128, "rows_per_cta": 4, "cache_hint": 2})
+    assert k.launch.block == (128, 1, 1) and k.launch.knob("rows_per_cta") == 4
+    assert "ld.global.cs" in k.ptx and "st.global.cs" in k.ptx  # the cache-hint knob reached the PTX
+    assert compile_ptx(k).resources["rmsnorm"].registers > 0
+    assert list((tmp_path / "seeds").glob("rmsnorm_template-*.ptx")), "instantiate caches by content hash"
+    fresh = build_ptx("rmsnorm_naive.cu", {"DTYPE": 0}, use_cache=False)
+    assert fresh == (SEEDS_DIR / "rmsnorm_naive.ptx").read_text()
+    with pytest.raises(ValueError, match="threads=48"):
+        wl.instantiate({"threads": 48})
