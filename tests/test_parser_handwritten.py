@@ -8,7 +8,7 @@ import re
 import pytest
 
 from population import ast
-from population.parser import GRAMMAR_PATH, RUN_PATTERN, parse_module, reference_parser
+from population.parser import GRAMMAR_PATH, RUN_PATTERN, parse_module, reference_grammar, reference_parser
 from population.printer import print_module, without_debug
 
 HANDWRITTEN = """// hand-written copy kernel
@@ -135,3 +135,9 @@ def test_run_terminal_matches_parser_pattern() -> None:
     line = next(x for x in GRAMMAR_PATH.read_text().splitlines() if x.startswith("RUN.4: /"))
     pattern = line[len("RUN.4: /") : -1]
     assert re.compile(pattern).pattern.replace("\\/", "/") == RUN_PATTERN.replace("\\/", "/")
+
+
+def test_reference_grammar_has_no_fast_path() -> None:
+    ref = reference_grammar()
+    assert "| run" not in ref and "run: RUN" not in ref
+    assert "instruction: PRED? WORD operands? SEMI" in ref
