@@ -11,7 +11,6 @@ suites): bf16 atol 3e-2, fp16 atol 1e-2, fp32 atol 1e-4, rtol 1e-3 for all.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from types import ModuleType
 from typing import Any
 
@@ -231,8 +230,3 @@ class RMSNorm(Workload):
     @property
     def tolerance(self) -> tuple[float, float]:
         return TOLERANCES[self.dtype]
-
-    @cached_property
-    def input_dtypes(self) -> dict[str, str]:
-        """Element dtype of each input buffer: x in the workload dtype, w float32."""
-        return {"x": self.dtype, "w": "fp32"}
