@@ -364,8 +364,9 @@ class Engine:
         ident = item.kernel.identity
         if ident in self.in_flight:
             return self._duplicate(item)
-        prev = self.store.find_identity(ident)
-        if prev is not None and prev.status in EVAL_STATUSES:
+        # Only id and status: find_identity would also load and decode the earlier row's PTX and metrics.
+        prev = self.store.query("SELECT status FROM candidates WHERE identity=? ORDER BY id LIMIT 1", (ident,))
+        if prev and prev[0][0] in EVAL_STATUSES:
             return self._duplicate(item)
         self.budget.candidates += 1
         return item
@@ -381,7 +382,7 @@ class Engine:
         if name in self.selector.counts:
             self.selector.update(name, reward)
 
-    def _submit(self, item: _Item, pool: ThreadPoolExecutor) -> None:
+    def _submit(self, item: _Item, pool: Any) -> None:
         self.in_flight.add(item.kernel.identity)
         self.budget.evaluations += 1
         item.future = pool.submit(_timed_evaluate, self.evaluator, item.kernel)
@@ -394,7 +395,7 @@ class Engine:
         return [_Item(ask=Ask((), SEED), operator=SEED, kernel=k) for k in seeds]
 
     # ------------------------------------------------------------------------------------------ telling
-    def _tell(self, item: _Item, result: EvalResult, pool: ThreadPoolExecutor) -> None:
+    def _tell(self, item: _Item, result: EvalResult, pool: Any) -> None:
         self.in_flight.discard(item.kernel.identity)
         timings = {**item.timings, "evaluate": result.eval_seconds}
         with self.store.transaction() as tx:
@@ -461,7 +462,7 @@ class Engine:
             self.lessons.note(str(line), source=f"{item.operator}.reflect", operator=item.operator,
                               edit_kind=item.edit_kind, candidate_id=cid)
 
-    def _repair(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId, pool: ThreadPoolExecutor) -> None:
+    def _repair(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId, pool: Any) -> None:
         ctx = self._context(item.ask, cid)
         ctx.failure = (item.kernel, result)
         t0 = time.perf_counter()
@@ -526,7 +527,10 @@ class Engine:
         NoParent (from the algorithm) when no seed could be told. Evaluator exceptions become ``crash`` rows.
         """
         capacity = max(1, int(self.settings.capacity))
-        with ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="evaluate") as pool:
+        # One evaluation at a time gains nothing from a thread and would pay a thread hand-off per candidate.
+        executor = _InlineExecutor() if capacity == 1 else ThreadPoolExecutor(max_workers=capacity,
+                                                                              thread_name_prefix="evaluate")
+        with executor as pool:
             # Items restored from a checkpoint were proposed but never told: evaluate them again, in order.
             restored, self.pending = list(self.pending), deque()
             for it in restored:
@@ -568,6 +572,24 @@ class Engine:
             self.last_logged = -1
             self.on_snapshot(final)
         return final
+
+
+class _InlineExecutor:
+    """``concurrent.futures`` executor that runs each call at once in the calling thread (capacity 1)."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:
+            fut.set_exception(e)
+        return fut
+
+    def __enter__(self) -> _InlineExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _timed_evaluate(evaluator: Any, kernel: Kernel) -> EvalResult:
