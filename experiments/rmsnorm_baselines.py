@@ -96,7 +96,7 @@ def main() -> int:
 
     wl = RMSNorm(args.dtype)
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with GPUPool(wl, shapes=args.shapes, baselines="interleaved", repeats=args.repeats, timeout_s=300,
+    with GPUPool(wl, shapes=args.shapes, baselines="interleaved", repeats=args.repeats, timeout_s=300, check_output="all",
                  seed=2026) as pool:
         results: dict[str, EvalResult] = {"naive seed": pool.evaluate(wl.seeds()[0])}
         variants = {}

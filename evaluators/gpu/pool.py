@@ -46,7 +46,8 @@ class GPUPool:
     timed); gate (run the correctness gate, True); gate_shapes (None: the workload's); timeout_s (deadline per
     candidate in the worker, seconds); startup_timeout_s; warmup, repeats (benchmark launches); baselines
     ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
-    check_output (re-check the benchmarked output); seed (None: fresh gate inputs from the OS per
+    check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
+    drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh gate inputs from the OS per
     evaluation; an int: a reproducible sequence).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
@@ -59,11 +60,13 @@ class GPUPool:
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
                  startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
                  baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
-                 naive_baseline: bool = True, check_output: bool = True, seed: int | None = None):
+                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
         from evaluators.toolchain import compile_ptx
 
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
+        if check_output not in ("all", "one", "none"):
+            raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.workload, self.arch = workload, arch
         self.devices = list(devices) if devices is not None else visible_devices()
         if not self.devices:
@@ -103,10 +106,11 @@ class GPUPool:
             return self._seed * 1_000_003 + next(self._seed_counter)
 
     def evaluate(self, kernel: Kernel, *, shapes: str | Sequence[Shape] | None = None,
-                 baselines: str | None = None, gate: bool | None = None) -> EvalResult:
+                 baselines: str | None = None, gate: bool | None = None,
+                 check_output: str | None = None) -> EvalResult:
         """Compile, gate and benchmark ``kernel``; never raises for a bad kernel (the status says what failed).
 
-        shapes / baselines / gate override the pool's settings for this call (final verification uses
+        shapes / baselines / gate / check_output override the pool's settings for this call (final verification uses
         ``shapes="benchmark", baselines="interleaved"``).
         """
         from evaluators.toolchain import compile_ptx
@@ -145,7 +149,7 @@ class GPUPool:
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
                "warmup": self.warmup, "repeats": self.repeats,
-               "baselines": self.baselines if baselines is None else baselines, "check_output": self.check_output}
+               "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output}
         sup = self._free.get()
         try:
             reply = sup.request(req, self.timeout_s)
@@ -171,7 +175,7 @@ class GPUPool:
         ``measured_dram_bytes`` (left None, with ``extra["ncu"]`` saying why, when ncu cannot measure)."""
         from evaluators.gpu.ncu import NcuError, measure_dram_bytes
 
-        res = self.evaluate(kernel, shapes=shapes, baselines="interleaved")
+        res = self.evaluate(kernel, shapes=shapes, baselines="interleaved", check_output="all")
         if res.status != Status.OK:
             return res
         target = dram_shape or max((s.shape for s in res.shapes), key=self.workload.bytes_moved)

@@ -12,7 +12,8 @@ Request (dict): ``op`` "evaluate"; ``cubin`` bytes; ``entry``; ``param_types`` (
 types); ``launch`` (LaunchConfig.to_json()); ``gate`` bool; ``gate_seed`` int; ``gate_shapes`` list or None
 (workload's); ``bench_shapes`` list (empty: no benchmark); ``warmup``, ``repeats``; ``baselines``:
 "cached" (reuse per-shape baseline medians measured once in this worker), "interleaved" (time them again,
-round-robin with the candidate) or "none"; ``check_output`` bool (re-check the benchmarked output).
+round-robin with the candidate) or "none"; ``check_output``: "all" (re-check the benchmarked output at every
+shape), "one" (at one shape picked by ``gate_seed``, unknown to the kernel: a randomised audit) or "none".
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
 ``gate_checks``, ``seconds`` {gate, benchmark}, ``notes``.
 """
@@ -181,7 +182,9 @@ class WorkerState:
         run = self.launcher(fn, types, launch_json)
         results: list[ShapeResult] = []
         mode = req.get("baselines", "cached")
-        for shape in (tuple(s) for s in req["bench_shapes"]):
+        audit = req.get("check_output", "all")
+        audited = int(req.get("gate_seed", 0)) % max(1, len(req["bench_shapes"]))
+        for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
             inputs = self._inputs_for(shape)
             outputs = self._alloc_outputs(shape)
             fns: dict[str, Any] = {"candidate": lambda i=inputs, o=outputs, s=shape: run.enqueue(i, o, s)}
@@ -207,7 +210,7 @@ class WorkerState:
             if too_fast(gbps, self.copy_gbps):
                 return results, (f"{gbps:.0f} GB/s at shape {shape} exceeds the measured copy roofline "
                                  f"{self.copy_gbps:.0f} GB/s"), Status.TOO_FAST_TO_BE_TRUE
-            if req.get("check_output", True):
+            if audit == "all" or (audit == "one" and i == audited):
                 bad = self._check_output(run, shape)
                 if bad:
                     return results, bad, Status.WRONG_RESULT
