@@ -1,22 +1,53 @@
-// RMSNorm forward, parametric template: y = x * rsqrt(mean(x^2) + eps) * w.
+// RMSNorm forward, parametric template (v2): y = x * rsqrt(mean(x^2) + eps) * w.
 //
 // Same ABI as rmsnorm_naive.cu: (x, w, y, M, N, eps). Knobs are preprocessor macros (the workload's knob
 // names in brackets):
 //   THREADS      [threads]       threads per CTA (multiple of 32, <= 1024)
-//   ROWS_PER_CTA [rows_per_cta]  rows per CTA; each row gets THREADS / ROWS_PER_CTA threads (a multiple of 32)
-//   VEC          [vec]           elements per vector access (VEC * element bytes <= 16)
-//   KEEP_IN_REGS [keep_in_regs]  1: hold the row in registers between the two passes when it fits,
+//   ROWS_PER_CTA [rows_per_cta]  rows a CTA handles at once; each row gets TPR = THREADS / ROWS_PER_CTA
+//                                threads: a multiple of 32 (warps + shared-memory sum) or 8 / 16 (a sub-warp
+//                                lane group reduced with shuffles over that width; for N <= 2048)
+//   VEC          [vec]           elements per vector access of x and y (VEC * element bytes <= 16); w is read
+//                                with float4 / float2 accesses (two float4 per 8-element bf16 chunk)
+//   KEEP_IN_REGS [keep_in_regs]  1: hold the row slice in registers between the two passes when it fits,
 //                                0: re-read x from global memory (L2) in the second pass
-//   MAX_CHUNKS   [max_chunks]    vector chunks per thread held in registers; rows longer than
-//                                MAX_CHUNKS * VEC * threads-per-row fall back to the re-read path
+//   MAX_CHUNKS   [max_chunks]    VEC-wide chunks per thread held in registers (x: MAX_CHUNKS * VEC * elt / 4
+//                                registers); rows longer than MAX_CHUNKS * VEC * TPR * CLUSTER fall back to
+//                                the re-read path. All loads of a thread are issued before the first use.
 //   CACHE_HINT   [cache_hint]    0: plain ld/st; 1: x through the read-only path (ld.global.nc) and streaming
 //                                stores (st.global.cs); 2: evict-first loads (ld.global.cs) on the last read of
 //                                x and streaming stores
-// Launch: block = (THREADS, 1, 1), grid = (ceil(M / ROWS_PER_CTA), 1, 1), no dynamic shared memory.
+//   ROW_ITERS    [row_iters]     row loop: a CTA handles ROWS_PER_CTA * ROW_ITERS rows, ROWS_PER_CTA at a time
+//   W_REGS       [w_regs]        1: load this thread's slice of w into registers once, before the row loop, and
+//                                reuse it for every row (register path only); 0: read w per row (L1/L2 hits)
+//   CLUSTER      [cluster]       1, 2, 4 or 8 CTAs per row group (__cluster_dims__, compile-time, so a plain
+//                                launch works): each CTA holds 1/CLUSTER of the row (chunks interleaved across
+//                                the cluster) and the per-CTA partial sums of squares are exchanged through
+//                                distributed shared memory (Hopper thread-block clusters, as in QuACK's RMSNorm)
+//   MIN_BLOCKS   [min_blocks]    0: __launch_bounds__(THREADS); k > 0: __launch_bounds__(THREADS, k), which
+//                                caps registers at 65536 / (k * THREADS)
+// Launch: block = (THREADS, 1, 1), grid = (CLUSTER * ceil(M / (ROWS_PER_CTA * ROW_ITERS)), 1, 1), no dynamic
+// shared memory. The grid is a multiple of CLUSTER by construction; all CTAs of a cluster serve the same rows,
+// so rows past M make whole CTAs inactive together, and inactive row groups inside a CTA still join every
+// barrier.
 // Any M and N: a row whose pointers or length do not allow VEC-wide accesses is processed with scalar
-// accesses; the choice depends only on (x, w, y, N), so it is uniform across the CTA and every thread
-// reaches the barrier.
+// accesses; the choice depends only on (x, w, y, N), so it is uniform across the CTA and the cluster.
+// Deterministic: every sum is added in a fixed order (shuffle tree, warp partials in warp order, CTA partials
+// in cluster-rank order).
+//
+// Recommended knob sets per N range (bf16 x, fp32 w; rmsnorm.py TUNED_KNOBS holds the same table):
+//   N <= 256      threads 256, rows_per_cta 32 (TPR 8),  max_chunks 4, row_iters 4, w_regs 1
+//   N <= 512      threads 256, rows_per_cta 16 (TPR 16), max_chunks 4, row_iters 4, w_regs 1
+//   N <= 1024     threads 256, rows_per_cta 8  (TPR 32), max_chunks 4, row_iters 2, w_regs 1
+//   N <= 2048     threads 256, rows_per_cta 4  (TPR 64), max_chunks 4, row_iters 2, w_regs 1
+//   N <= 4096     threads 256, rows_per_cta 2  (TPR 128), max_chunks 4, row_iters 2, w_regs 1
+//   N <= 8192     threads 256, rows_per_cta 1, max_chunks 4
+//   N <= 16384    threads 512, rows_per_cta 1, max_chunks 4
+//   N <= 32768    threads 512, rows_per_cta 1, max_chunks 8
+//   N <= 65536    threads 512, cluster 2, max_chunks 8
+//   N <= 131072   threads 512, cluster 4, max_chunks 8
+//   N <= 262144   threads 512, cluster 8, max_chunks 8
 #include <stdint.h>
+#include <cooperative_groups.h>
 #include "rmsnorm_common.cuh"
 
 #ifndef THREADS
@@ -37,12 +68,29 @@
 #ifndef CACHE_HINT
 #define CACHE_HINT 0
 #endif
+#ifndef ROW_ITERS
+#define ROW_ITERS 1
+#endif
+#ifndef W_REGS
+#define W_REGS 0
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0
+#endif
 
 #define TPR (THREADS / ROWS_PER_CTA)
-#define WARPS_PER_ROW (TPR / 32)
+#define LANES (TPR < 32 ? TPR : 32)
+#define WARPS_PER_ROW (TPR < 32 ? 1 : TPR / 32)
+#define STRIDE (TPR * CLUSTER)  // chunk stride of one thread along its row
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be a multiple of 32, at most 1024");
-static_assert(THREADS % ROWS_PER_CTA == 0 && TPR % 32 == 0, "THREADS / ROWS_PER_CTA must be a multiple of 32");
+static_assert(THREADS % ROWS_PER_CTA == 0 && (TPR % 32 == 0 || TPR == 8 || TPR == 16),
+              "THREADS / ROWS_PER_CTA must be a multiple of 32, or 8 or 16");
 static_assert(VEC * sizeof(S) <= 16 && (VEC & (VEC - 1)) == 0, "VEC must be a power of two, at most 16 bytes");
+static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8, "CLUSTER must be 1, 2, 4 or 8");
+static_assert(ROW_ITERS >= 1 && MAX_CHUNKS >= 1, "ROW_ITERS and MAX_CHUNKS must be >= 1");
 
 template <int BYTES> struct Raw;
 template <> struct Raw<16> { typedef uint4 t; };
@@ -70,6 +118,23 @@ __device__ __forceinline__ void load_x(Pack<V>& p, const S* src) {
 #endif
 }
 
+// V floats of w with the widest aligned accesses (fits_vector checked the alignment): float4 for V >= 4.
+template <int V>
+__device__ __forceinline__ void load_w(float (&wv)[V], const float* src) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {
+            const float4 q = __ldg(reinterpret_cast<const float4*>(src + k));
+            wv[k] = q.x; wv[k + 1] = q.y; wv[k + 2] = q.z; wv[k + 3] = q.w;
+        }
+    } else if constexpr (V == 2) {
+        const float2 q = __ldg(reinterpret_cast<const float2*>(src));
+        wv[0] = q.x; wv[1] = q.y;
+    } else {
+        wv[0] = __ldg(src);
+    }
+}
+
 template <int V>
 __device__ __forceinline__ void store_y(S* dst, const Pack<V>& p) {
     typedef typename Pack<V>::R R;
@@ -92,68 +157,114 @@ __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
 }
 
 template <int V>
-__device__ __forceinline__ void scale_store(S* dst, const Pack<V>& p, const float* wc, float r) {
+__device__ __forceinline__ void scale_store(S* dst, const Pack<V>& p, const float (&wv)[V], float r) {
     Pack<V> o;
 #pragma unroll
-    for (int k = 0; k < V; ++k) o.e[k] = from_f(to_f(p.e[k]) * r * wc[k]);
+    for (int k = 0; k < V; ++k) o.e[k] = from_f(to_f(p.e[k]) * r * wv[k]);
     store_y<V>(dst, o);
 }
 
-// Sum over the TPR threads of one row group; every thread gets the total, added in a fixed order.
-__device__ __forceinline__ float row_sum(float v, int group, int t) {
-    __shared__ float red[ROWS_PER_CTA][WARPS_PER_ROW];
+// Sum over the TPR threads of one row group (and over the CLUSTER CTAs of the row) in a fixed order; every
+// thread gets the total. parity alternates per row iteration: the shared slots are double-buffered, so a
+// slot is rewritten only after the barrier of the next iteration, by when every reader is done with it.
+__device__ __forceinline__ float row_sum(float v, int group, int t, int parity) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (WARPS_PER_ROW == 1) return v;
-    if (t % 32 == 0) red[group][t / 32] = v;
-    __syncthreads();
-    float s = 0.0f;
+    for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // xor < LANES: own group
+    float s = v;
+    if constexpr (WARPS_PER_ROW > 1) {
+        __shared__ float red[2][ROWS_PER_CTA][WARPS_PER_ROW];
+        if (t % 32 == 0) red[parity][group][t / 32] = v;
+        __syncthreads();
+        s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < WARPS_PER_ROW; ++i) s += red[group][i];
+        for (int i = 0; i < WARPS_PER_ROW; ++i) s += red[parity][group][i];
+    }
+    if constexpr (CLUSTER > 1) {
+        __shared__ float part[2][ROWS_PER_CTA];
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        if (t == 0) part[parity][group] = s;
+        cluster.sync();  // release/acquire across the cluster: every CTA's partial is visible
+        s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) s += *cluster.map_shared_rank(&part[parity][group], q);
+    }
     return s;
 }
 
 template <int V>
-__device__ __forceinline__ void row_impl(const S* xr, const float* w, S* yr, int N, float eps, bool active,
-                                         int group, int t) {
+__device__ __forceinline__ void rows_impl(const S* x, const float* w, S* y, int M, int N, float eps,
+                                          long long row0, int group, int u, int t) {
     const int nchunks = N / V;  // N % V == 0 here
     // Only the full-width path keeps the row in registers; the narrow fallback streams (keeps the code small).
-    constexpr int KEPT = (KEEP_IN_REGS && V == VEC) ? MAX_CHUNKS : 1;
-    constexpr int STREAM_UNROLL = V == VEC ? 4 : 1;
-    const bool keep = KEEP_IN_REGS && V == VEC && nchunks <= MAX_CHUNKS * TPR;
-    float ss = 0.0f;
-    Pack<V> buf[KEPT];
-    if (keep) {
+    constexpr bool WIDE = V == VEC;
+    constexpr int KEPT = (KEEP_IN_REGS && WIDE) ? MAX_CHUNKS : 1;
+    constexpr int WKEPT = (KEEP_IN_REGS && W_REGS && WIDE) ? MAX_CHUNKS : 1;
+    constexpr int STREAM_UNROLL = WIDE ? 4 : 1;
+    const bool keep = KEEP_IN_REGS && WIDE && nchunks <= MAX_CHUNKS * STRIDE;
+    const bool wregs = keep && W_REGS;
+    float wbuf[WKEPT][V];
+    if (W_REGS && wregs) {
 #pragma unroll
-        for (int i = 0; i < KEPT; ++i) {
-            const int c = t + i * TPR;
-            if (active && c < nchunks) {
-                load_x<V, true>(buf[i], xr + (long long)c * V);
-                ss += sum_sq<V>(buf[i]);
-            }
-        }
-    } else if (active) {
-#pragma unroll(STREAM_UNROLL)
-        for (int c = t; c < nchunks; c += TPR) {
-            Pack<V> p;
-            load_x<V, false>(p, xr + (long long)c * V);
-            ss += sum_sq<V>(p);
+        for (int i = 0; i < WKEPT; ++i) {
+            const int c = u + i * STRIDE;
+            if (c < nchunks) load_w<V>(wbuf[i], w + (long long)c * V);
         }
     }
-    const float r = rsqrtf(row_sum(ss, group, t) / (float)N + eps);
-    if (!active) return;
-    if (keep) {
+#pragma unroll 1
+    for (int it = 0; it < ROW_ITERS; ++it) {
+        const long long base = row0 + (long long)it * ROWS_PER_CTA;
+        if (base >= M) break;  // uniform over the CTA and the cluster (row0 is the cluster's first row)
+        const long long row = base + group;
+        const bool active = row < M;  // inactive groups still take part in the barriers
+        const S* xr = x + (active ? row : 0) * N;
+        S* yr = y + (active ? row : 0) * N;
+        float ss = 0.0f;
+        Pack<V> buf[KEPT];
+        if (keep) {
+            // Issue every load first (predicated), then use them: MAX_CHUNKS * 16 bytes in flight per thread.
 #pragma unroll
-        for (int i = 0; i < KEPT; ++i) {
-            const int c = t + i * TPR;
-            if (c < nchunks) scale_store<V>(yr + (long long)c * V, buf[i], w + (long long)c * V, r);
-        }
-    } else {
+            for (int i = 0; i < KEPT; ++i) {
+                const int c = u + i * STRIDE;
+                if (active && c < nchunks) load_x<V, true>(buf[i], xr + (long long)c * V);
+            }
+#pragma unroll
+            for (int i = 0; i < KEPT; ++i) {
+                const int c = u + i * STRIDE;
+                if (active && c < nchunks) ss += sum_sq<V>(buf[i]);
+            }
+        } else if (active) {
 #pragma unroll(STREAM_UNROLL)
-        for (int c = t; c < nchunks; c += TPR) {
-            Pack<V> p;
-            load_x<V, true>(p, xr + (long long)c * V);
-            scale_store<V>(yr + (long long)c * V, p, w + (long long)c * V, r);
+            for (int c = u; c < nchunks; c += STRIDE) {
+                Pack<V> p;
+                load_x<V, false>(p, xr + (long long)c * V);
+                ss += sum_sq<V>(p);
+            }
+        }
+        const float r = rsqrtf(row_sum(ss, group, t, it & 1) / (float)N + eps);
+        if (!active) continue;
+        if (keep) {
+#pragma unroll
+            for (int i = 0; i < KEPT; ++i) {
+                const int c = u + i * STRIDE;
+                if (c < nchunks) {
+                    if (W_REGS && wregs) {
+                        scale_store<V>(yr + (long long)c * V, buf[i], wbuf[i < WKEPT ? i : 0], r);
+                    } else {
+                        float wv[V];
+                        load_w<V>(wv, w + (long long)c * V);
+                        scale_store<V>(yr + (long long)c * V, buf[i], wv, r);
+                    }
+                }
+            }
+        } else {
+#pragma unroll(STREAM_UNROLL)
+            for (int c = u; c < nchunks; c += STRIDE) {
+                Pack<V> p;
+                float wv[V];
+                load_x<V, true>(p, xr + (long long)c * V);
+                load_w<V>(wv, w + (long long)c * V);
+                scale_store<V>(yr + (long long)c * V, p, wv, r);
+            }
         }
     }
 }
@@ -161,24 +272,39 @@ __device__ __forceinline__ void row_impl(const S* xr, const float* w, S* yr, int
 template <int V>
 __device__ __forceinline__ bool fits_vector(const S* x, const float* w, S* y, int N) {
     const uintptr_t a = (uintptr_t)x | (uintptr_t)y;
-    return N % V == 0 && a % (V * sizeof(S)) == 0 && (uintptr_t)w % (V * sizeof(float) > 16 ? 16 : V * sizeof(float)) == 0;
+    constexpr uintptr_t WALIGN = V * sizeof(float) > 16 ? 16 : V * sizeof(float);
+    return N % V == 0 && a % (V * sizeof(S)) == 0 && (uintptr_t)w % WALIGN == 0;
 }
 
-template <int V>
-__device__ __forceinline__ void dispatch(const S* x, const float* w, S* y, long long row, int N, float eps,
-                                         bool active, int group, int t) {
-    if (fits_vector<V>(x, w, y, N)) {
-        row_impl<V>(x + row * N, w, y + row * N, N, eps, active, group, t);
-    } else if constexpr (V > 1) {
-        row_impl<1>(x + row * N, w, y + row * N, N, eps, active, group, t);
-    }
-}
+#if CLUSTER > 1
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
+#if MIN_BLOCKS > 0
+#define BOUNDS __launch_bounds__(THREADS, MIN_BLOCKS)
+#else
+#define BOUNDS __launch_bounds__(THREADS)
+#endif
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void BOUNDS CLUSTER_ATTR
 rmsnorm(const S* __restrict__ x, const float* __restrict__ w, S* __restrict__ y, int M, int N, float eps) {
     const int group = threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
-    const long long row = (long long)blockIdx.x * ROWS_PER_CTA + group;
-    const bool active = row < M;  // inactive groups still take part in the barrier
-    dispatch<VEC>(x, w, y, active ? row : 0, N, eps, active, group, t);
+#if CLUSTER > 1
+    const int rank = (int)cooperative_groups::this_cluster().block_rank();
+#else
+    const int rank = 0;
+#endif
+    const int u = rank * TPR + t;  // this thread's index along the row, across the cluster
+    const long long row0 = (long long)(blockIdx.x / CLUSTER) * (ROWS_PER_CTA * ROW_ITERS);
+    if (fits_vector<VEC>(x, w, y, N)) {
+        rows_impl<VEC>(x, w, y, M, N, eps, row0, group, u, t);
+    } else {
+        if constexpr (VEC > 1) rows_impl<1>(x, w, y, M, N, eps, row0, group, u, t);
+    }
+#if CLUSTER > 1
+    // No CTA may leave (freeing its shared memory) while a peer may still read its partial sums.
+    cooperative_groups::this_cluster().sync();
+#endif
 }
