@@ -102,7 +102,7 @@ def test_launch_rule():
 def test_knob_validation():
     wl = RMSNorm("bf16")
     assert wl.check_knobs({"threads": 128, "rows_per_cta": 4})["vec"] == 8
-    for bad, msg in [({"threads": 100}, "threads=100"), ({"threads": 64, "rows_per_cta": 4}, "rows_per_cta=4"),
+    for bad, msg in [({"threads": 100}, "threads=100"), ({"threads": 96, "rows_per_cta": 2}, "rows_per_cta=2"),
                      ({"vec": 3}, "vec=3"), ({"cache_hint": 7}, "cache_hint=7"), ({"speed": 1}, "unknown")]:
         with pytest.raises(ValueError, match=msg):
             wl.check_knobs(bad)
