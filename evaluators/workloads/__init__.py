@@ -1,0 +1,1 @@
+"""Workloads: one operation each (reference, inputs, shapes, ABI, tolerances, bytes model, seeds)."""

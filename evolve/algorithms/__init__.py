@@ -1,0 +1,1 @@
+"""Ask/tell search algorithms: MAP-Elites, random search, hill climbing, GA, islands."""

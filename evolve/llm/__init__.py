@@ -1,0 +1,1 @@
+"""Language-model backends (local transformers, OpenAI-compatible HTTP), response cache, constrained decoding."""

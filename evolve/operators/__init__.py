@@ -1,0 +1,1 @@
+"""Mutation operators: each turns a parent kernel into an edit script (population.edits)."""
