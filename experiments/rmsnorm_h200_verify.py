@@ -13,11 +13,12 @@ short still leaves what was measured:
    ``ERROR SUMMARY: N errors`` line is parsed.
 2. ``pool_start``: a ``GPUPool`` (workers spawned, device-to-device copy bandwidth measured, the library
    baselines compiled for the search shapes, the gate warmed up).
-3. ``benchmark:best``, ``benchmark:template``, ``benchmark:naive``: gate on the workload's gate shapes, then the
+3. ``benchmark:<kernel>`` (best, then template, then naive; the best's held-out phase comes before the other
+   two): gate on the workload's gate shapes, then the
    11-shape benchmark matrix with the naive seed, torch eager, torch.compile (and Liger/QuACK when importable)
    re-timed round-robin with the kernel in the same worker, every benchmarked output re-checked against the
    float64 reference (``check_output="all"``).
-4. ``heldout:best`` (then template, naive): the gate on the held-out generality shapes
+4. ``heldout:<kernel>``: the gate on the held-out generality shapes
    (``workload.heldout_shapes``: N = 3072, 5120, 7168, 12288, 28672 x M = 1, 199, 4096) and their times
    (no baselines).
 5. ``ncu``: DRAM bytes of one launch of the best kernel at 32768 x 4096 (``evaluators.gpu.ncu``).
@@ -288,9 +289,32 @@ def versions() -> dict[str, str]:
     return out
 
 
+def search_timeline(rows: list[Any], summary: dict[str, Any] | None, started: float | None,
+                    ended: float | None) -> dict[str, Any]:
+    """Where the search command's wall time went, from the store rows (``created`` UNIX seconds, in id order)
+    and the driver's start/end UNIX times of ``python -m evolve``: ``startup_s`` (imports, config, GPU pool
+    start: workers, copy bandwidth, baseline compilation, gate warm-up) = first row's creation - its
+    evaluation seconds - start; ``search_s`` (the engine's own clock from summary.json, else first to last
+    row); ``teardown_s`` (export, W&B finish) = end - last row; rows, evaluations/s. Missing inputs give None."""
+    out: dict[str, Any] = {"rows": len(rows), "startup_s": None, "search_s": None, "teardown_s": None,
+                           "total_s": None if started is None or ended is None else round(ended - started, 1)}
+    if rows:
+        first, last = rows[0], rows[-1]
+        if started is not None:
+            out["startup_s"] = round(first.created - first.eval_seconds - started, 1)
+        if ended is not None:
+            out["teardown_s"] = round(ended - last.created, 1)
+        out["search_s"] = round(float(summary["seconds"]) if summary and "seconds" in summary
+                                else last.created - first.created, 1)
+        if summary and summary.get("evaluations") and out["search_s"]:
+            out["evaluations_per_s"] = round(float(summary["evaluations"]) / out["search_s"], 3)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ main
 def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats: int = 20,
-           sanitizer_tools: tuple[str, ...] = SANITIZER_TOOLS) -> dict[str, Any]:
+           sanitizer_tools: tuple[str, ...] = SANITIZER_TOOLS, evolve_started: float | None = None,
+           evolve_ended: float | None = None) -> dict[str, Any]:
     """Run every phase (module docstring) within ``deadline_s`` seconds; returns the verify.json content.
     ValueError when ``run_dir`` holds no store or the store has no ok candidate."""
     from archive.export import workload_from_meta
@@ -310,6 +334,9 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
             raise ValueError(f"{store_path}: the stored config names no buildable workload")
         finalists = select_finalists(store, wl)
         status_counts = store.status_counts()
+        summary_path = run_dir / "summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+        timeline = search_timeline(store.candidates(with_ptx=False), summary, evolve_started, evolve_ended)
     finally:
         store.close()
     arch = str(((meta.get("config") or {}).get("hardware") or {}).get("arch") or "sm_90")
@@ -321,7 +348,8 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
         "shapes": {"benchmark": [list(s) for s in wl.benchmark_shapes],
                    "heldout": [list(s) for s in wl.heldout_shapes], "sanitizer": [list(s) for s in SANITIZER_SHAPES],
                    "ncu": list(NCU_SHAPE)},
-        "finalists": {k: f.to_json() for k, f in finalists.items()},
+        "finalists": {k: f.to_json() for k, f in finalists.items()}, "search_timeline": timeline,
+        "search_summary_present": summary is not None,
         "benchmark": {}, "heldout": {}, "sanitizer": {}, "ncu": None,
     }
     if evaluator == "static":
@@ -405,13 +433,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="timed launches per kernel and shape")
     ap.add_argument("--sanitizer-tools", default=",".join(SANITIZER_TOOLS),
                     help=f"comma-separated compute-sanitizer tools, in order (default {','.join(SANITIZER_TOOLS)})")
+    ap.add_argument("--evolve-started", type=float, default=None, help="UNIX time `python -m evolve` started")
+    ap.add_argument("--evolve-ended", type=float, default=None, help="UNIX time it ended")
     args = ap.parse_args(argv)
     tools = tuple(t for t in args.sanitizer_tools.split(",") if t)
     bad = [t for t in tools if t not in SANITIZER_TOOLS]
     if bad:
         ap.error(f"--sanitizer-tools: unknown {bad}; known {list(SANITIZER_TOOLS)}")
     try:
-        data = verify(args.run, args.out, args.deadline_s, args.evaluator, args.repeats, tools)
+        data = verify(args.run, args.out, args.deadline_s, args.evaluator, args.repeats, tools,
+                      args.evolve_started, args.evolve_ended)
     except ValueError as e:
         print(f"rmsnorm_h200_verify: {e}", file=sys.stderr)
         return 2
