@@ -2,8 +2,10 @@
 
 Method (DESIGN.md, "Traps"): each callable is warmed up, then the callables are timed round-robin in the same
 process (candidate, baseline 1, baseline 2, candidate, ...) so clock and thermal drift hit all alike; before
-every timed launch a buffer of twice the L2 size is overwritten (``cudaMemsetAsync``) so the launch reads its
-inputs from DRAM; each launch sits between two events on the stream; the result is the median in µs.
+every timed launch a buffer of twice the L2 size is *read* (a streaming kernel with 16-byte loads) so the launch
+reads its inputs from DRAM. Reading, not writing, matters: a memset leaves the L2 full of dirty lines whose
+write-back to DRAM would then be charged to the timed launch (tens of MB at ~4 TB/s: ~15 µs, which dominates
+small shapes); each launch sits between two events on the stream; the result is the median in µs.
 The copy roofline is a device-to-device ``cudaMemcpyAsync`` of ``COPY_BYTES``, counted as bytes read plus
 bytes written, median of repeats. Only runs inside a process that owns a GPU (the worker).
 """
@@ -29,23 +31,45 @@ def cupy_module() -> Any:
     return cupy
 
 
+_FLUSH_SRC = r"""
+extern "C" __global__ void l2_flush_read(const ulonglong2* __restrict__ p, unsigned long long n,
+                                         unsigned long long* __restrict__ sink) {
+    unsigned long long acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        ulonglong2 v = p[i];
+        acc ^= v.x ^ v.y;
+    }
+    if (acc == 0x9E3779B97F4A7C15ull) sink[0] = acc;  // never true for the filled buffer; keeps the loads alive
+}
+"""
+
+
 @dataclass
 class L2Flusher:
-    """Overwrites ``nbytes`` of device memory (twice the L2 by default) on the current stream."""
+    """Evicts the L2 by reading ``nbytes`` (twice the L2 by default) of clean device memory on the current
+    stream. The buffer is filled once at construction, so every flush leaves only clean lines behind."""
 
     nbytes: int
     buf: Any = None
+    sink: Any = None
+    kernel: Any = None
+    blocks: int = 1056
 
     @classmethod
     def for_device(cls, factor: int = 2) -> L2Flusher:
         cp = cupy_module()
-        l2 = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())["l2CacheSize"])
-        n = max(factor * l2, 8 << 20)
-        return cls(n, cp.empty(n, dtype=cp.uint8))
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())
+        n = max(factor * int(props["l2CacheSize"]), 8 << 20) // 16 * 16
+        buf = cp.empty(n, dtype=cp.uint8)
+        buf.fill(1)
+        cp.cuda.get_current_stream().synchronize()
+        kernel = cp.RawKernel(_FLUSH_SRC, "l2_flush_read")
+        return cls(n, buf, cp.zeros(1, dtype=cp.uint64), kernel, 8 * int(props["multiProcessorCount"]))
 
     def __call__(self) -> None:
         cp = cupy_module()
-        cp.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.nbytes, cp.cuda.get_current_stream().ptr)
+        self.kernel((self.blocks,), (512,), (self.buf, cp.uint64(self.nbytes // 16), self.sink))
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any]], flush: Callable[[], None] | None = None, *,
