@@ -161,3 +161,20 @@ def test_operator_config_errors_name_the_setting(workload):
         LLMOperator(workload, llm={"backend": "transformers"}, roles=[{"name": "o", "focus": "row"}])
     with pytest.raises(ValueError, match="kind 'optimizer'"):
         LLMOperator(workload, llm={"backend": "transformers"}, roles=[{"name": "c", "kind": "critic"}])
+
+
+def test_type_swaps_follow_the_destination_register(workload):
+    from evolve.llm.constrained import compatible_types, register_types
+    from population.ast import Instruction
+
+    kernel = workload.seeds()[0]
+    fn = kernel.module.function(kernel.entry)
+    types = register_types(fn)
+    fma = next(s for s in fn.body if isinstance(s, Instruction) and s.opcode == "fma")
+    assert types[fma.operands[0].name] == "f32"
+    assert compatible_types(fma, types) == ("f32", "b32")
+    cvt = next(s for s in fn.body if isinstance(s, Instruction) and s.opcode == "cvt")
+    assert compatible_types(cvt, types) is None  # two type modifiers: left open
+    g = focused_edit_grammar(GrammarSpec(lines=(7,), instruction_lines=(7,), entries=("k",), kinds=("MODIFIER",),
+                                         line_modifiers={7: ("rn", "f32")}, line_types={7: ("f32", "b32")}))
+    assert '" -" "f32" " +" ("b32")' in g and '" -" ("rn") (" +" mod)?' in g

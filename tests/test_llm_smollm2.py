@@ -149,6 +149,9 @@ def test_repair_role_on_a_planted_ptxas_error(backend, record_property):
     record_property("llm_repair_exact", exact / tries)
     assert op.stats.repairs_tried == tries
     assert op.stats.repairs_ok == fixed
+    # Measured on this machine: 7 of 8 seeded repairs compile (the type swap is constrained to the destination
+    # register's declared type); at that rate one success in six tries is all but certain.
+    assert fixed >= 1
 
 
 def test_http_backend_round_trips_through_the_local_server(backend, workload):

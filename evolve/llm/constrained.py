@@ -56,6 +56,9 @@ COMMON_MODIFIERS = (
     "sat", "lo", "hi", "wide", "sync", "aligned", "uni", "eq", "ne", "lt", "le", "gt", "ge", "and", "or",
     "bfly", "down", "up", "idx", "full", "to",
 )
+# Fundamental types (PTX ISA §5.2.1) an instruction's type modifier can take.
+TYPE_MODIFIERS = ("f16", "bf16", "f16x2", "bf16x2", "f32", "f64", "u8", "u16", "u32", "u64", "s8", "s16", "s32",
+                  "s64", "b8", "b16", "b32", "b64", "pred")
 SPECIAL_REGISTERS = ("%tid.x", "%tid.y", "%ntid.x", "%ctaid.x", "%ctaid.y", "%nctaid.x", "%laneid", "%warpid")
 BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
@@ -84,7 +87,10 @@ class GrammarSpec:
         with these stems are auto-declared by apply_script.
     opcodes, modifiers, symbols: vocabularies for PTX lines.
     kinds: the edit keywords allowed. max_edits / max_block_lines / max_operands bound the output length;
-    max_span: the most lines a REPLACE/DELETE range may cover.
+    max_span: the most lines a REPLACE/DELETE range may cover. line_modifiers: instruction line -> its
+    modifiers; when given, MODIFIER may only remove a modifier the instruction has, and a removed type
+    (``TYPE_MODIFIERS``) must be replaced by a different type, from ``line_types[line]`` when given (the types
+    compatible with the instruction's destination register, see :func:`compatible_types`).
     """
 
     lines: tuple[int, ...]
@@ -100,6 +106,8 @@ class GrammarSpec:
     max_block_lines: int = 4
     max_operands: int = 6
     max_span: int = 8
+    line_modifiers: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    line_types: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def focused_edit_grammar(spec: GrammarSpec) -> str:
@@ -138,8 +146,26 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
     if "DELETE" in kinds:
         rules.append('delete ::= "DELETE " span')
     if "MODIFIER" in kinds:
-        rules.append('modifier ::= "MODIFIER " iln (" -" mod (" +" mod)? | " +" mod)')
-        rules.append("iln ::= " + _alts(str(n) for n in spec.instruction_lines))
+        if spec.line_modifiers:
+            # Per line: only a modifier the instruction has can be removed.
+            # An instruction keeps its type: a removed type modifier must be swapped for another type.
+            alts = []
+            for n in sorted(set(spec.instruction_lines)):
+                have = [m for m in spec.line_modifiers.get(n, ()) if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_:]*", m)]
+                typed = [m for m in have if m in TYPE_MODIFIERS]
+                other = [m for m in have if m not in TYPE_MODIFIERS]
+                rm = ""
+                for m in typed:  # never the same type back: that edit would be a no-op
+                    to = [t for t in spec.line_types.get(n, TYPE_MODIFIERS) if t != m]
+                    if to:
+                        rm += f'" -" {_lit(m)} " +" ({_alts(to)}) | '
+                if other:
+                    rm += f'" -" ({_alts(other)}) (" +" mod)? | '
+                alts.append(f'{_lit(str(n))} ({rm}" +" mod)')
+            rules.append('modifier ::= "MODIFIER " (' + " | ".join(alts) + ")")
+        else:
+            rules.append('modifier ::= "MODIFIER " iln (" -" mod (" +" mod)? | " +" mod)')
+            rules.append("iln ::= " + _alts(str(n) for n in spec.instruction_lines))
     if "LAUNCH" in kinds:
         # Block size only: launch knobs change what the template's PTX expects, KNOBS re-instantiates it instead.
         rules.append('launch ::= "LAUNCH block=" blk ",1,1"')
@@ -196,6 +222,42 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
 
 
 # ------------------------------------------------------------------------------------ vocabularies of a kernel
+
+# Instruction types that fit a register of a declared type: same kind and size, or the untyped bits of that
+# size (PTX ISA §5.2.3 and the per-instruction operand type rules, e.g. "mul.f32 d, a, b": d is .f32).
+_COMPATIBLE = {
+    "f32": ("f32", "b32"), "f64": ("f64", "b64"), "f16": ("f16", "b16"), "bf16": ("bf16", "b16"),
+    "f16x2": ("f16x2", "b32"), "bf16x2": ("bf16x2", "b32"),
+    "b32": ("b32", "u32", "s32", "f32"), "u32": ("u32", "s32", "b32"), "s32": ("s32", "u32", "b32"),
+    "b64": ("b64", "u64", "s64", "f64"), "u64": ("u64", "s64", "b64"), "s64": ("s64", "u64", "b64"),
+    "b16": ("b16", "u16", "s16", "f16", "bf16"), "u16": ("u16", "s16", "b16"), "s16": ("s16", "u16", "b16"),
+    "b8": ("b8", "u8", "s8"), "u8": ("u8", "s8", "b8"), "s8": ("s8", "u8", "b8"), "pred": ("pred",),
+}
+
+
+def register_types(fn: Function) -> dict[str, str]:
+    """Declared type of every register name of ``fn``: ``%r<6>`` declares ``%r0``..``%r5``; a stem maps too
+    (``"%r" -> "b32"``) so a register past the declared range still has a type."""
+    out: dict[str, str] = {}
+    for s in _walk(fn.body or []):
+        if isinstance(s, RegDecl):
+            for name, count in s.names:
+                out[name] = s.type
+                if count is not None:
+                    out.update({f"{name}{i}": s.type for i in range(count)})
+    return out
+
+
+def compatible_types(instr: Instruction, reg_types: Mapping[str, str]) -> tuple[str, ...] | None:
+    """Types an instruction with a single type modifier may take given its destination register's declared
+    type, or None when that cannot be told (no register destination, several type modifiers, unknown)."""
+    if sum(m in TYPE_MODIFIERS for m in instr.modifiers) != 1 or not instr.operands:
+        return None
+    dest = instr.operands[0]
+    if not isinstance(dest, Register):
+        return None
+    declared = reg_types.get(dest.name) or reg_types.get(re.sub(r"\d+$", "", dest.name))
+    return _COMPATIBLE.get(declared) if declared else None
 
 
 def _walk(body: Sequence[Statement]) -> Iterable[Statement]:

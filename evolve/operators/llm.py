@@ -35,7 +35,14 @@ from typing import Any
 import numpy as np
 
 from evolve.llm.base import ChatMessage, ChatRequest, Completion, LLMBackend, LLMError
-from evolve.llm.constrained import EDIT_KINDS, GrammarSpec, focused_edit_grammar, kernel_vocabulary
+from evolve.llm.constrained import (
+    EDIT_KINDS,
+    GrammarSpec,
+    compatible_types,
+    focused_edit_grammar,
+    kernel_vocabulary,
+    register_types,
+)
 from evolve.llm.prompts import (
     FORMAT_HELP,
     ROLE_INSTRUCTIONS,
@@ -69,7 +76,8 @@ class Role:
     instructions: overrides ``ROLE_INSTRUCTIONS[kind]``; focus: loop | block | entry; show: focus | full
     (print only the focus region and declarations, or the whole listing); kinds: edit keywords the grammar
     allows; max_edits, max_block_lines: grammar bounds; max_new_tokens, temperature, top_p: sampling;
-    max_focus_lines: a longer focus region is cut to a window of this many lines (keeps prompts short).
+    max_focus_lines: a longer focus region is cut to a window of this many lines (keeps prompts short);
+    edit_window: for a repair whose failure names a line, edits may touch that line +- this many lines.
     """
 
     name: str
@@ -85,6 +93,7 @@ class Role:
     temperature: float = 0.8
     top_p: float = 0.95
     max_focus_lines: int = 48
+    edit_window: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ROLE_KINDS:
@@ -269,7 +278,7 @@ class LLMOperator:
                      around: int | None = None, max_lines: int | None = None) -> tuple[tuple[int, int], str]:
         """(inclusive line range, description) of the region to edit in ``kernel``'s canonical listing.
 
-        ``around``: a line to centre a 13-line window on (a ptxas error); otherwise ``mode``:
+        ``around``: a line to centre a 5-line window on (a ptxas error); otherwise ``mode``:
         loop = innermost loop with a global load (else innermost loop, else the entry), block = a random basic
         block with at least 3 instructions, entry = the whole entry body. A region longer than ``max_lines``
         is cut to a window of that many lines at a random (``rng``) offset."""
@@ -288,7 +297,7 @@ class LLMOperator:
             raise NoProposal(f"{self.name}: entry {kernel.entry} has no body to edit")
         entry_range = (body_lines[0], body_lines[-1])
         if around is not None:
-            return (max(entry_range[0], around - 6), min(entry_range[1], around + 6)), f"around line {around}"
+            return (max(entry_range[0], around - 2), min(entry_range[1], around + 2)), f"around line {around}"
         if mode == "entry":
             return entry_range, "the whole entry"
         from population.cfg import basic_blocks, loops
@@ -324,6 +333,7 @@ class LLMOperator:
         """The focused EBNF grammar for ``kernel`` with edits limited to ``focus``."""
         fn: Function = kernel.module.function(kernel.entry)
         stems, opcodes, mods, syms = kernel_vocabulary(fn)
+        reg_types = register_types(fn)
         lines = [i for i in lst.lines if focus[0] <= i.lineno <= focus[1] and i.function == kernel.entry]
         from evolve.llm.constrained import COMMON_MODIFIERS, COMMON_OPCODES
 
@@ -331,6 +341,9 @@ class LLMOperator:
         spec = GrammarSpec(
             lines=tuple(i.lineno for i in lines if i.node is not None),
             instruction_lines=tuple(i.lineno for i in lines if isinstance(i.node, Instruction)),
+            line_modifiers={i.lineno: tuple(i.node.modifiers) for i in lines if isinstance(i.node, Instruction)},
+            line_types={i.lineno: t for i in lines if isinstance(i.node, Instruction)
+                        and (t := compatible_types(i.node, reg_types)) is not None},
             entries=(kernel.entry,),
             knob_space={k: tuple(int(v) for v in vs) for k, vs in knob_space.items()},
             register_prefixes=tuple(sorted(set(stems) | {"%p"})) or ("%r", "%rd", "%f", "%p"),
@@ -409,8 +422,12 @@ class LLMOperator:
         return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)]
 
     def repair_messages(self, child: Kernel, status: str, reason: str, role: Role, lst: Any,
-                        focus: tuple[int, int], focus_what: str) -> list[ChatMessage]:
-        """System + user messages of the repairer role for a failed ``child``."""
+                        focus: tuple[int, int], focus_what: str,
+                        edit_range: tuple[int, int] | None = None) -> list[ChatMessage]:
+        """System + user messages of the repairer role for a failed ``child`` (edits asked within
+        ``edit_range``, default the focus)."""
+        er = edit_range or focus
+        where = f"line {er[0]}" if er[0] == er[1] else f"lines {er[0]}-{er[1]}"
         line = _line_of(reason)
         text = next((i.text for i in lst.lines if i.lineno == line), None) if line else None
         user = assemble(
@@ -418,7 +435,7 @@ class LLMOperator:
             "## The edit that produced this kernel\n" + sanitize(child.edit_text, 1200) if child.edit_text else "",
             failure_section(status, reason, line, text),
             "## Task\n" + (role.instructions or ROLE_INSTRUCTIONS["repairer"]),
-            FORMAT_HELP + f"\nEdit only lines {focus[0]}-{focus[1]}.",
+            FORMAT_HELP + f"\nEdit only {where}.",
         )
         return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)]
 
@@ -500,8 +517,11 @@ class LLMOperator:
         line = _line_of(reason)
         focus, what = self.focus_region(child, lst, role.focus, rng, around=line,
                                          max_lines=role.max_focus_lines)
-        grammar = self.grammar_for(child, lst, focus, role)
-        messages = self.repair_messages(child, status, reason, role, lst, focus, what)
+        # ptxas names the failing line: edits may touch only that line (+- edit_window); the prompt shows more.
+        edit_range = focus if line is None else (max(focus[0], line - role.edit_window),
+                                                 min(focus[1], line + role.edit_window))
+        grammar = self.grammar_for(child, lst, edit_range, role)
+        messages = self.repair_messages(child, status, reason, role, lst, focus, what, edit_range)
         self.stats.repairs_tried += 1
         try:
             c = self._generate(role, messages, grammar, rng)
