@@ -28,7 +28,36 @@ TOLERANCES = {"bf16": (3e-2, 1e-3), "fp16": (1e-2, 1e-3), "fp32": (1e-4, 1e-3)}
 
 # Knob -> preprocessor macro of rmsnorm_template.cu (see that file for what each does).
 KNOB_MACROS = {"threads": "THREADS", "rows_per_cta": "ROWS_PER_CTA", "vec": "VEC", "keep_in_regs": "KEEP_IN_REGS",
-               "max_chunks": "MAX_CHUNKS", "cache_hint": "CACHE_HINT"}
+               "max_chunks": "MAX_CHUNKS", "cache_hint": "CACHE_HINT", "row_iters": "ROW_ITERS",
+               "w_regs": "W_REGS", "cluster": "CLUSTER", "min_blocks": "MIN_BLOCKS"}
+
+# Recommended template knob sets for bf16 x / fp32 w, by the largest N each serves (rows of up to that many
+# elements). Every set holds the whole row in registers (max_chunks * 8 * threads-per-row * cluster >= N), uses
+# 40-60 registers (ptxas 13.0, no spills: >= 2 CTAs and >= 64 KiB of x in flight per SM) and 16-byte accesses.
+# Small N: several rows per CTA with 8/16/32-lane row groups and a row loop; large N: a thread-block cluster
+# per row (distributed shared memory for the partial sums). w_regs=1 (w held over the row loop) costs ~80
+# registers at max_chunks 4, so these sets read w per row (L1 hits). Same table in seeds/rmsnorm_template.cu.
+TUNED_KNOBS: dict[int, dict[str, int]] = {
+    256: {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 4},
+    512: {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},
+    1024: {"threads": 256, "rows_per_cta": 8, "max_chunks": 4, "row_iters": 2},
+    2048: {"threads": 256, "rows_per_cta": 4, "max_chunks": 4, "row_iters": 2},
+    4096: {"threads": 256, "rows_per_cta": 2, "max_chunks": 4, "row_iters": 2},
+    8192: {"threads": 256, "rows_per_cta": 1, "max_chunks": 4},
+    16384: {"threads": 512, "rows_per_cta": 1, "max_chunks": 4},
+    32768: {"threads": 512, "rows_per_cta": 1, "max_chunks": 8},
+    65536: {"threads": 512, "cluster": 2, "max_chunks": 8},
+    131072: {"threads": 512, "cluster": 4, "max_chunks": 8},
+    262144: {"threads": 512, "cluster": 8, "max_chunks": 8},
+}
+
+
+def tuned_knobs(n: int) -> dict[str, int]:
+    """The TUNED_KNOBS entry for row length ``n`` (elements): the set of the smallest bound >= n, or the
+    largest set (cluster 8; rows beyond it use the re-read path) past 262144. ValueError for n < 1."""
+    if n < 1:
+        raise ValueError(f"row length must be >= 1, got {n}")
+    return dict(next((v for b, v in sorted(TUNED_KNOBS.items()) if n <= b), TUNED_KNOBS[max(TUNED_KNOBS)]))
 
 BENCHMARK_SHAPES: list[Shape] = [(32768, n) for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
     (16384, 131072), (8192, 262144)]
@@ -52,10 +81,14 @@ def _seed_file(kind: str, dtype: str) -> str:
 class RMSNorm(Workload):
     """RMSNorm forward for one x dtype (``"bf16"`` default, ``"fp16"``, ``"fp32"``); see the module docstring.
 
-    Knobs (template macros): threads (threads per CTA), rows_per_cta, vec (elements per vector access),
-    keep_in_regs (0/1), max_chunks (vector chunks per thread held in registers), cache_hint (0 plain,
-    1 ld.global.nc + st.global.cs, 2 ld.global.cs on the last read + st.global.cs).
-    Launch rule: block = launch.block, grid = ceil(M / rows_per_cta) CTAs (rows_per_cta knob, 1 if absent).
+    Knobs (template macros): threads (threads per CTA), rows_per_cta (threads per row = threads / rows_per_cta:
+    8, 16 or a multiple of 32), vec (elements per vector access), keep_in_regs (0/1), max_chunks (vector chunks
+    per thread held in registers), cache_hint (0 plain, 1 ld.global.nc + st.global.cs, 2 ld.global.cs on the
+    last read + st.global.cs), row_iters (row loop: rows_per_cta * row_iters rows per CTA), w_regs (0/1: w held
+    in registers across the row loop), cluster (1/2/4/8 CTAs per row, distributed shared memory for the sum),
+    min_blocks (0, or the second ``__launch_bounds__`` argument). TUNED_KNOBS: recommended sets per N range.
+    Launch rule: block = launch.block, grid = cluster * ceil(M / (rows_per_cta * row_iters)) CTAs (knobs 1 if
+    absent), so the grid is a multiple of the compile-time cluster size.
     """
 
     name = "rmsnorm"
@@ -75,11 +108,13 @@ class RMSNorm(Workload):
         self.gate_shapes = list(GATE_SHAPES)
         self.heldout_shapes = list(HELDOUT_SHAPES)
         widest = 16 // self.elt  # 16-byte accesses
-        self.knob_space = {"threads": (64, 128, 256, 512, 1024), "rows_per_cta": (1, 2, 4, 8, 16),
+        self.knob_space = {"threads": (64, 128, 256, 512, 1024), "rows_per_cta": (1, 2, 4, 8, 16, 32),
                            "vec": tuple(v for v in (1, 2, 4, 8) if v <= widest), "keep_in_regs": (0, 1),
-                           "max_chunks": (2, 4, 8, 16), "cache_hint": (0, 1, 2)}
+                           "max_chunks": (1, 2, 4, 8, 16), "cache_hint": (0, 1, 2), "row_iters": (1, 2, 4, 8),
+                           "w_regs": (0, 1), "cluster": (1, 2, 4, 8), "min_blocks": (0, 1, 2, 4)}
         self.default_knobs = {"threads": 256, "rows_per_cta": 1, "vec": widest, "keep_in_regs": 1,
-                              "max_chunks": 8, "cache_hint": 0}
+                              "max_chunks": 8, "cache_hint": 0, "row_iters": 1, "w_regs": 0, "cluster": 1,
+                              "min_blocks": 0}
 
     def options(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "eps": self.eps}
@@ -89,7 +124,7 @@ class RMSNorm(Workload):
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
-        """All six knobs (defaults filled in) after validation. ValueError naming the knob and the rule broken."""
+        """All ten knobs (defaults filled in) after validation. ValueError naming the knob and the rule broken."""
         unknown = set(knobs) - set(self.default_knobs)
         if unknown:
             raise ValueError(f"unknown rmsnorm knob(s) {sorted(unknown)}; known: {sorted(self.default_knobs)}")
@@ -97,8 +132,9 @@ class RMSNorm(Workload):
         t, r, v = k["threads"], k["rows_per_cta"], k["vec"]
         if t % 32 or not 32 <= t <= 1024:
             raise ValueError(f"knob threads={t}: must be a multiple of 32 in [32, 1024]")
-        if r < 1 or t % r or (t // r) % 32:
-            raise ValueError(f"knob rows_per_cta={r}: threads/rows_per_cta = {t}/{r} must be a multiple of 32")
+        if r < 1 or t % r or ((t // r) % 32 and t // r not in (8, 16)):
+            raise ValueError(f"knob rows_per_cta={r}: threads/rows_per_cta = {t}/{r} must be 8, 16 or a "
+                             "multiple of 32")
         if v < 1 or v & (v - 1) or v * self.elt > 16:
             raise ValueError(f"knob vec={v}: must be a power of two with vec * {self.elt} bytes <= 16")
         if k["keep_in_regs"] not in (0, 1):
@@ -107,6 +143,16 @@ class RMSNorm(Workload):
             raise ValueError(f"knob max_chunks={k['max_chunks']}: must be in [1, 32]")
         if k["cache_hint"] not in (0, 1, 2):
             raise ValueError(f"knob cache_hint={k['cache_hint']}: must be 0, 1 or 2")
+        if not 1 <= k["row_iters"] <= 64:
+            raise ValueError(f"knob row_iters={k['row_iters']}: must be in [1, 64]")
+        if k["w_regs"] not in (0, 1):
+            raise ValueError(f"knob w_regs={k['w_regs']}: must be 0 or 1")
+        if k["cluster"] not in (1, 2, 4, 8):
+            raise ValueError(f"knob cluster={k['cluster']}: must be 1, 2, 4 or 8 (portable cluster sizes)")
+        # 2048 resident threads per SM on sm_90 (CUDA C Programming Guide, compute capability 9.0 table).
+        if not 0 <= k["min_blocks"] <= 32 or k["min_blocks"] * t > 2048:
+            raise ValueError(f"knob min_blocks={k['min_blocks']}: must be in [0, 32] with min_blocks * threads "
+                             f"<= 2048, got {k['min_blocks']} * {t}")
         return k
 
     def template_ptx(self, knobs: Mapping[str, int]) -> str:
@@ -138,7 +184,7 @@ class RMSNorm(Workload):
         return [naive, self.instantiate(self.default_knobs)]
 
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
-        """The template at ``knobs`` as a Kernel whose LaunchConfig carries all six knobs and
+        """The template at ``knobs`` as a Kernel whose LaunchConfig carries all ten knobs and
         block = (threads, 1, 1). ValueError on invalid knobs; SeedBuildError if nvcc fails."""
         k = self.check_knobs(knobs)
         return self._kernel(self.template_ptx(k), LaunchConfig(block=(k["threads"], 1, 1), knobs=tuple(k.items())))
@@ -151,13 +197,16 @@ class RMSNorm(Workload):
         return int(shape[0]), int(shape[1])
 
     def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
-        """grid = (ceil(M / rows_per_cta), 1, 1), block = launch.block, dynamic smem = launch's.
-        ValueError when the grid exceeds 2^31 - 1 CTAs or the block 1024 threads (CUDA launch limits)."""
+        """grid = (cluster * ceil(M / (rows_per_cta * row_iters)), 1, 1) (each knob 1 when absent; a multiple of
+        the compile-time cluster size), block = launch.block, dynamic smem = launch's.
+        ValueError for a knob below 1, a grid over 2^31 - 1 CTAs or a block over 1024 threads (CUDA limits)."""
         m, _ = self._check_shape(shape)
-        rpc = launch.knob("rows_per_cta", 1)
-        if rpc < 1:
-            raise ValueError(f"rows_per_cta must be >= 1, got {rpc}")
-        grid = -(-m // rpc)
+        rpc, iters, cluster = (launch.knob("rows_per_cta", 1), launch.knob("row_iters", 1),
+                               launch.knob("cluster", 1))
+        for name, v in (("rows_per_cta", rpc), ("row_iters", iters), ("cluster", cluster)):
+            if v < 1:
+                raise ValueError(f"{name} must be >= 1, got {v}")
+        grid = cluster * -(-m // (rpc * iters))
         if grid > 2**31 - 1:
             raise ValueError(f"grid of {grid} CTAs exceeds 2^31-1 for shape {shape}")
         if launch.threads > 1024:
@@ -165,9 +214,9 @@ class RMSNorm(Workload):
         return (grid, 1, 1), launch.block, launch.dynamic_smem_bytes
 
     def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
-        """rows_per_cta * N: the elements of x one CTA reads in one pass."""
+        """rows_per_cta * ceil(N / cluster): the elements of x one CTA reads in one pass (a cluster splits a row)."""
         _, n = self._check_shape(shape)
-        return launch.knob("rows_per_cta", 1) * n
+        return launch.knob("rows_per_cta", 1) * -(-n // launch.knob("cluster", 1))
 
     def bytes_moved(self, shape: Shape) -> int:
         """2 * M * N * element bytes (x read, y written) + 4 * N (w read once)."""
