@@ -26,14 +26,26 @@ from evaluators.workloads.rmsnorm import RMSNorm
 
 # A handful of template knob sets spanning threads per row, registers vs re-read, and cache hints.
 VARIANTS: list[dict[str, int]] = [
+    # Template v2 recommended sets (evaluators.workloads.rmsnorm.TUNED_KNOBS), smallest N range first.
+    {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 4},  # N <= 256
+    {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},  # N <= 512
+    {"threads": 256, "rows_per_cta": 8, "max_chunks": 4, "row_iters": 2},  # N <= 1024
+    {"threads": 256, "rows_per_cta": 4, "max_chunks": 4, "row_iters": 2},  # N <= 2048
+    {"threads": 256, "rows_per_cta": 2, "max_chunks": 4, "row_iters": 2},  # N <= 4096
+    {"threads": 256, "rows_per_cta": 1, "max_chunks": 4},  # N <= 8192
+    {"threads": 512, "rows_per_cta": 1, "max_chunks": 4},  # N <= 16384
+    {"threads": 512, "rows_per_cta": 1, "max_chunks": 8},  # N <= 32768
+    {"threads": 512, "cluster": 2, "max_chunks": 8},  # N <= 65536
+    {"threads": 512, "cluster": 4, "max_chunks": 8},  # N <= 131072
+    {"threads": 512, "cluster": 8, "max_chunks": 8},  # N <= 262144
+    # Alternatives the GPU decides between: w held in registers over the row loop, wider clusters, cache hints.
+    {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 4, "w_regs": 1},
+    {"threads": 256, "rows_per_cta": 2, "max_chunks": 4, "row_iters": 2, "w_regs": 1},
+    {"threads": 512, "cluster": 8, "max_chunks": 4},
+    {"threads": 1024, "cluster": 8, "max_chunks": 4},
+    {"threads": 512, "rows_per_cta": 1, "max_chunks": 8, "cache_hint": 1},
     {},  # defaults: 256 threads, 1 row per CTA, 16-byte accesses, row in registers (8 chunks)
-    {"threads": 128, "rows_per_cta": 4},
-    {"threads": 256, "rows_per_cta": 2},
-    {"threads": 512, "max_chunks": 16},
-    {"threads": 1024, "max_chunks": 16, "cache_hint": 1},
-    {"threads": 1024, "max_chunks": 8, "cache_hint": 2},
-    {"threads": 256, "cache_hint": 1},
-    {"threads": 128, "rows_per_cta": 4, "cache_hint": 1},
+    {"threads": 128, "rows_per_cta": 4},  # best v1 set by geomean (run 3)
 ]
 
 
