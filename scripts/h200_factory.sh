@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The RMSNorm factory run on one H200, end to end, inside one time budget (issue 6):
+#   1. install the carried wheels (.whl/, from scripts/fetch_device_wheels.sh) into /tmp/site;
+#   2. python -m evolve experiment=rmsnorm_h200 hydra.run.dir=$RUN budget.seconds=$SEARCH_S  (capped so that
+#      VERIFY_MIN_S stay for step 3; SIGINT at the cap lets the run close its store and W&B run);
+#   3. experiments/rmsnorm_h200_verify.py: sanitizer, full matrix with interleaved baselines, held-out gate,
+#      ncu, each phase cut when the budget runs out, verify.json rewritten after every phase;
+#   4. pack into $OUT (<= 8 files, each < 16 MiB): run.tar.gz (store.sqlite, best/, metrics.jsonl,
+#      summary.json, evolve.log, wandb/; split or slimmed when too large), verify.json, factory.log.
+# Every phase line carries a UTC timestamp and the seconds since the start.
+# Environment: SEARCH_S (330), TOTAL_S (560: the whole script), VERIFY_MIN_S (150), EVALUATOR (gpu | static: a
+# dry run on a machine without a GPU, estimates only), RUN (run dir), OUT (output folder), EVOLVE_ARGS (extra
+# Hydra overrides), REPEATS (20).
+# The report is written afterwards, anywhere: python experiments/rmsnorm_h200_report.py --run <unpacked run dir>
+#   --verify verify.json --out experiments/results/rmsnorm_h200_<date>/
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+TOTAL_S=${TOTAL_S:-560}
+SEARCH_S=${SEARCH_S:-330}
+VERIFY_MIN_S=${VERIFY_MIN_S:-150}
+EVALUATOR=${EVALUATOR:-gpu}
+REPEATS=${REPEATS:-20}
+MAX_FILE=$((15 * 1024 * 1024 + 512 * 1024))   # stay under the 16 MiB a returned file may have
+out=${OUT:-/tmp/ptxforge-factory-out}
+mkdir -p "$out"
+RUN=${RUN:-/tmp/ptxforge-factory/run-$(date -u +%Y%m%d-%H%M%S)}
+LOG=$out/factory.log
+exec > >(tee -a "$LOG") 2>&1
+tee_pid=$!
+
+phase() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] +$(( $(date +%s) - T0 ))s $*"; }
+left() { echo $(( TOTAL_S - ($(date +%s) - T0) )); }
+case $EVALUATOR in gpu|static) ;; *) echo "EVALUATOR must be gpu or static, got '$EVALUATOR'"; exit 2 ;; esac
+phase "start: SEARCH_S=$SEARCH_S TOTAL_S=$TOTAL_S VERIFY_MIN_S=$VERIFY_MIN_S EVALUATOR=$EVALUATOR RUN=$RUN OUT=$out"
+
+# ---- 1. wheels and environment
+if [ "$EVALUATOR" = gpu ] && ls .whl/*.whl >/dev/null 2>&1; then   # the wheels are for the GPU machine (py3.12)
+  phase "install wheels"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { phase "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true HF_HUB_OFFLINE=1
+export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
+[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+if [ "$EVALUATOR" = gpu ]; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/versions.txt"
+else
+  echo "DRY RUN: static evaluator, no GPU; every number is an ESTIMATE; sanitizer and ncu are skipped" | tee "$out/versions.txt"
+fi
+
+# ---- 2. the search
+cap=$(( $(left) - VERIFY_MIN_S ))
+[ "$cap" -lt 30 ] && { phase "only $(left) s left; no time for a search"; exit 1; }
+evolve_args=(experiment=rmsnorm_h200 "hydra.run.dir=$RUN" "budget.seconds=$SEARCH_S")
+[ "$EVALUATOR" = static ] && evolve_args+=(evaluator=static)
+# shellcheck disable=SC2206  # EVOLVE_ARGS is a space-separated list of Hydra overrides
+[ -n "${EVOLVE_ARGS:-}" ] && evolve_args+=($EVOLVE_ARGS)
+phase "search: python3 -m evolve ${evolve_args[*]} (capped at $cap s)"
+t_evolve=$(date +%s.%N)
+timeout -s INT -k 20 "$cap" python3 -m evolve "${evolve_args[@]}"
+rc_evolve=$?
+t_evolve_end=$(date +%s.%N)
+phase "search ended rc=$rc_evolve ($([ $rc_evolve -eq 124 ] && echo "cut at the cap" || echo "own end"))"
+
+# ---- 3. re-verification of the finalists
+rc_verify=99
+if [ -f "$RUN/store.sqlite" ]; then
+  budget=$(( $(left) - 30 ))   # leaves time to pack
+  phase "verify (deadline $budget s)"
+  timeout -s INT -k 10 $((budget + 10)) python3 experiments/rmsnorm_h200_verify.py --run "$RUN" \
+    --out "$out/verify.json" --deadline-s "$budget" --evaluator "$EVALUATOR" --repeats "$REPEATS" \
+    --evolve-started "$t_evolve" --evolve-ended "$t_evolve_end"
+  rc_verify=$?
+  phase "verify ended rc=$rc_verify"
+else
+  phase "no store at $RUN/store.sqlite: nothing to verify"
+fi
+
+# ---- 4. pack
+phase "pack"
+parent=$(dirname "$RUN"); name=$(basename "$RUN")
+tar -czf "$out/run.tar.gz" -C "$parent" "$name" 2>/dev/null
+if [ "$(stat -c %s "$out/run.tar.gz" 2>/dev/null || echo 0)" -gt "$MAX_FILE" ]; then
+  phase "run.tar.gz over the limit: wandb/ packed apart, store without cubins"
+  tar -czf "$out/wandb.tar.gz" -C "$parent" "$name/wandb" 2>/dev/null
+  python3 - "$RUN/store.sqlite" "$parent/store_slim.sqlite" <<'PY'
+import shutil, sqlite3, sys
+shutil.copy(sys.argv[1], sys.argv[2])  # the WAL was checkpointed when the store closed
+c = sqlite3.connect(sys.argv[2])
+c.execute("UPDATE candidates SET cubin = NULL")  # cubins are rebuilt from the stored PTX with ptxas
+c.commit(); c.execute("VACUUM"); c.close()
+PY
+  tar -czf "$out/run.tar.gz" -C "$parent" --exclude "$name/wandb" --exclude "$name/store.sqlite*" "$name" \
+    -C "$parent" store_slim.sqlite 2>/dev/null
+  for f in run.tar.gz wandb.tar.gz; do
+    [ "$(stat -c %s "$out/$f")" -gt "$MAX_FILE" ] && { phase "$f still over the limit: dropped"; rm -f "$out/$f"; }
+  done
+fi
+ls -l "$out"
+phase "done: search rc=$rc_evolve verify rc=$rc_verify, $(( $(date +%s) - T0 )) s in all"
+exec 1>&- 2>&-
+wait "$tee_pid" 2>/dev/null   # the log is complete before the command returns
+exit $(( rc_verify == 0 ? 0 : 1 ))
