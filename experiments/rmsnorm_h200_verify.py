@@ -4,24 +4,24 @@ Finalists, read from the run's store (``<run>/store.sqlite``): the best evolved 
 naive seed (``workload.seeds()[0]``) and the best template-knob kernel (the best ok row made by the
 ``template`` operator or the template seed; ``FALLBACK_KNOBS`` when the run has none).
 
-Phases, in priority order, each skipped ("cut") when the time left before ``--deadline-s`` is below its
-estimate (``PHASE_ESTIMATE_S``), each timed, and ``verify.json`` rewritten after every phase so a run cut
-short still leaves what was measured:
+Phases, each skipped ("cut") when the time left before ``--deadline-s`` is below its estimate
+(``PHASE_ESTIMATE_S``), each timed, and ``verify.json`` rewritten after every phase so a run cut short still
+leaves what was measured. In priority order (what the issue's targets need first):
 
-1. ``sanitize:<tool>`` for memcheck, racecheck (then synccheck, initcheck): ``compute-sanitizer --tool <tool>``
-   over ``experiments/sanitize_replay.py`` launching the best kernel's cubin at ``SANITIZER_SHAPES``; the
-   ``ERROR SUMMARY: N errors`` line is parsed.
-2. ``pool_start``: a ``GPUPool`` (workers spawned, device-to-device copy bandwidth measured, the library
+1. ``pool_start``: a ``GPUPool`` (workers spawned, device-to-device copy bandwidth measured, the library
    baselines compiled for the search shapes, the gate warmed up).
-3. ``benchmark:<kernel>`` (best, then template, then naive; the best's held-out phase comes before the other
-   two): gate on the workload's gate shapes, then the
-   11-shape benchmark matrix with the naive seed, torch eager, torch.compile (and Liger/QuACK when importable)
-   re-timed round-robin with the kernel in the same worker, every benchmarked output re-checked against the
-   float64 reference (``check_output="all"``).
-4. ``heldout:<kernel>``: the gate on the held-out generality shapes
-   (``workload.heldout_shapes``: N = 3072, 5120, 7168, 12288, 28672 x M = 1, 199, 4096) and their times
-   (no baselines).
-5. ``ncu``: DRAM bytes of one launch of the best kernel at 32768 x 4096 (``evaluators.gpu.ncu``).
+2. ``benchmark:best``: gate on the workload's gate shapes, then the 11-shape benchmark matrix with the naive
+   seed, torch eager, torch.compile (and Liger/QuACK when importable) re-timed round-robin with the kernel in
+   the same worker, every benchmarked output re-checked against the float64 reference (``check_output="all"``).
+3. ``heldout:best``: the gate on the held-out generality shapes (``workload.heldout_shapes``: N = 3072, 5120,
+   7168, 12288, 28672 x M = 1, 199, 4096) and their times (no baselines).
+4. ``sanitize:memcheck``, ``sanitize:racecheck``: ``compute-sanitizer --tool <tool>`` over
+   ``experiments/sanitize_replay.py`` launching the best kernel's cubin at ``SANITIZER_SHAPES``; the
+   ``ERROR SUMMARY: N errors`` line is parsed.
+5. ``benchmark:template``, ``benchmark:naive``, ``heldout:template``, ``heldout:naive``: the comparison
+   kernels' own runs.
+6. ``sanitize:synccheck``, ``sanitize:initcheck``; ``ncu``: DRAM bytes of one launch of the best kernel at
+   32768 x 4096 (``evaluators.gpu.ncu``).
 
 ``--evaluator static`` (the dry run on a machine without a GPU) replaces the pool by the static evaluator on
 the same shapes: every number is an ESTIMATE (``estimate: true`` in the file and a banner on stderr), and the
@@ -359,7 +359,7 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     best = finalists["best"]
     no_gpu = "no GPU: static evaluator (dry run)" if evaluator == "static" else None
 
-    # 1. compute-sanitizer on the best kernel's cubin (independent of the pool; cheap at small shapes)
+    # the best kernel's cubin and replay spec for compute-sanitizer
     work = Path(tempfile.mkdtemp(prefix="ptxforge-verify-"))
     from experiments.sanitize_replay import build_spec
 
@@ -369,12 +369,6 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     spec_path.write_text(json.dumps(build_spec(best.kernel, wl, cubin, SANITIZER_SHAPES)))
     exe = find_sanitizer() if evaluator == "gpu" else None
     sanitizer_skip = no_gpu or (None if exe else "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)")
-    for tool in sanitizer_tools:
-        def one(left: float, tool: str = tool) -> None:
-            data["sanitizer"][tool] = run_sanitizer(tool, spec_path, max(10.0, left - 5), exe)  # type: ignore[arg-type]
-        rec.run(f"sanitize:{tool}", PHASE_ESTIMATE_S["sanitize"], one, skip=sanitizer_skip)
-
-    # 2. the evaluator
     verifier: Any = None
 
     def start(left: float) -> None:
@@ -385,34 +379,55 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
             verifier = GPUVerifier(wl, timeout_s=120.0, startup_timeout_s=max(30.0, left - 10), repeats=repeats)
             data["baseline_notes"] = verifier.notes
         data["device"], data["copy_gbps"] = verifier.device, verifier.copy_gbps
-    rec.run("pool_start", PHASE_ESTIMATE_S["pool_start"] if evaluator == "gpu" else 0.0, start)
+
+    def measure(which: str, key: str) -> Callable[[float], None]:
+        def fn(left: float) -> None:
+            if verifier is None:
+                raise RuntimeError("no evaluator: the pool_start phase did not complete")
+            k = finalists[key].kernel
+            res = (verifier.evaluate(k, which) if evaluator == "static"
+                   else verifier.evaluate(k, which, timeout_s=max(20.0, left - 5)))
+            data[which][key] = result_json(res)
+            log(f"{which}:{key}: {res.status.value} objective={res.objective} {res.reason[:200]}")
+        return fn
+
+    def sanitize(tool: str) -> Callable[[float], None]:
+        def fn(left: float) -> None:
+            data["sanitizer"][tool] = run_sanitizer(tool, spec_path, max(10.0, left - 5), exe)  # type: ignore[arg-type]
+        return fn
+
+    def ncu(left: float) -> None:
+        from evaluators.gpu.ncu import NcuError, measure_dram_bytes
+
+        try:
+            m = measure_dram_bytes(best.kernel, wl, NCU_SHAPE, arch=arch, timeout_s=max(10.0, left - 5))
+        except NcuError as e:
+            data["ncu"] = {"shape": list(NCU_SHAPE), "error": str(e)[:1500]}
+            return
+        data["ncu"] = {"shape": list(NCU_SHAPE), "read_bytes": m.read_bytes, "write_bytes": m.write_bytes,
+                       "total_bytes": m.total_bytes, "time_us": m.time_us, "model_bytes": wl.bytes_moved(NCU_SHAPE)}
+
+    # Priority order: what the issue's targets need first (the best kernel's matrix with the naive seed and
+    # the baselines interleaved, its held-out gate, memcheck and racecheck), then the comparison kernels' own
+    # runs, the remaining sanitizer tools and ncu.
+    first_tools = [t for t in sanitizer_tools if t in ("memcheck", "racecheck")]
+    later_tools = [t for t in sanitizer_tools if t not in first_tools]
+    est = PHASE_ESTIMATE_S
+    plan: list[tuple[str, float, Callable[[float], None], str | None]] = [
+        ("pool_start", est["pool_start"] if evaluator == "gpu" else 0.0, start, None),
+        ("benchmark:best", est["benchmark"], measure("benchmark", "best"), None),
+        ("heldout:best", est["heldout"], measure("heldout", "best"), None),
+        *((f"sanitize:{t}", est["sanitize"], sanitize(t), sanitizer_skip) for t in first_tools),
+        ("benchmark:template", est["benchmark"], measure("benchmark", "template"), None),
+        ("benchmark:naive", est["benchmark"], measure("benchmark", "naive"), None),
+        ("heldout:template", est["heldout"], measure("heldout", "template"), None),
+        ("heldout:naive", est["heldout"], measure("heldout", "naive"), None),
+        *((f"sanitize:{t}", est["sanitize"], sanitize(t), sanitizer_skip) for t in later_tools),
+        ("ncu", est["ncu"], ncu, no_gpu),
+    ]
     try:
-        if verifier is not None:
-            # held-out generality of the best kernel outranks the comparison kernels' own runs
-            order = [("benchmark", "best"), ("heldout", "best"), ("benchmark", "template"),
-                     ("benchmark", "naive"), ("heldout", "template"), ("heldout", "naive")]
-            for which, key in order:
-                def measure(left: float, key: str = key, which: str = which) -> None:
-                    k = finalists[key].kernel
-                    res = (verifier.evaluate(k, which) if evaluator == "static"
-                           else verifier.evaluate(k, which, timeout_s=max(20.0, left - 5)))
-                    data[which][key] = result_json(res)
-                    log(f"{which}:{key}: {res.status.value} objective={res.objective} {res.reason[:200]}")
-                rec.run(f"{which}:{key}", PHASE_ESTIMATE_S[which], measure)
-
-        # 5. ncu DRAM bytes of the best kernel
-        def ncu(left: float) -> None:
-            from evaluators.gpu.ncu import NcuError, measure_dram_bytes
-
-            try:
-                m = measure_dram_bytes(best.kernel, wl, NCU_SHAPE, arch=arch, timeout_s=max(10.0, left - 5))
-            except NcuError as e:
-                data["ncu"] = {"shape": list(NCU_SHAPE), "error": str(e)[:1500]}
-                return
-            data["ncu"] = {"shape": list(NCU_SHAPE), "read_bytes": m.read_bytes, "write_bytes": m.write_bytes,
-                           "total_bytes": m.total_bytes, "time_us": m.time_us,
-                           "model_bytes": wl.bytes_moved(NCU_SHAPE)}
-        rec.run("ncu", PHASE_ESTIMATE_S["ncu"], ncu, skip=no_gpu)
+        for name, estimate_s, fn, skip in plan:
+            rec.run(name, estimate_s, fn, skip=skip)
     finally:
         if verifier is not None:
             verifier.close()
