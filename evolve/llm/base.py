@@ -72,7 +72,7 @@ class Completion:
 
     text: the generated text (stop strings and end-of-turn tokens removed).
     prompt_tokens / completion_tokens: token counts as the backend's tokenizer sees them.
-    seconds: wall-clock seconds the generation took (0 when served from the cache).
+    seconds: wall-clock seconds the generation took (a cache hit keeps the original call's value).
     cost_usd: price in US dollars from the backend's configured per-token prices (0 for local models).
     finish_reason: ``"stop"`` (end of turn or grammar complete) or ``"length"`` (hit max_new_tokens).
     cached: True when the cache answered without calling the model.
@@ -86,7 +86,7 @@ class Completion:
     cost_usd: float = 0.0
     finish_reason: str = "stop"
     cached: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. grammar_terminated (local constrained decoding)
 
     @property
     def total_tokens(self) -> int:
