@@ -279,7 +279,8 @@ class LLMOperator:
         """(inclusive line range, description) of the region to edit in ``kernel``'s canonical listing.
 
         ``around``: a line to centre a 5-line window on (a ptxas error); otherwise ``mode``:
-        loop = innermost loop with a global load (else innermost loop, else the entry), block = a random basic
+        loop = an innermost loop with a global load, picked by ``rng`` when several (else an innermost loop,
+        else the entry), block = a random basic
         block with at least 3 instructions, entry = the whole entry body. A region longer than ``max_lines``
         is cut to a window of that many lines at a random (``rng``) offset."""
         (a, b), what = self._region(kernel, lst, mode, rng, around)
@@ -312,7 +313,10 @@ class LLMOperator:
             lps = loops(fn)
             with_loads = [lp for lp in lps if any(
                 i.opcode == "ld" and "global" in i.modifiers for b in lp.blocks for i in blocks[b].instructions)]
-            pick = max(with_loads or lps, key=lambda lp: lp.depth, default=None)
+            pool = with_loads or lps
+            deepest = [lp for lp in pool if lp.depth == max(lp2.depth for lp2 in pool)] if pool else []
+            # Several innermost loops (e.g. the two passes over a row): any of them, by rng.
+            pick = deepest[int(rng.integers(len(deepest)))] if deepest else None
             if pick is not None:
                 instrs = [i for b in sorted(pick.blocks) for i in blocks[b].instructions]
                 rng_ = span(instrs)
