@@ -97,6 +97,7 @@ def test_knob_sets_assemble_without_spills(dtype, knobs, max_regs):
     assert re.search(rf"\.maxntid {k['threads']}, 1, 1", ptx)
     if k["cluster"] > 1:  # compile-time cluster shape and the DSMEM exchange
         assert re.search(rf"\.reqnctapercluster {k['cluster']}, 1, 1", ptx)
+        assert f".reqnctapercluster {k['cluster']}, 1, 1" in kern.canonical_ptx  # what ptxas compiled
         assert "mapa" in ptx and "barrier.cluster.wait" in ptx and "%cluster_ctarank" in ptx
     else:
         assert "reqnctapercluster" not in ptx and "barrier.cluster" not in ptx
