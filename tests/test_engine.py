@@ -123,8 +123,11 @@ def test_resume_equals_uninterrupted(workload, tmp_path):
     resumed = make_engine(workload, b, budget=24)
     assert resumed.try_resume()
     resumed.run()
+    ra, rb = rows_signature(a), rows_signature(b)
+    diff = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), None)
+    assert ra == rb, f"first differing row {diff}: {ra[diff] if diff is not None else None} != " \
+                     f"{rb[diff] if diff is not None else None} (lengths {len(ra)}, {len(rb)})"
     assert resumed.archive == full.archive
-    assert rows_signature(b) == rows_signature(a)
     assert resumed.selector.state_dict() == full.selector.state_dict()
 
 
