@@ -6,7 +6,8 @@
 #   3. experiments/rmsnorm_h200_verify.py: sanitizer, full matrix with interleaved baselines, held-out gate,
 #      ncu, each phase cut when the budget runs out, verify.json rewritten after every phase;
 #   4. pack into $OUT (<= 8 files, each < 16 MiB): run.tar.gz (store.sqlite, best/, metrics.jsonl,
-#      summary.json, evolve.log, wandb/; split or slimmed when too large), verify.json, factory.log.
+#      summary.json, evolve.log, wandb/; when too large: wandb.tar.gz apart and store.sqlite.gz[.partN]),
+#      verify.json, factory.log.
 # Every phase line carries a UTC timestamp and the seconds since the start.
 # Environment: SEARCH_S (330), TOTAL_S (560: the whole script), VERIFY_MIN_S (150), EVALUATOR (gpu | static: a
 # dry run on a machine without a GPU, estimates only), RUN (run dir), OUT (output folder), EVOLVE_ARGS (extra
@@ -21,7 +22,7 @@ SEARCH_S=${SEARCH_S:-330}
 VERIFY_MIN_S=${VERIFY_MIN_S:-150}
 EVALUATOR=${EVALUATOR:-gpu}
 REPEATS=${REPEATS:-20}
-MAX_FILE=$((15 * 1024 * 1024 + 512 * 1024))   # stay under the 16 MiB a returned file may have
+MAX_FILE=${MAX_FILE:-$((15 * 1024 * 1024 + 512 * 1024))}   # stay under the 16 MiB a returned file may have
 out=${OUT:-/tmp/ptxforge-factory-out}
 mkdir -p "$out"
 RUN=${RUN:-/tmp/ptxforge-factory/run-$(date -u +%Y%m%d-%H%M%S)}
@@ -47,9 +48,10 @@ export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true HF
 export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 if [ "$EVALUATOR" = gpu ]; then
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/versions.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+  (nvcc --version | tail -1; ptxas --version | tail -1; compute-sanitizer --version | tail -1; ncu --version | tail -1) 2>&1
 else
-  echo "DRY RUN: static evaluator, no GPU; every number is an ESTIMATE; sanitizer and ncu are skipped" | tee "$out/versions.txt"
+  echo "DRY RUN: static evaluator, no GPU; every number is an ESTIMATE; sanitizer and ncu are skipped"
 fi
 
 # ---- 2. the search
@@ -80,24 +82,33 @@ else
   phase "no store at $RUN/store.sqlite: nothing to verify"
 fi
 
-# ---- 4. pack
+# ---- 4. pack: run.tar.gz when it fits; else wandb/ apart and the store (cubins dropped: ptxas rebuilds them from
+# the stored PTX) as store.sqlite.gz, split into parts of 15 MiB when needed (cat parts | gunzip > store.sqlite)
 phase "pack"
 parent=$(dirname "$RUN"); name=$(basename "$RUN")
+size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 tar -czf "$out/run.tar.gz" -C "$parent" "$name" 2>/dev/null
-if [ "$(stat -c %s "$out/run.tar.gz" 2>/dev/null || echo 0)" -gt "$MAX_FILE" ]; then
-  phase "run.tar.gz over the limit: wandb/ packed apart, store without cubins"
+if [ "$(size "$out/run.tar.gz")" -gt "$MAX_FILE" ]; then
+  phase "run.tar.gz is $(size "$out/run.tar.gz") bytes: wandb/ and the store packed apart"
   tar -czf "$out/wandb.tar.gz" -C "$parent" "$name/wandb" 2>/dev/null
+  tar -czf "$out/run.tar.gz" -C "$parent" --exclude="$name/wandb" --exclude="$name/store.sqlite*" "$name" 2>/dev/null
   python3 - "$RUN/store.sqlite" "$parent/store_slim.sqlite" <<'PY'
-import shutil, sqlite3, sys
-shutil.copy(sys.argv[1], sys.argv[2])  # the WAL was checkpointed when the store closed
-c = sqlite3.connect(sys.argv[2])
-c.execute("UPDATE candidates SET cubin = NULL")  # cubins are rebuilt from the stored PTX with ptxas
-c.commit(); c.execute("VACUUM"); c.close()
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1])
+dst = sqlite3.connect(sys.argv[2])
+src.backup(dst)  # a consistent copy, WAL included
+dst.execute("UPDATE candidates SET cubin = NULL")
+dst.commit()
+dst.execute("VACUUM")
+dst.close()
 PY
-  tar -czf "$out/run.tar.gz" -C "$parent" --exclude "$name/wandb" --exclude "$name/store.sqlite*" "$name" \
-    -C "$parent" store_slim.sqlite 2>/dev/null
+  gzip -c "$parent/store_slim.sqlite" > "$out/store.sqlite.gz"
+  if [ "$(size "$out/store.sqlite.gz")" -gt "$MAX_FILE" ]; then
+    (cd "$out" && split -b "$MAX_FILE" -d -a 1 store.sqlite.gz store.sqlite.gz.part && rm store.sqlite.gz)
+    for f in "$out"/store.sqlite.gz.part[3-9]; do [ -e "$f" ] && { phase "dropped $f (over 8 files)"; rm -f "$f"; }; done
+  fi
   for f in run.tar.gz wandb.tar.gz; do
-    [ "$(stat -c %s "$out/$f")" -gt "$MAX_FILE" ] && { phase "$f still over the limit: dropped"; rm -f "$out/$f"; }
+    [ "$(size "$out/$f")" -gt "$MAX_FILE" ] && { phase "$f still over the limit: dropped"; rm -f "$out/$f"; }
   done
 fi
 ls -l "$out"

@@ -226,3 +226,24 @@ def test_report_rejects_bad_inputs(tmp_path: Path) -> None:
     m.write_text('{"evaluations": 1}\n{oops\n')
     with pytest.raises(report.ReportError, match=r"metrics.jsonl:2: not JSON"):
         report.load_metrics(m)
+
+
+def test_factory_driver_dry_run(tmp_path: Path) -> None:
+    out, run = tmp_path / "out", tmp_path / "run"
+    env = {**_env(), "EVALUATOR": "static", "SEARCH_S": "4", "TOTAL_S": "240", "VERIFY_MIN_S": "60",
+           "RUN": str(run), "OUT": str(out), "EVOLVE_ARGS": "knowledge=null logger=none budget.evaluations=6"}
+    env.pop("PYTHONPATH")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "h200_factory.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    log = (out / "factory.log").read_text()
+    for step in ("start:", "search: python3 -m evolve experiment=rmsnorm_h200", "search ended rc=0", "verify (deadline",
+                 "verify ended rc=0", "pack", "done: search rc=0 verify rc=0"):
+        assert step in log, step
+    assert "DRY RUN" in log
+    assert sorted(p.name for p in out.iterdir()) == ["factory.log", "run.tar.gz", "verify.json"]
+    data = json.loads((out / "verify.json").read_text())
+    assert data["estimate"] is True and data["search_timeline"]["rows"] == 6
+    assert data["search_timeline"]["startup_s"] > 0 and data["search_timeline"]["teardown_s"] >= 0
+    with Store(run / "store.sqlite", readonly=True) as s:
+        assert s.count() == 6
