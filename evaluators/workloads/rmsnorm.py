@@ -38,7 +38,7 @@ KNOB_MACROS = {"threads": "THREADS", "rows_per_cta": "ROWS_PER_CTA", "vec": "VEC
 # per row (distributed shared memory for the partial sums). w_regs=1 (w held over the row loop) costs ~80
 # registers at max_chunks 4, so these sets read w per row (L1 hits). Same table in seeds/rmsnorm_template.cu.
 TUNED_KNOBS: dict[int, dict[str, int]] = {
-    256: {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 4},
+    256: {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 2},
     512: {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},
     1024: {"threads": 256, "rows_per_cta": 8, "max_chunks": 4, "row_iters": 2},
     2048: {"threads": 256, "rows_per_cta": 4, "max_chunks": 4, "row_iters": 2},

@@ -36,7 +36,7 @@
 //
 // Recommended knob sets per N range (bf16 x, fp32 w; rmsnorm.py TUNED_KNOBS holds the same table; registers
 // from ptxas 13.0 sm_90, no spills; TPR = threads per row):
-//   N <= 256      threads 256, rows_per_cta 32 (TPR 8),   max_chunks 4, row_iters 4    48 regs
+//   N <= 256      threads 256, rows_per_cta 32 (TPR 8),   max_chunks 4, row_iters 2    48 regs
 //   N <= 512      threads 256, rows_per_cta 16 (TPR 16),  max_chunks 4, row_iters 4    48 regs
 //   N <= 1024     threads 256, rows_per_cta 8  (TPR 32),  max_chunks 4, row_iters 2    54 regs
 //   N <= 2048     threads 256, rows_per_cta 4  (TPR 64),  max_chunks 4, row_iters 2    54 regs
