@@ -279,6 +279,13 @@ def abridge(edit: str, empty: str = "(seed)") -> str:
     return (text or empty).replace("|", "\\|").replace("`", "'")
 
 
+def _all_clean(flags: list[bool | None]) -> bool | None:
+    """False when any tool found something, None when none ran or one gave no verdict, else True."""
+    if any(f is False for f in flags):
+        return False
+    return True if flags and all(f is True for f in flags) else None
+
+
 def verdicts(verify: dict[str, Any], rows: list[ShapeRow], elt: int) -> dict[str, Any]:
     """The issue's three targets, computed: gate, held_out, sanitizer (True/False/None = not run), geomeans,
     roofline fractions at shapes >= 32768 x 4096 by bytes and whether all reach ROOFLINE_TARGET."""
@@ -294,7 +301,7 @@ def verdicts(verify: dict[str, Any], rows: list[ShapeRow], elt: int) -> dict[str
         "gate": bench.get("status") == "ok" if bench else None,
         "held_out": (held.get("status") == "ok") if held else None,
         "sanitizer": ({t: r.get("clean") for t, r in san.items()} or None),
-        "sanitizer_clean": all(r.get("clean") for r in san.values()) if san else None,
+        "sanitizer_clean": _all_clean([r.get("clean") for r in san.values()]),
         "geomean_vs_naive": g["naive"], "geomean_vs_torch": g["torch"],
         "geomean_vs_torch_compile": g["torch_compile"], "geomeans": g,
         "frac_copy_large": fracs,
@@ -334,7 +341,10 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
            f"- Search: {cfg.get('algorithm', {}).get('name', '?')}, operators "
            f"{[o.get('name') for o in cfg.get('mutator', {}).get('operators', [])]}, budget "
            f"{cfg.get('budget', {})}, seed {cfg.get('seed', '?')}; {facts.n_candidates} candidates stored, "
-           f"{metrics[-1].get('evaluations') if metrics else '?'} evaluations.", ""]
+           f"{metrics[-1].get('evaluations') if metrics else '?'} evaluations.",
+           "- LLM operator: " + (f"yes ({(cfg.get('llm') or {}).get('kind', cfg.get('llm'))})"
+                                 if any(o.get("name") == "llm" for o in cfg.get("mutator", {}).get("operators", []))
+                                 else "not in this run's mutator (structural + template operators only)") + ".", ""]
     md += ["## Targets", ""]
     g = v["geomeans"]
     md += _md_table(["target", "result"], [
@@ -409,7 +419,8 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
     if san:
         md += _md_table(["tool", "errors", "clean", "summary"],
                         [[t, _f(r.get("errors"), "{}", "?"), _yes(r.get("clean")),
-                          "; ".join(r.get("summary_lines", []))[:300]] for t, r in san.items()])
+                          abridge("; ".join(r.get("summary_lines", [])) or r.get("note", ""), "")]
+                         for t, r in san.items()])
         md += ["", f"Shapes replayed: {verify.get('shapes', {}).get('sanitizer')}."]
     else:
         md += ["Not run: " + "; ".join(f"{p['name']}: {p.get('note', p['status'])}" for p in verify["phases"]

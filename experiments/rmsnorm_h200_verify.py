@@ -187,8 +187,9 @@ def parse_sanitizer(text: str) -> dict[str, Any]:
 
 
 def run_sanitizer(tool: str, spec_path: Path, timeout_s: float, exe: str) -> dict[str, Any]:
-    """One ``compute-sanitizer --tool <tool>`` run of the replay; errors, summary lines, exit code, replay
-    output lines and the tail of the sanitizer's report. TimeoutExpired propagates."""
+    """One ``compute-sanitizer --tool <tool>`` run of the replay: errors, summary lines, exit code, replay
+    output lines (one per shape, with the output check), the tail of the sanitizer's report and ``clean``
+    (see below). TimeoutExpired propagates."""
     replay = Path(__file__).resolve().parent / "sanitize_replay.py"
     cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, str(replay), "--spec", str(spec_path)]
     if tool == "racecheck":
@@ -199,7 +200,17 @@ def run_sanitizer(tool: str, spec_path: Path, timeout_s: float, exe: str) -> dic
     out.update(tool=tool, rc=proc.returncode, command=" ".join(cmd),
                replay=[json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")],
                tail=text[-2000:])
-    out["clean"] = out["errors"] == 0 and proc.returncode == 0
+    # clean: True (0 errors, exit 0), False (errors reported), None (the tool itself could not run, e.g.
+    # "Device not supported" on a sandboxed runtime: no verdict)
+    if out["errors"]:
+        out["clean"] = False
+    elif out["errors"] == 0 and proc.returncode == 0 and all(r.get("ok") for r in out["replay"]):
+        out["clean"] = True
+    elif out["errors"] == 0 and out["replay"] and not all(r.get("ok") for r in out["replay"]):
+        out["clean"] = False  # no memory error, but the replayed output was wrong
+    else:
+        out["clean"] = None
+        out["note"] = "compute-sanitizer gave no verdict: " + " ".join(text.split()[-40:])[:600]
     return out
 
 

@@ -3,16 +3,17 @@
 #   1. install the carried wheels (.whl/, from scripts/fetch_device_wheels.sh) into /tmp/site;
 #   2. python -m evolve experiment=rmsnorm_h200 hydra.run.dir=$RUN budget.seconds=$SEARCH_S  (capped so that
 #      VERIFY_MIN_S stay for step 3; SIGINT at the cap lets the run close its store and W&B run);
-#   3. experiments/rmsnorm_h200_verify.py: sanitizer, full matrix with interleaved baselines, held-out gate,
-#      ncu, each phase cut when the budget runs out, verify.json rewritten after every phase;
-#   4. pack into $OUT (<= 8 files, each < 16 MiB): run.tar.gz (store.sqlite, best/, metrics.jsonl,
+#   3. experiments/rmsnorm_h200_verify.py: full matrix with interleaved baselines, held-out gate,
+#      compute-sanitizer, ncu, each phase cut when the budget runs out, verify.json rewritten after each phase;
+#   4. the report (experiments/rmsnorm_h200_report.py) as report.tar.gz;
+#   5. pack into $OUT (<= 8 files, each < 16 MiB): run.tar.gz (store.sqlite, best/, metrics.jsonl,
 #      summary.json, evolve.log, wandb/; when too large: wandb.tar.gz apart and store.sqlite.gz[.partN]),
 #      verify.json, factory.log.
 # Every phase line carries a UTC timestamp and the seconds since the start.
 # Environment: SEARCH_S (330), TOTAL_S (560: the whole script), VERIFY_MIN_S (150), EVALUATOR (gpu | static: a
 # dry run on a machine without a GPU, estimates only), RUN (run dir), OUT (output folder), EVOLVE_ARGS (extra
 # Hydra overrides), REPEATS (20).
-# The report is written afterwards, anywhere: python experiments/rmsnorm_h200_report.py --run <unpacked run dir>
+# The report can be re-created anywhere: python experiments/rmsnorm_h200_report.py --run <unpacked run dir>
 #   --verify verify.json --out experiments/results/rmsnorm_h200_<date>/
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +83,18 @@ else
   phase "no store at $RUN/store.sqlite: nothing to verify"
 fi
 
-# ---- 4. pack: run.tar.gz when it fits; else wandb/ apart and the store (cubins dropped: ptxas rebuilds them from
+# ---- 4. the report (matplotlib is on the GPU image); the same command re-creates it anywhere from the outputs
+if [ -f "$out/verify.json" ]; then
+  rep=$(dirname "$RUN")/report-$(basename "$RUN")
+  phase "report -> report.tar.gz"
+  if timeout 60 python3 experiments/rmsnorm_h200_report.py --run "$RUN" --verify "$out/verify.json" --out "$rep"; then
+    tar -czf "$out/report.tar.gz" -C "$(dirname "$rep")" "$(basename "$rep")"
+  else
+    phase "report failed (verify.json and the run are still packed)"
+  fi
+fi
+
+# ---- 5. pack: run.tar.gz when it fits; else wandb/ apart and the store (cubins dropped: ptxas rebuilds them from
 # the stored PTX) as store.sqlite.gz, split into parts of 15 MiB when needed (cat parts | gunzip > store.sqlite)
 phase "pack"
 parent=$(dirname "$RUN"); name=$(basename "$RUN")

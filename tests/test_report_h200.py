@@ -238,10 +238,10 @@ def test_factory_driver_dry_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     log = (out / "factory.log").read_text()
     for step in ("start:", "search: python3 -m evolve experiment=rmsnorm_h200", "search ended rc=0", "verify (deadline",
-                 "verify ended rc=0", "pack", "done: search rc=0 verify rc=0"):
+                 "verify ended rc=0", "report -> report.tar.gz", "pack", "done: search rc=0 verify rc=0"):
         assert step in log, step
     assert "DRY RUN" in log
-    assert sorted(p.name for p in out.iterdir()) == ["factory.log", "run.tar.gz", "verify.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["factory.log", "report.tar.gz", "run.tar.gz", "verify.json"]
     data = json.loads((out / "verify.json").read_text())
     assert data["estimate"] is True and data["search_timeline"]["rows"] == 6
     assert data["search_timeline"]["startup_s"] > 0 and data["search_timeline"]["teardown_s"] >= 0
