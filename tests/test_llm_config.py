@@ -40,6 +40,7 @@ def test_mutator_llm_selects_the_embedded_model_and_builds_the_roles(workload):
     assert isinstance(op, LLMOperator) and op.workload is workload
     assert set(op.roles) == {"optimizer", "optimizer_block", "repairer", "critic"}
     assert op.selectors["optimizer"].arms == ["optimizer", "optimizer_block"]
+    assert "KNOBS" in op.roles["optimizer"].kinds and "KNOBS" not in op.roles["optimizer_block"].kinds
     assert op.roles["repairer"].kinds == ("REPLACE", "INSERT", "DELETE", "MODIFIER")
     assert op.roles["optimizer"].max_new_tokens == 160  # sampling defaults come from the llm group
     assert op.arch == "sm_90" and op.n_inspirations == cfg.engine.inspirations
@@ -54,6 +55,7 @@ def test_mixed_has_rules_template_and_llm_with_rates(workload):
     ops = build_operators(cfg.mutator.operators, workload)
     op = next(o for o in ops if o.name == "llm")
     assert op.critic_every == 4 and set(op.roles) == {"optimizer", "repairer", "critic"}
+    assert "KNOBS" not in op.roles["optimizer"].kinds  # the template operator covers knobs in this mix
 
 
 @pytest.mark.parametrize("name", ["smollm2", "hf", "openai"])
