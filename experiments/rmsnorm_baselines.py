@@ -43,6 +43,9 @@ VARIANTS: list[dict[str, int]] = [
     {"threads": 256, "rows_per_cta": 2, "max_chunks": 4, "row_iters": 2, "w_regs": 1},
     {"threads": 512, "cluster": 8, "max_chunks": 4},
     {"threads": 1024, "cluster": 8, "max_chunks": 4},
+    {"threads": 256, "cluster": 2, "max_chunks": 8},  # 4 CTAs/SM instead of 2 for N = 32768 / 65536 / 131072
+    {"threads": 256, "cluster": 4, "max_chunks": 8},
+    {"threads": 256, "cluster": 8, "max_chunks": 8},
     {"threads": 512, "rows_per_cta": 1, "max_chunks": 8, "cache_hint": 1},
     {},  # defaults: 256 threads, 1 row per CTA, 16-byte accesses, row in registers (8 chunks)
     {"threads": 128, "rows_per_cta": 4},  # best v1 set by geomean (run 3)
