@@ -15,7 +15,7 @@ Constrained decoding (xgrammar) is on for local models and sent as ``guided_gram
 
 Usage::
 
-    python experiments/llm_operator_stats.py [--n 100] [--threads 1] [--evaluator auto|static|gpu]
+    python experiments/llm_operator_stats.py [--n 100] [--threads 1] [--evaluator auto|static|gpu] [--kinds K,..]
         [--hf Qwen/Qwen2.5-Coder-1.5B-Instruct] [--openai http://127.0.0.1:8000/v1 MODEL] [--json out.json]
 """
 
@@ -41,15 +41,19 @@ from population.edits import apply_script
 
 
 def measure(name: str, backend: LLMBackend, workload: Any, evaluator: Any, n: int, seed: int,
-            max_new_tokens: int) -> dict[str, Any]:
-    """Run ``n`` one-generation proposals with ``backend`` and return the counts and rates."""
-    roles = [{"name": "optimizer", "kind": "optimizer", "max_new_tokens": max_new_tokens}]
+            max_new_tokens: int, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Run ``n`` one-generation proposals with ``backend`` and return the counts and rates.
+    ``kinds``: edit keywords the grammar allows (None: all)."""
+    roles: list[dict[str, Any]] = [{"name": "optimizer", "kind": "optimizer", "max_new_tokens": max_new_tokens}]
+    if kinds:
+        roles[0]["kinds"] = kinds
     op = LLMOperator(workload, backends={"default": backend}, roles=roles, attempts=1, inline_repairs=0)
     seeds = workload.seeds()
     parent_results = [evaluator.evaluate(k) for k in seeds]
     rng = np.random.default_rng(seed)
     gate = improved = 0
     stages: dict[str, int] = {}
+    kind_counts: dict[str, int] = {}
     for i in range(n):
         j = i % len(seeds)
         parent, pres = seeds[j], parent_results[j]
@@ -60,6 +64,8 @@ def measure(name: str, backend: LLMBackend, workload: Any, evaluator: Any, n: in
             stage = str(e).split("last ", 1)[-1].split(":", 1)[0]
             stages[stage] = stages.get(stage, 0) + 1
             continue
+        for k in script.kinds:
+            kind_counts[k] = kind_counts.get(k, 0) + 1
         child = apply_script(parent, script, operator=op.name, instantiate=workload.instantiate)
         res = evaluator.evaluate(child)
         if res.ok:
@@ -76,7 +82,7 @@ def measure(name: str, backend: LLMBackend, workload: Any, evaluator: Any, n: in
             "scripts_per_s": s.generations / s.seconds if s.seconds else float("nan"),
             "tokens_per_generation": s.tokens / gens, "parse": s.parsed / gens, "apply": s.applied / gens,
             "compile": s.compiled / gens, "gate": gate / gens, "improved": improved / gens,
-            "failures": stages, "estimate": bool(getattr(parent_results[0], "estimate", False))}
+            "failures": stages, "kinds": kind_counts, "estimate": bool(getattr(parent_results[0], "estimate", False))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for local models")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--evaluator", default="auto", choices=("auto", "static", "gpu"))
+    p.add_argument("--kinds", default=None, help="comma-separated edit keywords to allow, e.g. "
+                   "REPLACE,INSERT,DELETE,MODIFIER (default: all)")
     p.add_argument("--no-embedded", action="store_true", help="skip SmolLM2")
     p.add_argument("--hf", action="append", default=[], help="a local transformers model (hub id or dir)")
     p.add_argument("--openai", nargs=2, action="append", default=[], metavar=("URL", "MODEL"))
@@ -113,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
             t = time.perf_counter()
             backend = make()
             print(f"{name}: loaded in {time.perf_counter() - t:.1f} s", flush=True)
-            rows.append(measure(name, backend, workload, evaluator, args.n, args.seed, args.max_new_tokens))
+            kinds = tuple(args.kinds.split(",")) if args.kinds else None
+            rows.append(measure(name, backend, workload, evaluator, args.n, args.seed, args.max_new_tokens, kinds))
     finally:
         evaluator.close()
     est = " (static estimates: no GPU)" if rows and rows[0]["estimate"] else ""
@@ -127,6 +136,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['parse']:>6.2f} {r['apply']:>6.2f} {r['compile']:>7.2f} {r['gate']:>6.2f} {r['improved']:>8.2f}")
         if r["failures"]:
             print(f"{'':<28} failures by stage: {r['failures']}")
+        if r["kinds"]:
+            print(f"{'':<28} edit kinds proposed: {r['kinds']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
