@@ -83,11 +83,12 @@ def _shapes_of(res: dict[str, Any] | None) -> dict[tuple[int, int], dict[str, An
 
 def shape_rows(verify: dict[str, Any]) -> list[ShapeRow]:
     """One ShapeRow per benchmark shape, from the best kernel's verification (its time and the baselines timed
-    with it), the template's and naive seed's own runs. ReportError without a benchmark of the best kernel."""
+    with it), the template's and naive seed's own runs; [] when the best kernel's benchmark was not measured
+    (a phase cut or failed: the report says so and still covers the rest)."""
     bench = verify.get("benchmark") or {}
     best = _shapes_of(bench.get("best"))
     if not best:
-        raise ReportError("verify.json: benchmark.best has no per-shape results (was the phase cut? see phases)")
+        return []
     tmpl, naive = _shapes_of(bench.get("template")), _shapes_of(bench.get("naive"))
     order = [tuple(s) for s in verify.get("shapes", {}).get("benchmark", [])] or list(best)
     rows = []
@@ -356,8 +357,9 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
         ["geomean speedup over the naive seed (11 shapes)", _x(g["naive"])],
         ["geomean speedup over torch.compile (target > 1.0)", _x(g["torch_compile"])],
         ["geomean speedup over torch eager", _x(g["torch"])],
-        [f">= {ROOFLINE_TARGET:.0%} of copy at 32768 x 4096 and above", _yes(v["roofline_target_met"]) + " ("
-         + ", ".join(f"{k}: {100 * f:.0f}%" for k, f in v["frac_copy_large"].items()) + ")"],
+        [f">= {ROOFLINE_TARGET:.0%} of copy at 32768 x 4096 and above", _yes(v["roofline_target_met"])
+         + (" (" + ", ".join(f"{k}: {100 * f:.0f}%" for k, f in v["frac_copy_large"].items()) + ")"
+            if v["frac_copy_large"] else "")],
     ])
     md += ["", "## Per shape", "",
            "µs (median of CUDA-event-timed launches after an L2 flush), GB/s = (2·M·N·elt + 4·N) / time, "
@@ -368,6 +370,13 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
         head += [f"{LABEL[k]} µs", "GB/s", "%"]
     sp = [k for k in keys if k != "best"]
     head += [f"best vs {LABEL[k]}" for k in sp]
+    if not rows:
+        why = next((f"{p['status']}: {p.get('note', '')}" for p in verify["phases"] if p["name"] == "benchmark:best"),
+                   "phase not reached")
+        res = (verify.get("benchmark") or {}).get("best")
+        if res:
+            why = f"{res.get('status')}: {res.get('reason', '')}"
+        md += [f"**The best kernel's benchmark matrix was not measured** ({abridge(why, '')})."]
     body = []
     for r in rows:
         cells = [f"{r.shape[0]} x {r.shape[1]}"]
@@ -377,8 +386,9 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
             cells += [_f(t), _f(bw, "{:.0f}"), _f(100 * bw / copy if bw and copy else None, "{:.0f}")]
         cells += [_x(r.speedup(k)) for k in sp]
         body.append(cells)
-    body.append(["**geomean**", *([""] * (3 * len(keys))), *[f"**{_x(g[k])}**" for k in sp]])
-    md += _md_table(head, body)
+    if rows:
+        body.append(["**geomean**", *([""] * (3 * len(keys))), *[f"**{_x(g[k])}**" for k in sp]])
+        md += _md_table(head, body)
     if "bandwidth.png" in figs:
         md += ["", "![bandwidth per shape](bandwidth.png)"]
     notes = verify.get("baseline_notes") or ((verify.get("benchmark") or {}).get("best") or {}).get(
