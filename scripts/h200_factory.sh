@@ -68,6 +68,18 @@ timeout -s INT -k 20 "$cap" python3 -m evolve "${evolve_args[@]}"
 rc_evolve=$?
 t_evolve_end=$(date +%s.%N)
 phase "search ended rc=$rc_evolve ($([ $rc_evolve -eq 124 ] && echo "cut at the cap" || echo "own end"))"
+# A search that died early (e.g. the W&B run could not start) is retried once without W&B, in a fresh run dir.
+ran=$(( ${t_evolve_end%.*} - ${t_evolve%.*} ))
+cap=$(( $(left) - VERIFY_MIN_S ))
+if [ $rc_evolve -ne 0 ] && [ $rc_evolve -ne 124 ] && [ $ran -lt 150 ] && [ $cap -ge 90 ]; then
+  RUN=$RUN-retry
+  phase "search failed after $ran s: retry with logger=none in $RUN (capped at $cap s)"
+  t_evolve=$(date +%s.%N)
+  timeout -s INT -k 20 "$cap" python3 -m evolve "${evolve_args[@]/hydra.run.dir=*/hydra.run.dir=$RUN}" logger=none
+  rc_evolve=$?
+  t_evolve_end=$(date +%s.%N)
+  phase "retried search ended rc=$rc_evolve"
+fi
 
 # ---- 3. re-verification of the finalists
 rc_verify=99
