@@ -71,7 +71,7 @@ phase "search ended rc=$rc_evolve ($([ $rc_evolve -eq 124 ] && echo "cut at the 
 # A search that died early (e.g. the W&B run could not start) is retried once without W&B, in a fresh run dir.
 ran=$(( ${t_evolve_end%.*} - ${t_evolve%.*} ))
 cap=$(( $(left) - VERIFY_MIN_S ))
-if [ $rc_evolve -ne 0 ] && [ $rc_evolve -ne 124 ] && [ $ran -lt 150 ] && [ $cap -ge 90 ]; then
+if { [ $rc_evolve -eq 1 ] || [ $rc_evolve -eq 2 ]; } && [ $ran -lt 150 ] && [ $cap -ge 90 ]; then
   RUN=$RUN-retry
   phase "search failed after $ran s: retry with logger=none in $RUN (capped at $cap s)"
   t_evolve=$(date +%s.%N)
