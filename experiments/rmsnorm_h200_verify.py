@@ -393,8 +393,6 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
 
     def measure(which: str, key: str) -> Callable[[float], None]:
         def fn(left: float) -> None:
-            if verifier is None:
-                raise RuntimeError("no evaluator: the pool_start phase did not complete")
             k = finalists[key].kernel
             res = (verifier.evaluate(k, which) if evaluator == "static"
                    else verifier.evaluate(k, which, timeout_s=max(20.0, left - 5)))
@@ -438,6 +436,8 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     ]
     try:
         for name, estimate_s, fn, skip in plan:
+            if verifier is None and name.split(":")[0] in ("benchmark", "heldout"):
+                skip = skip or "no evaluator: the pool_start phase did not complete"
             rec.run(name, estimate_s, fn, skip=skip)
     finally:
         if verifier is not None:
