@@ -160,6 +160,8 @@ class RunFacts:
     lineage_of: int | None
     operators: list[dict[str, Any]]
     n_candidates: int
+    first_created: float | None = None
+    last_created: float | None = None
 
 
 def read_run(run_dir: Path, best_id: int | None) -> RunFacts:
@@ -188,8 +190,9 @@ def read_run(run_dir: Path, best_id: int | None) -> RunFacts:
                 d[k] += int(r[k])
             if r["top_failure"] and not d["top_failure"]:
                 d["top_failure"] = r["top_failure"]
+        span = store.query("SELECT MIN(created), MAX(created) FROM candidates")[0]
         return RunFacts(meta, counts, steps, best_id, sorted(per_op.values(), key=lambda d: -d["improved"]),
-                        store.count())
+                        store.count(), span[0], span[1])
     finally:
         store.close()
 
@@ -256,6 +259,12 @@ def figures(out: Path, rows: list[ShapeRow], elt: int, copy_gbps: float | None, 
 # ------------------------------------------------------------------------------------------------- markdown
 def _f(x: float | None, fmt: str = "{:.1f}", none: str = "-") -> str:
     return none if x is None else fmt.format(x)
+
+
+def _utc(t: float | None) -> str:
+    import datetime as dt
+
+    return "?" if t is None else dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _bw(x: float) -> str:
@@ -336,7 +345,8 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
     if est:
         md += ["> **Dry run.** Verified with the static evaluator: every time, GB/s and speedup here is a model "
                "estimate, not a measurement; sanitizer and ncu did not run.", ""]
-    md += [f"- GPU: {verify.get('device', '?')}; verification {verify.get('started_utc', '?')} to "
+    md += [f"- GPU: {verify.get('device', '?')}; search {_utc(facts.first_created)} to {_utc(facts.last_created)}; "
+           f"verification {verify.get('started_utc', '?')} to "
            f"{verify.get('finished_utc', '(cut)')}; run dir `{Path(verify.get('run_dir', '')).name}`.",
            f"- Device-to-device copy bandwidth (read + write, 1 GiB, median): {_f(copy, '{:.0f}')} GB/s.",
            f"- Search: {cfg.get('algorithm', {}).get('name', '?')}, operators "
