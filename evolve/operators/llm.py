@@ -558,7 +558,8 @@ class LLMOperator:
 
     def reflect(self, child: Kernel, result: Any, ctx: OperatorContext) -> str | None:
         """Reward the arm that proposed ``child`` (if this operator did) and, on every ``critic_every``-th
-        call, ask the critic for a one-line lesson (sanitised; None when no critic runs or it says nothing)."""
+        call, ask the critic for a one-line lesson (sanitised; None when no critic runs, it says nothing, or
+        the line is degenerate: fewer than 40% distinct words)."""
         pending = self.pending.get(child.identity)
         self._settle(child, result, ctx)
         self._reflects += 1
@@ -588,6 +589,10 @@ class LLMOperator:
             self._fail(f"critic: {e}")
             return None
         line = one_line(c.text, 160)
+        words = line.lower().split() if line else []
+        if words and len(set(words)) < 0.4 * len(words):  # degenerate repetition: not a lesson
+            self._fail(f"critic: repetitive line dropped: {line[:60]}")
+            line = None
         self.selectors["critic"].update(arm, self._reward(1.0 if line else 0.0, self._cost(c)))
         return line
 
