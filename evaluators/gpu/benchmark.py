@@ -5,7 +5,8 @@ process (candidate, baseline 1, baseline 2, candidate, ...) so clock and thermal
 every timed launch a buffer of twice the L2 size is *read* (a streaming kernel with 16-byte loads) so the launch
 reads its inputs from DRAM. Reading, not writing, matters: a memset leaves the L2 full of dirty lines whose
 write-back to DRAM would then be charged to the timed launch (tens of MB at ~4 TB/s: ~15 µs, which dominates
-small shapes); each launch sits between two events on the stream; the result is the median in µs.
+small shapes); the flush ends with a 200 µs hold of the stream, so the host enqueues the launch and its events
+while the GPU is still busy and the interval measures GPU execution, not host launch overhead; each launch sits between two events on the stream; the result is the median in µs.
 The copy roofline is a device-to-device ``cudaMemcpyAsync`` of ``COPY_BYTES``, counted as bytes read plus
 bytes written, median of repeats. Only runs inside a process that owns a GPU (the worker).
 """
@@ -42,19 +43,35 @@ extern "C" __global__ void l2_flush_read(const ulonglong2* __restrict__ p, unsig
     }
     if (acc == 0x9E3779B97F4A7C15ull) sink[0] = acc;  // never true for the filled buffer; keeps the loads alive
 }
+
+// Keeps the stream busy for `ns` nanoseconds (%globaltimer, PTX ISA 10.31) so the host can enqueue the timed
+// launch and its two events before the GPU reaches them: the interval then holds GPU work only, not the
+// host-side launch overhead (Python, CuPy, torch.compile guards) of the callable being timed.
+extern "C" __global__ void hold_stream(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(500);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
 """
 
 
 @dataclass
 class L2Flusher:
     """Evicts the L2 by reading ``nbytes`` (twice the L2 by default) of clean device memory on the current
-    stream. The buffer is filled once at construction, so every flush leaves only clean lines behind."""
+    stream, then holds the stream for ``hold_us`` µs so that the host-side launch overhead of the next timed
+    callable is hidden behind GPU work instead of being counted. The buffer is filled once at construction,
+    so every flush leaves only clean lines behind."""
 
     nbytes: int
     buf: Any = None
     sink: Any = None
     kernel: Any = None
     blocks: int = 1056
+    hold: Any = None
+    hold_us: float = 200.0
 
     @classmethod
     def for_device(cls, factor: int = 2) -> L2Flusher:
@@ -64,12 +81,15 @@ class L2Flusher:
         buf = cp.empty(n, dtype=cp.uint8)
         buf.fill(1)
         cp.cuda.get_current_stream().synchronize()
-        kernel = cp.RawKernel(_FLUSH_SRC, "l2_flush_read")
-        return cls(n, buf, cp.zeros(1, dtype=cp.uint64), kernel, 8 * int(props["multiProcessorCount"]))
+        module = cp.RawModule(code=_FLUSH_SRC)
+        return cls(n, buf, cp.zeros(1, dtype=cp.uint64), module.get_function("l2_flush_read"),
+                   8 * int(props["multiProcessorCount"]), module.get_function("hold_stream"))
 
     def __call__(self) -> None:
         cp = cupy_module()
         self.kernel((self.blocks,), (512,), (self.buf, cp.uint64(self.nbytes // 16), self.sink))
+        if self.hold is not None and self.hold_us > 0:
+            self.hold((1,), (1,), (cp.uint64(int(self.hold_us * 1000)),))
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any]], flush: Callable[[], None] | None = None, *,
