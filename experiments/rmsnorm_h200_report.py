@@ -499,8 +499,9 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
            "Search: `python -m evolve experiment=rmsnorm_h200` (search-time shape subset, every gate on: poisoned "
            "outputs, fresh inputs, float64 reference, bitwise determinism, inputs unchanged; a result above the "
            "measured copy roofline is rejected as too_fast_to_be_true). Verification: "
-           "`experiments/rmsnorm_h200_verify.py` (cubins from ptxas loaded with cupy.cuda.Module().load; 2 x L2 "
-           "memset before each timed launch; median of repeats; kernel and baselines interleaved in one worker; "
+           "`experiments/rmsnorm_h200_verify.py` (cubins from ptxas loaded with cupy.cuda.Module().load; before each timed "
+           "launch a read of 2 x L2 of clean memory, then a 200 µs hold of the stream so host launch overhead "
+           "is not timed; median of repeats; kernel and baselines interleaved in one worker; "
            "every benchmarked output re-checked; compute-sanitizer over `experiments/sanitize_replay.py` with "
            "exact-size allocations). torch baselines take w in x's dtype.", "",
            f"- Run versions (store meta): `{json.dumps(facts.meta.get('versions', {}))}`",

@@ -63,6 +63,7 @@ FALLBACK_KNOBS = {"threads": 128, "rows_per_cta": 4, "vec": 8, "keep_in_regs": 1
 # Seconds a phase is assumed to need; a phase is cut when less than this is left before the deadline.
 PHASE_ESTIMATE_S = {"sanitize": 25.0, "pool_start": 60.0, "benchmark": 45.0, "heldout": 15.0, "ncu": 40.0}
 SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
+RACE_RE = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
 
 
 def utc_now() -> str:
@@ -183,6 +184,8 @@ def parse_sanitizer(text: str) -> dict[str, Any]:
     """errors (int from ``ERROR SUMMARY: N errors``, None when the line is missing) and every summary line."""
     m = SUMMARY_RE.findall(text)
     lines = [ln.strip("= ").strip() for ln in text.splitlines() if "SUMMARY" in ln]
+    if not m:  # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+        m = RACE_RE.findall(text)
     return {"errors": int(m[-1]) if m else None, "summary_lines": lines}
 
 

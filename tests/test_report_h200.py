@@ -250,3 +250,10 @@ def test_factory_driver_dry_run(tmp_path: Path) -> None:
     assert data["search_timeline"]["startup_s"] > 0 and data["search_timeline"]["teardown_s"] >= 0
     with Store(run / "store.sqlite", readonly=True) as s:
         assert s.count() == 6
+
+
+def test_racecheck_summary_gives_the_error_count() -> None:
+    parse_sanitizer = verify.parse_sanitizer
+    assert parse_sanitizer("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")["errors"] == 0
+    assert parse_sanitizer("========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warnings)")["errors"] == 2
+    assert parse_sanitizer("no summary at all")["errors"] is None
