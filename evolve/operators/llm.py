@@ -184,7 +184,9 @@ class LLMOperator:
     inline_repairs: repair rounds inside ``propose`` for a child that fails the verify compile;
     inspirations / lessons: how many to show; critic_every: run the critic on every n-th reflect (0 = never);
     cost_unit: "tokens" | "seconds"; cost_ref: tokens (or seconds) of one "unit" proposal; gain_scale: the
-    relative gain that earns the full improvement reward; ucb_c, reward_validity, reward_improvement: bandit.
+    relative gain that earns the full improvement reward; ucb_c, reward_validity, reward_improvement: bandit;
+    gpu: ``evaluators.hardware`` name whose achievable copy bandwidth is the prompt's roofline when a result
+    carries no measured fraction (None: leave it out).
     Raises ValueError on a bad setting, naming it.
     """
 
@@ -194,7 +196,7 @@ class LLMOperator:
                  inspirations: int = 2, lessons: int = 8, critic_every: int = 1, cost_unit: str = "tokens",
                  cost_ref: float = 2000.0, gain_scale: float = 0.1, ucb_c: float = 1.0,
                  reward_validity: float = 0.2, reward_improvement: float = 0.8, constrained: bool | None = None,
-                 weight: float | None = None, **unknown: Any) -> None:
+                 gpu: str | None = "h200", weight: float | None = None, **unknown: Any) -> None:
         if unknown:
             raise ValueError(f"llm operator: unknown parameter(s) {sorted(unknown)}")
         if cost_unit not in ("tokens", "seconds"):
@@ -204,6 +206,7 @@ class LLMOperator:
                              "cost_ref > 0, gain_scale > 0")
         self.name = name
         self.workload = workload
+        self.gpu = gpu
         self.arch = arch
         self.compile_check = compile_check
         self.attempts = attempts
@@ -415,6 +418,10 @@ class LLMOperator:
                            focus: tuple[int, int], focus_what: str) -> list[ChatMessage]:
         """System + user messages of the optimizer role for ``parent``."""
         gpu_gbps = None
+        if self.gpu:
+            from evaluators.hardware import get_gpu
+
+            gpu_gbps = get_gpu(self.gpu).copy_gbps  # roofline when the evaluator gives no measured copy rate
         user = assemble(
             listing_section(lst, focus, show=role.show, reason=focus_what),
             measurements_section(ctx.parent_result, ctx.workload, gpu_gbps),
