@@ -237,6 +237,8 @@ class Engine:
             "statuses": dict(self.statuses),
             "duplicates": self.duplicates,
             "last_logged": self.last_logged,
+            # operators that learn (e.g. the LLM operator's role/model bandit) checkpoint with the rest
+            "operators": {n: op.state_dict() for n, op in self.operators.items() if hasattr(op, "state_dict")},
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -250,6 +252,9 @@ class Engine:
         self.statuses = Counter(state["statuses"])
         self.duplicates = int(state["duplicates"])
         self.last_logged = int(state["last_logged"])
+        for name, op_state in state.get("operators", {}).items():
+            if name in self.operators and hasattr(self.operators[name], "load_state"):
+                self.operators[name].load_state(op_state)
 
     def try_resume(self) -> bool:
         """Load the store's engine checkpoint if there is one; rows written after it (none when every write

@@ -262,3 +262,38 @@ def test_unordered_mode_and_wall_clock_budget(workload, tmp_path):
     assert snap.evaluations == ev.calls >= 2
     assert store.checkpoint(CHECKPOINT).state["pending"] == []
     assert sum(store.status_counts().get(s, 0) for s in ("ok", "wrong_result")) == ev.calls
+
+
+@dataclass
+class CountingOperator:
+    """A real operator (hints) that also learns something: how many proposals it made. Stands for operators
+    with their own state (the LLM operator's role/model bandit), which must survive a resume."""
+
+    inner: object
+    name: str = "counting"
+    proposals: int = 0
+
+    def propose(self, parent, ctx, rng):
+        self.proposals += 1
+        return self.inner.propose(parent, ctx, rng)
+
+    def state_dict(self):
+        return {"proposals": self.proposals}
+
+    def load_state(self, state):
+        self.proposals = int(state["proposals"])
+
+
+def test_operator_state_is_checkpointed_and_restored(workload, tmp_path):
+    hints = build_operators([{"name": "hints"}], workload)[0]
+    store = Store(tmp_path / "s.sqlite")
+    first = CountingOperator(hints)
+    make_engine(workload, store, budget=12, ops=[], extra_ops=[first]).run()
+    assert first.proposals > 0
+    saved = store.checkpoint(CHECKPOINT).state["operators"]["counting"]
+    assert saved == {"proposals": first.proposals}
+
+    second = CountingOperator(hints)
+    resumed = make_engine(workload, store, budget=12, ops=[], extra_ops=[second])
+    assert resumed.try_resume()
+    assert second.proposals == first.proposals
