@@ -222,6 +222,7 @@ def _need(cond: bool, key: str, msg: str) -> None:
 def validate(cfg: DictConfig) -> None:
     """Check what the schema's types cannot: ranges, registry names and combinations. Raises ConfigError with the
     key and the allowed values; touches nothing (no file, no GPU)."""
+    _need(cfg.seed >= 0, "seed", f"must be >= 0, got {cfg.seed}")
     a = cfg.algorithm
     _need(a.population_size >= 2, "algorithm.population_size", f"must be >= 2, got {a.population_size}")
     _need(a.tournament_size >= 1, "algorithm.tournament_size", f"must be >= 1, got {a.tournament_size}")

@@ -202,9 +202,17 @@ def format_report(path: str, arch: str, reports: list[EntryReport]) -> str:
 def _inspect(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as e:
         print(f"{path}: cannot read: {e.strerror or e}", file=sys.stderr)
+        return 1
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:  # a binary or non-UTF-8 file: point at the first bad byte
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        print(f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); is it a .ptx file?",
+              file=sys.stderr)
         return 1
     try:
         module = parse_module(text, str(path))

@@ -105,6 +105,15 @@ def test_inspect_reports_syntax_errors(tmp_path: Path, text: str, where: str) ->
     assert "Traceback" not in proc.stderr
 
 
+def test_inspect_binary_file_gives_position_not_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bin.ptx"
+    bad.write_bytes(b".version 9.0\nab\xffc\n")
+    proc = run(str(bad))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"{bad}:2:3: not UTF-8")
+    assert "Traceback" not in proc.stderr
+
+
 def test_inspect_missing_file_and_bad_arch(tmp_path: Path) -> None:
     proc = run(str(tmp_path / "none.ptx"))
     assert proc.returncode == 1 and "cannot read" in proc.stderr

@@ -96,6 +96,7 @@ def test_unknown_group_option_lists_the_options():
     (["mutator.operators=[]"], "mutator.operators"),
     (["workload.name=softmax"], "workload.name"),
     (["engine.capacity=0"], "engine.capacity"),
+    (["seed=-1"], "seed"),
 ])
 def test_validate_names_the_key(overrides, key):
     cfg = cfg_of(*overrides)
