@@ -1,6 +1,6 @@
 """Experiment tracking: W&B (offline by default) or nothing.
 
-What a W&B run holds (issue 4, "W&B"):
+What a W&B run holds:
 - config: the resolved Hydra config; group: ``experiment_name``; tags: algorithm, ``seed=N``, workload,
   hardware; job_type: the algorithm; name: ``<algorithm>-s<seed>-<run dir name>``.
 - metrics against ``evaluations`` (``define_metric(step_metric="evaluations")``): best_objective, qd_score,
@@ -161,19 +161,25 @@ def offline_run_dirs(run_dir: Path) -> list[Path]:
     return sorted((Path(run_dir) / "wandb").glob("offline-run-*"))
 
 
-def read_offline_summary(wandb_run_dir: Path) -> dict[str, Any]:
-    """Read an offline run back with ``wandb leet inspect --summary --json`` (wandb >= 0.31): a dict with
-    ``config``, ``summary``, ``tags``, ``project``, ``run_id``, ``state``... RuntimeError with wandb's output
-    when the command fails."""
+def _leet_inspect(wandb_run_dir: Path, *flags: str) -> str:
+    """stdout of ``wandb leet inspect <flags> --json <wandb_run_dir>``; RuntimeError when the ``wandb`` command
+    is not on PATH or exits non-zero (with the tail of its stderr)."""
     exe = shutil.which("wandb")
-    cmd = [exe, "leet", "inspect", "--summary", "--json", str(wandb_run_dir)] if exe else None
-    if cmd is None:
+    if exe is None:
         raise RuntimeError("the wandb command is not on PATH")
+    cmd = [exe, "leet", "inspect", *flags, "--json", str(wandb_run_dir)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "WANDB_SILENT": "true"})
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
-    return json.loads(out.stdout)
+    return out.stdout
+
+
+def read_offline_summary(wandb_run_dir: Path) -> dict[str, Any]:
+    """Read an offline run back with ``wandb leet inspect --summary --json`` (wandb >= 0.31): a dict with
+    ``config``, ``summary``, ``tags``, ``project``, ``run_id``, ``state``... RuntimeError with wandb's output
+    when the command fails."""
+    return json.loads(_leet_inspect(wandb_run_dir, "--summary"))
 
 
 def read_offline_run(wandb_run_dir: Path) -> dict[str, Any]:
@@ -181,16 +187,8 @@ def read_offline_run(wandb_run_dir: Path) -> dict[str, Any]:
     (``wandb leet inspect --json``, one JSON record per line): ``group``, ``tags``, ``job_type``, ``name``,
     ``config``, ``history`` (list of logged dicts in order), ``artifacts`` (list of (name, type, paths)) and
     ``summary`` (from ``read_offline_summary``). RuntimeError when wandb cannot read it."""
-    exe = shutil.which("wandb")
-    if exe is None:
-        raise RuntimeError("the wandb command is not on PATH")
-    cmd = [exe, "leet", "inspect", "--json", str(wandb_run_dir)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "WANDB_SILENT": "true"})
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
     run: dict[str, Any] = {"history": [], "artifacts": []}
-    for line in out.stdout.splitlines():
+    for line in _leet_inspect(wandb_run_dir).splitlines():
         if not line.strip():
             continue
         rec = json.loads(line)
