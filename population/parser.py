@@ -457,11 +457,15 @@ class _Builder(Transformer):
         node.layout = ((opcode, modifiers, operands, pred), raw)
         return node
 
+    def _line_starts(self) -> list[int]:
+        """Source offsets at which each line of the text starts (computed once per parse)."""
+        if self.line_starts is None:
+            self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.text)]
+        return self.line_starts
+
     def _pos(self, pos: int) -> ast.SourceLoc:
         """The 1-based line and column of source offset ``pos``."""
-        starts = self.line_starts
-        if starts is None:
-            starts = self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.text)]
+        starts = self._line_starts()
         k = bisect.bisect_right(starts, pos)
         # SourceLoc is frozen; filling __dict__ directly halves the cost of its __init__ (one per node)
         loc = _new(ast.SourceLoc)
@@ -478,9 +482,7 @@ class _Builder(Transformer):
         parse, so it works on locals: trivia is text[cursor:start], raw is text[start:end]."""
         text = self.text
         file = self.file
-        starts = self.line_starts
-        if starts is None:
-            starts = self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+        starts = self._line_starts()
         out: list = []
         append = out.append
         for m in _PIECE.finditer(text, pos, endpos):
@@ -497,7 +499,7 @@ class _Builder(Transformer):
                     toks = _OPERAND_TOKENS.findall(text, op_end, end - 1)
                     operands = _scan_flat(toks, self) if toks else ()
                     if operands is None:
-                        operands = _OperandScanner(self).scan(text, op_end, end - 1)
+                        operands = _OperandScanner(self).scan(toks)
                 if operands is None:
                     append(self._reference_instruction(start, end))
                     continue
@@ -762,10 +764,8 @@ class _OperandScanner:
     def __init__(self, builder: _Builder) -> None:
         self.b = builder
 
-    def scan(self, text: str, start: int, end: int) -> tuple | None:
-        if text.find("/", start, end) >= 0:
-            return None
-        toks = _OPERAND_TOKENS.findall(text, start, end)
+    def scan(self, toks: list[str]) -> tuple | None:
+        """The operands spelled by ``toks`` (``_OPERAND_TOKENS`` of a comment-free operand text)."""
         if not toks:
             return ()
         self.toks = toks
@@ -881,19 +881,24 @@ _PARSER: Lark | None = None
 _BUILDER: _Builder | None = None
 
 
+def _build(grammar: str) -> tuple[Lark, _Builder]:
+    """An LALR parser (contextual lexer) for ``grammar`` that builds the AST while it parses."""
+    builder = _Builder()
+    parser = Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        transformer=builder,
+        start=["start", "stmts"],
+        maybe_placeholders=False,
+    )
+    return parser, builder
+
+
 def _parser() -> tuple[Lark, _Builder]:
     global _PARSER, _BUILDER
     if _PARSER is None or _BUILDER is None:
-        builder = _Builder()
-        _PARSER = Lark(
-            GRAMMAR_PATH.read_text(),
-            parser="lalr",
-            lexer="contextual",
-            transformer=builder,
-            start=["start", "stmts"],
-            maybe_placeholders=False,
-        )
-        _BUILDER = builder
+        _PARSER, _BUILDER = _build(GRAMMAR_PATH.read_text())
     return _PARSER, _BUILDER
 
 
@@ -914,16 +919,7 @@ def reference_parser() -> tuple[Lark, _Builder]:
     """The Lark parser built from ``reference_grammar()`` and its AST builder (one parse at a time)."""
     global _REF_PARSER, _REF_BUILDER
     if _REF_PARSER is None or _REF_BUILDER is None:
-        builder = _Builder()
-        _REF_PARSER = Lark(
-            reference_grammar(),
-            parser="lalr",
-            lexer="contextual",
-            transformer=builder,
-            start=["start", "stmts"],
-            maybe_placeholders=False,
-        )
-        _REF_BUILDER = builder
+        _REF_PARSER, _REF_BUILDER = _build(reference_grammar())
     return _REF_PARSER, _REF_BUILDER
 
 
@@ -953,18 +949,22 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
+_LEADING_DIRECTIVE = re.compile(r"[ \t\r\n]*(\.[A-Za-z_][A-Za-z0-9_]*)")
+# Dotted words the grammar accepts at the start of a statement (PTX ISA §5, §11).
+_KNOWN_DIRECTIVES = STATE_SPACES | LINKAGES | TYPES | _FUNC_PERF_DIRECTIVES | {
+    "version", "target", "address_size", "entry", "func", "loc", "file", "section", "pragma", "align",
+    "callprototype", "alias", "branchtargets", "calltargets",
+}
+
+
 def _unknown_directive(text: str, pos: int) -> tuple[str, int] | None:
     """If the statement around ``pos`` starts with a dotted word the grammar does not know, name it."""
     start = max(text.rfind(";", 0, pos), text.rfind("{", 0, pos), text.rfind("}", 0, pos), text.rfind("\n", 0, pos))
-    m = re.compile(r"[ \t\r\n]*(\.[A-Za-z_][A-Za-z0-9_]*)").match(text, start + 1)
+    m = _LEADING_DIRECTIVE.match(text, start + 1)
     if m is None:
         return None
     word = m.group(1)[1:]
-    known = STATE_SPACES | LINKAGES | TYPES | _FUNC_PERF_DIRECTIVES | {
-        "version", "target", "address_size", "entry", "func", "loc", "file", "section", "pragma", "align",
-        "callprototype", "alias", "branchtargets", "calltargets",
-    }
-    if word in known:
+    if word in _KNOWN_DIRECTIVES:
         return None
     return word, m.start(1)
 
