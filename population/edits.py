@@ -43,7 +43,7 @@ from population.ast import (
     Vector,
 )
 from population.cfg import DECLARING_DIRECTIVES
-from population.defuse import declare_missing
+from population.defuse import TYPE_BITS, bare_register_names, declare_missing, has_destination
 from population.edit_script import (
     GRAMMAR_PATH,
     LINE_EDITS,
@@ -63,8 +63,10 @@ from population.edit_script import (
     edit_kind,
     parse_edit_script,
 )
+from population.errors import PTXSyntaxError
 from population.kernel import Kernel
 from population.linemap import LineMap, line_map
+from population.parser import parse_statements
 
 __all__ = [
     "GRAMMAR_PATH",
@@ -111,8 +113,6 @@ def _is_space(m: str) -> bool:
 
 
 def _is_tail(m: str) -> bool:
-    from population.defuse import TYPE_BITS
-
     return m in TYPE_BITS or m in ("v2", "v4", "v8")
 
 
@@ -317,10 +317,6 @@ def _resolve_insert(lm: LineMap, after: int) -> tuple[list, int, Function]:
 
 
 def _parse_lines(lines: tuple[str, ...], fn: Function, edit_index: int) -> list:
-    from population.defuse import bare_register_names
-    from population.errors import PTXSyntaxError
-    from population.parser import parse_statements
-
     try:
         stmts = parse_statements("\n".join(lines), registers=bare_register_names(fn),
                                  filename=f"edit {edit_index}")
@@ -333,8 +329,6 @@ def _promote_written_names(stmts: list) -> list:
     """Bare names (no ``%``) the new lines *write* but nobody declared parse as Symbols; they can only be
     registers, so turn them into Registers in the new lines (declare_missing then declares them). A name that
     is only read stays a Symbol, for ptxas to report if it is undefined."""
-    from population.defuse import has_destination
-
     def walk_instrs(body: list):  # type: ignore[no-untyped-def]
         for k, st in enumerate(body):
             if isinstance(st, Scope):
@@ -382,11 +376,10 @@ def _plan_line_edit(i: int, e: Edit, lm: LineMap) -> _Plan:
     assert isinstance(e, SetModifier)
     if e.line > n:
         raise ValueError(f"line {e.line} is past the end of the listing ({n} lines)")
-    node = lm.info(e.line).node
-    if not isinstance(node, Instruction):
-        what = type(node).__name__ if node is not None else "no statement"
-        raise ValueError(f"{_describe(lm, e.line)} is not an instruction ({what})")
     info = lm.info(e.line)
+    if not isinstance(info.node, Instruction):
+        what = type(info.node).__name__ if info.node is not None else "no statement"
+        raise ValueError(f"{_describe(lm, e.line)} is not an instruction ({what})")
     return _Plan(i, e, e.line, info.body, info.index, info.index + 1, None, lines=(e.line, e.line))
 
 
