@@ -191,8 +191,9 @@ def default_knowledge_path() -> Path:
 
 
 def open_knowledge(path: str | Path | None) -> KnowledgeStore | None:
-    """A KnowledgeStore at ``path``; None (disabled) for None, ``""``, ``"none"`` or ``"null"``;
-    ``"default"`` for ``default_knowledge_path()``."""
+    """A KnowledgeStore at ``path``; None (disabled) for None, ``""``, ``"none"``, ``"null"``, ``"off"`` or
+    ``"false"`` (any case); ``"default"`` for ``default_knowledge_path()``. ValueError from ``KnowledgeStore``
+    when the file holds another schema version."""
     if path is None or str(path).strip().lower() in ("", "none", "null", "off", "false"):
         return None
     if str(path) == "default":

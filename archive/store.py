@@ -195,6 +195,11 @@ _COLUMNS = [f.name for f in fields(CandidateRow) if f.name != "id"]
 _LIGHT = [c for c in _COLUMNS if c not in ("ptx", "cubin")]
 
 
+def _to_sql(column: str, value: Any) -> Any:
+    """A column value as stored: JSON text for the ``_JSON_COLS``, as is otherwise."""
+    return json.dumps(value, sort_keys=True) if column in _JSON_COLS else value
+
+
 def _row_from_sql(r: sqlite3.Row) -> CandidateRow:
     kw: dict[str, Any] = {}
     for k in r.keys():
@@ -231,8 +236,7 @@ class Transaction:
         if not row.parent_ids and row.parents:
             ids = [self._store._first_id(self.conn, p) for p in row.parents]
             row.parent_ids = [i for i in ids if i is not None]
-        vals = [json.dumps(getattr(row, c), sort_keys=True) if c in _JSON_COLS else getattr(row, c)
-                for c in _COLUMNS]
+        vals = [_to_sql(c, getattr(row, c)) for c in _COLUMNS]
         cur = self.conn.execute(
             f"INSERT INTO candidates ({','.join(_COLUMNS)}) VALUES ({','.join('?' * len(_COLUMNS))})", vals)
         row.id = int(cur.lastrowid)  # type: ignore[arg-type]
@@ -268,7 +272,7 @@ class Store:
     def __init__(self, path: str | Path, *, readonly: bool = False, synchronous: str = "NORMAL") -> None:
         self.path = Path(path) if str(path) != ":memory:" else None
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"Store: synchronous must be NORMAL or FULL, got {synchronous!r}")
+            raise ValueError(f"Store: synchronous must be one of OFF, NORMAL, FULL, EXTRA, got {synchronous!r}")
         self._lock = threading.RLock()
         self._in_tx = False
         if self.path is None:
@@ -371,7 +375,7 @@ class Store:
         if not values:
             return
         sets = ",".join(f"{k}=?" for k in values)
-        vals = [json.dumps(v, sort_keys=True) if k in _JSON_COLS else v for k, v in values.items()]
+        vals = [_to_sql(k, v) for k, v in values.items()]
         with self.transaction() as tx:
             n = tx.conn.execute(f"UPDATE candidates SET {sets} WHERE id=?", [*vals, id]).rowcount
         if n == 0:
