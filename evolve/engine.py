@@ -274,7 +274,6 @@ class Engine:
 
     # --------------------------------------------------------------------------------------- proposing
     def _context(self, ask: Ask, parent_id: CandidateId) -> OperatorContext:
-        parent_result = None
         try:
             parent_result = self.result(parent_id)
         except Exception:  # a seed row without metrics, or a store without the row yet
@@ -417,8 +416,8 @@ class Engine:
             if valid:
                 res = self.archive.add(cid, float(result.objective), result.features)
                 added, cell = res.status, res.cell
-                if res.added:
-                    tx.execute("UPDATE candidates SET cell=? WHERE id=?", (_json_cell(cell), cid))
+                if res.added:  # joins this transaction
+                    self.store.update_candidate(cid, cell=[int(c) for c in cell])
             told = Told(item.ask, cid, valid, result.objective if valid else None, dict(result.features), added,
                         cell)
             self.algorithm.tell(told)
@@ -517,11 +516,11 @@ class Engine:
         """Evaluations told so far (rows with an evaluator status)."""
         return sum(n for s, n in self.statuses.items() if s in EVAL_STATUSES)
 
-    def _maybe_snapshot(self, force: bool = False) -> None:
-        done = self.evaluated
+    def _maybe_snapshot(self) -> None:
         if self.on_snapshot is None:
             return
-        if force or done - self.last_logged >= self.settings.log_every or self.last_logged < 0:
+        done = self.evaluated
+        if done - self.last_logged >= self.settings.log_every or self.last_logged < 0:
             self.last_logged = done
             self.on_snapshot(self.snapshot())
 
@@ -612,9 +611,3 @@ def _timed_evaluate(evaluator: Any, kernel: Kernel) -> EvalResult:
 
 def _short_exc(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:2000]
-
-
-def _json_cell(cell: Any) -> str:
-    import json
-
-    return json.dumps([int(c) for c in cell])
