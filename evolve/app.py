@@ -32,7 +32,7 @@ from evolve.algorithms.islands import Islands
 from evolve.algorithms.map_elites import MapElites
 from evolve.algorithms.random_search import RandomSearch
 from evolve.budget import Budget
-from evolve.config import assign_devices, validate
+from evolve.config import AlgorithmName, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.selection import OperatorSelector
@@ -59,8 +59,7 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
     if name == "islands":
         return Islands(make_archive, n_islands=int(cfg.n_islands), migration_interval=int(cfg.migration_interval),
                        migrants=int(cfg.migrants), selection=str(cfg.selection))
-    raise ValueError(f"algorithm.name: {name!r} is not one of ['map_elites', 'random', 'hill_climb', 'ga', "
-                     f"'islands']")
+    raise ValueError(f"algorithm.name: {name!r} is not one of {[a.value for a in AlgorithmName]}")
 
 
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
@@ -182,7 +181,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               log_every=int(cfg.logger.get("log_every", 10)))
 
     store = Store(run_dir / str(cfg.store))
-    knowledge = open_knowledge(cfg.knowledge) if cfg.knowledge else None
+    knowledge = open_knowledge(cfg.knowledge)
     tracker = None
     try:
         lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name)

@@ -21,6 +21,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from evaluators.hardware import GPUS
+
 
 class AlgorithmName(StrEnum):
     map_elites = "map_elites"
@@ -196,7 +198,8 @@ class ConfigError(ValueError):
 
 
 ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
-HARDWARE = ("h200", "h100", "b200")
+HARDWARE = tuple(GPUS)  # the GPUs evaluators.hardware describes
+WANDB_MODES = ("online", "offline", "disabled", "shared", "run", "dryrun")  # wandb.init(mode=...)
 
 _UID = f"{os.getpid()}-{secrets.token_hex(2)}"
 
@@ -267,8 +270,7 @@ def validate(cfg: DictConfig) -> None:
           f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
     _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
-    _need(cfg.logger.mode in ("online", "offline", "disabled", "shared", "run", "dryrun"), "logger.mode",
-          f"{cfg.logger.mode!r} is not one of ['online', 'offline', 'disabled']")
+    _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
     try:
         from evaluators.workloads.registry import available_workloads
