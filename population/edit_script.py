@@ -340,10 +340,14 @@ class EditScript:
         return tuple(edit_kind(e) for e in self.edits)
 
 
+# The text keyword of each edit class, in the order of the format description.
+_KIND = {Replace: "REPLACE", Insert: "INSERT", Delete: "DELETE", SetModifier: "MODIFIER",
+         SetLaunch: "LAUNCH", SetDirective: "DIRECTIVE", SetKnobs: "KNOBS"}
+
+
 def edit_kind(edit: Edit) -> str:
     """The text keyword of an edit: REPLACE, INSERT, DELETE, MODIFIER, LAUNCH, DIRECTIVE or KNOBS."""
-    return {Replace: "REPLACE", Insert: "INSERT", Delete: "DELETE", SetModifier: "MODIFIER",
-            SetLaunch: "LAUNCH", SetDirective: "DIRECTIVE", SetKnobs: "KNOBS"}[type(edit)]
+    return _KIND[type(edit)]
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -496,11 +500,13 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
     ``entries`` limits DIRECTIVE to those function names; ``knob_names`` limits LAUNCH/KNOBS knob names;
     ``max_edits`` bounds the script length. Directive names are those of :data:`PERF_DIRECTIVES`.
     Raises ValueError for an unknown kind or an empty choice."""
-    all_kinds = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS")
+    all_kinds = tuple(_KIND.values())
     chosen = tuple(kinds) if kinds is not None else all_kinds
     unknown = [k for k in chosen if k not in all_kinds]
     if unknown or not chosen:
         raise ValueError(f"ebnf_grammar kinds {unknown or chosen!r} not in {all_kinds}")
+    if max_edits is not None and max_edits < 1:
+        raise ValueError(f"ebnf_grammar: max_edits must be >= 1, got {max_edits}")
 
     def alt(words: tuple[str, ...] | list[str], what: str) -> str:
         if not words:
@@ -530,8 +536,6 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
     used = [k.lower() for k in chosen]
     root = '( edit "\\n" )+' if max_edits is None else " ".join(
         ['edit "\\n"'] + ['( edit "\\n"'] * (max_edits - 1) + [")?"] * (max_edits - 1))
-    if max_edits is not None and max_edits < 1:
-        raise ValueError(f"ebnf_grammar: max_edits must be >= 1, got {max_edits}")
     lines = [f"root ::= {root}", "edit ::= " + " | ".join(used)]
     lines += [rules[k] for k in used]
     lines += [
