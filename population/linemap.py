@@ -44,8 +44,8 @@ class LineMap:
         return self.span(node)[0]
 
     def info(self, lineno: int) -> LineInfo:
-        """The listing's LineInfo for 1-based ``lineno``."""
-        return self.listing.lines[lineno - 1]
+        """The listing's LineInfo for 1-based ``lineno``; IndexError naming the valid range when outside it."""
+        return self.listing.line(lineno)
 
     def __len__(self) -> int:
         return len(self.listing.lines)
