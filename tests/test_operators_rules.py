@@ -11,13 +11,14 @@ import pytest
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.common import all_instructions, definitions
+from evolve.operators.common import definitions
 from evolve.operators.hints import HintsOperator, candidate_states, decompose
 from evolve.operators.launch import LaunchOperator, reads_ntid
 from evolve.operators.mathops import MathOpsOperator
 from evolve.operators.prefetch import PrefetchOperator
 from evolve.operators.schedule import ScheduleOperator
 from evolve.operators.unroll import UnrollOperator
+from population.analysis import flat_instructions
 from population.edits import apply_script, parse_edit_script
 from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
@@ -195,7 +196,7 @@ def test_hints_l2_policy_adds_createpolicy_and_compiles():
     # the child's policy is recognised as the operator's own, so it can be switched or dropped again
     fn = child.module.function("inplace")
     defs = definitions(fn)
-    ld = next(i for i in all_instructions(fn) if "L2::cache_hint" in i.modifiers)
+    ld = next(i for i in flat_instructions(fn) if "L2::cache_hint" in i.modifiers)
     acc = decompose(ld, defs)
     assert acc is not None and acc.state.l2 in ("evict_first", "evict_last")
     options = candidate_states(acc.kind, acc.state, nc_allowed=False)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from evolve.operators.base import NoProposal
-from population.analysis import declared_registers, destinations, sources
+from population.analysis import declared_registers, destinations, flat_instructions, sources
 from population.ast import (
     Address,
     Function,
@@ -217,21 +217,9 @@ def walk(body: Iterable[Statement]) -> Iterable[Statement]:
             yield from walk(s.body)
 
 
-def all_instructions(fn: Function) -> list[Instruction]:
-    """Every instruction of ``fn`` in textual order, Scope bodies included."""
-    return [s for s in walk(fn.body or []) if isinstance(s, Instruction)]
-
-
 def labels_of(fn: Function) -> set[str]:
     """Every label name defined in ``fn``."""
     return {s.name for s in walk(fn.body or []) if isinstance(s, Label)}
-
-
-def branch_target(instr: Instruction) -> str | None:
-    """The label a ``bra`` jumps to, else None."""
-    if instr.opcode == "bra" and instr.operands and isinstance(instr.operands[-1], Symbol):
-        return instr.operands[-1].name
-    return None
 
 
 # The condition-code register that add.cc/sub.cc/mad.cc write and addc/subc/madc read (PTX ISA "Extended-Precision
@@ -266,7 +254,7 @@ UNKNOWN_ROOT = "?"
 def definitions(fn: Function) -> dict[str, list[Instruction]]:
     """Register name -> every instruction of ``fn`` that writes it (PTX is not SSA: loops redefine)."""
     defs: dict[str, list[Instruction]] = {}
-    for ins in all_instructions(fn):
+    for ins in flat_instructions(fn):
         for r in writes(ins):
             defs.setdefault(r, []).append(ins)
     return defs
@@ -291,7 +279,7 @@ def pointer_roots(fn: Function, reg: str, defs: dict[str, list[Instruction]] | N
         seen.add(r)
         for ins in defs.get(r, []):
             if ins.opcode in ("ld", "ldu"):
-                addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+                addr = address_operand(ins)
                 if "param" in ins.modifiers and addr is not None and isinstance(addr.base, Symbol):
                     p = params.get(addr.base.name)
                     if p is None or p.type in POINTER_PARAM_TYPES:
@@ -337,7 +325,7 @@ def fresh_name(taken: set[str], stem: str) -> str:
 def used_names(fn: Function) -> set[str]:
     """Every register and label name that appears in ``fn`` (declared, read, written or defined)."""
     names = set(labels_of(fn))
-    for ins in all_instructions(fn):
+    for ins in flat_instructions(fn):
         names |= reads(ins) | writes(ins)
     names |= set(declared_registers(fn))
     return names

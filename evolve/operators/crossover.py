@@ -25,8 +25,6 @@ import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.common import (
-    all_instructions,
-    branch_target,
     cached_listing,
     entry_function,
     labels_of,
@@ -35,6 +33,7 @@ from evolve.operators.common import (
     writes,
 )
 from evolve.operators.launch import reads_ntid
+from population.analysis import branch_target, flat_instructions
 from population.ast import Instruction, Label, RegDecl, Scope
 from population.edits import Delete, EditScript, Insert, Replace, SetDirective, SetKnobs, SetLaunch
 from population.kernel import Kernel
@@ -196,7 +195,7 @@ def line_hunks(parent_a: Kernel, parent_b: Kernel) -> list[tuple[Replace | Inser
     groups: dict[int, list[_Hunk]] = {}
     for x, h in enumerate(hunks):
         groups.setdefault(find(x), []).append(h)
-    a_ins = all_instructions(fa)
+    a_ins = flat_instructions(fa)
     a_writes = Counter(r for n in a_ins for r in writes(n))
     a_jumps = Counter(t for t in (branch_target(n) for n in a_ins) if t is not None)
     return [tuple(h.edit for h in members) for members in groups.values()

@@ -38,7 +38,6 @@ from evolve.operators.common import (
     UNKNOWN_ROOT,
     Site,
     address_roots,
-    all_instructions,
     definitions,
     entry_function,
     fresh_name,
@@ -46,6 +45,7 @@ from evolve.operators.common import (
     replace_stmts,
     used_names,
 )
+from population.analysis import flat_instructions
 from population.ast import Immediate, Instruction, Register
 from population.edits import EditScript
 from population.kernel import Kernel
@@ -197,7 +197,7 @@ def read_only_roots(kernel: Kernel, defs: dict[str, list[Instruction]] | None = 
     defs = defs if defs is not None else definitions(fn)
     written: set[str] = set()
     every: set[str] = set()
-    for ins in all_instructions(fn):
+    for ins in flat_instructions(fn):
         if ins.opcode in ("ld", "ldu", "prefetch"):
             every |= address_roots(fn, ins, defs)
         elif ins.opcode in ("st", "atom", "red", "cp", "stmatrix", "sust", "sured", "wgmma", "tensormap", "call"):

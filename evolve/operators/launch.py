@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.common import all_instructions, entry_function
+from evolve.operators.common import entry_function
+from population.analysis import flat_instructions
 from population.ast import SpecialRegister
 from population.edits import EditScript, SetDirective, SetLaunch
 from population.kernel import Kernel
@@ -40,7 +41,7 @@ def reads_ntid(kernel: Kernel) -> bool:
     """True when the entry reads ``%ntid`` (blockDim), i.e. its code adapts to the launch block."""
     fn = entry_function(kernel)
     return any(isinstance(o, SpecialRegister) and o.name.startswith("%ntid")
-               for ins in all_instructions(fn) for o in ins.operands)
+               for ins in flat_instructions(fn) for o in ins.operands)
 
 
 def neighbours(values: tuple[int, ...], current: int, reach: int = 1) -> list[int]:

@@ -30,13 +30,13 @@ import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.common import (
-    branch_target,
     entry_function,
     entry_sites,
     labels_of,
     replace_stmts,
     walk,
 )
+from population.analysis import branch_target, flat_instructions
 from population.ast import (
     Directive,
     Function,
@@ -82,7 +82,7 @@ def _bodies(fn: Function) -> list[list[Statement]]:
 
 def find_loops(fn: Function, *, max_body: int = 400) -> list[SimpleLoop]:
     """Every loop of ``fn`` the transformation may unroll (module docstring), innermost-first not guaranteed."""
-    all_ins = [s for s in walk(fn.body or []) if isinstance(s, Instruction)]
+    all_ins = flat_instructions(fn)
     if any(i.opcode == "brx" for i in all_ins):
         return []
     found: list[SimpleLoop] = []
