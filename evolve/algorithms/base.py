@@ -24,7 +24,8 @@ CandidateId = int | str
 class Ask:
     """What the algorithm wants evaluated next.
 
-    parents: identities of the parent kernels, primary first (two for a crossover).
+    parents: candidate ids (``CandidateId``, store row ids) of the parent kernels, primary first (two for a
+        crossover).
     operator: the operator that must produce the child (e.g. ``"crossover"``), or None to let the engine's
         operator selection decide; ``"seed"`` marks a seed being told.
     island: the island (sub-population) the child belongs to, for the island model; None otherwise.

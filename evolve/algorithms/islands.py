@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from evolve.algorithms.base import SEED, Ask, CandidateId, Seeds, Told
+from evolve.algorithms.map_elites import SELECTIONS
 
 
 class Islands:
@@ -36,8 +37,8 @@ class Islands:
             raise ValueError(f"algorithm.migration_interval must be >= 0, got {migration_interval}")
         if migrants < 0:
             raise ValueError(f"algorithm.migrants must be >= 0, got {migrants}")
-        if selection not in ("uniform", "curiosity"):
-            raise ValueError(f"algorithm.selection: {selection!r} is not one of ['uniform', 'curiosity']")
+        if selection not in SELECTIONS:
+            raise ValueError(f"algorithm.selection: {selection!r} is not one of {list(SELECTIONS)}")
         self.n_islands, self.migration_interval, self.migrants = n_islands, migration_interval, migrants
         self.selection = selection
         self.archives = [make_archive() for _ in range(n_islands)]
