@@ -65,8 +65,6 @@ NVCC_PREFIX_TYPES: dict[str, str] = {
     "%rq": "b128",
 }
 
-_VECTOR_MODS = {"v2": 2, "v4": 4, "v8": 8}
-
 
 # --------------------------------------------------------------------------------------------- operand roles
 
@@ -206,17 +204,22 @@ def declared_registers(fn: Function) -> dict[str, str]:
     return out
 
 
+def _mentioned(ins: Instruction) -> list[str]:
+    """Every register name ``ins`` mentions: the guard, then each operand's (:func:`registers_in`)."""
+    names = [ins.predicate.register.name] if ins.predicate is not None else []
+    for o in ins.operands:
+        if isinstance(o, Register):
+            names.append(o.name)
+        elif not isinstance(o, (Immediate, Symbol)):
+            names.extend(registers_in(o))
+    return names
+
+
 def used_registers(fn: Function) -> set[str]:
     """Every register name an instruction of ``fn`` mentions (destinations, sources, guards)."""
     out: set[str] = set()
     for ins in flat_instructions(fn):
-        if ins.predicate is not None:
-            out.add(ins.predicate.register.name)
-        for o in ins.operands:
-            if isinstance(o, Register):
-                out.add(o.name)
-            elif not isinstance(o, (Immediate, Symbol)):
-                out.update(registers_in(o))
+        out.update(_mentioned(ins))
     return out
 
 
@@ -262,13 +265,7 @@ def undeclared_registers(fn: Function) -> set[str]:
             if isinstance(st, Scope):
                 rec(st.body, frames)
             elif isinstance(st, Instruction):
-                names = [st.predicate.register.name] if st.predicate is not None else []
-                for o in st.operands:
-                    if isinstance(o, Register):
-                        names.append(o.name)
-                    elif not isinstance(o, (Immediate, Symbol)):
-                        names.extend(registers_in(o))
-                out.update(r for r in names if r not in out and not visible(r, frames))
+                out.update(r for r in _mentioned(st) if r not in out and not visible(r, frames))
 
     rec(fn.body or [], [])
     return out
@@ -489,8 +486,9 @@ def declare_missing(fn: Function) -> list[str]:
     if fn.body is None:
         raise ValueError(f"function {fn.name} has no body to declare registers in")
     types = infer_register_types(fn, missing)
+    names_sorted = sorted(missing, key=_natural_key)
     by_type: dict[str, list[str]] = {}
-    for name in sorted(missing, key=_natural_key):
+    for name in names_sorted:
         by_type.setdefault(types[name], []).append(name)
     # after the last .reg of the leading declarations (nvcc's layout), before the first instruction
     pos = 0
@@ -501,11 +499,11 @@ def declare_missing(fn: Function) -> list[str]:
             pos = k + 1
     decls: list[Statement] = [RegDecl(t, tuple((n, None) for n in names)) for t, names in sorted(by_type.items())]
     fn.body[pos:pos] = decls
-    return sorted(missing, key=_natural_key)
+    return names_sorted
 
 
 def _natural_key(name: str) -> tuple[str, int]:
-    m = re.fullmatch(r"(.*?)(\d+)", name)
+    m = _RANGE_NAME.fullmatch(name)
     return (m.group(1), int(m.group(2))) if m else (name, -1)
 
 
