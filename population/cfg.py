@@ -147,7 +147,7 @@ def flat_located(fn: Function) -> list[Located]:
 def flat_instructions(fn: Function) -> list[Instruction]:
     """The instructions of ``fn`` in textual order with ``{ }`` scopes flattened. Indices into this list are
     what :class:`BasicBlock` ranges, def-use sites and memory sites refer to."""
-    return [loc.stmt for loc in walk(fn) if isinstance(loc.stmt, Instruction)]
+    return [loc.stmt for loc in flat_located(fn)]
 
 
 def branch_target(instr: Instruction) -> str | None:
@@ -164,8 +164,8 @@ def basic_blocks(fn: Function) -> list[BasicBlock]:
     """Cut ``fn`` into basic blocks and link their successors (rules in the module docstring).
 
     A ``brx.idx`` (indirect branch) gets the labels of its ``.branchtargets`` list as successors (every
-    labelled block when the list is not found, a sound over-approximation). Raises ValueError naming the label when a ``bra`` targets a label the function does
-    not define."""
+    labelled block when the list is not found, a sound over-approximation). Raises ValueError naming the
+    function, the label and the source line when a ``bra`` targets a label the function does not define."""
     if not fn.body:
         return []
     blocks: list[BasicBlock] = []
