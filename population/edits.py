@@ -66,6 +66,7 @@ from population.edit_script import (
 from population.errors import PTXSyntaxError
 from population.kernel import Kernel
 from population.linemap import LineMap, line_map
+from population.memory import STATE_SPACES, VECTOR_WIDTHS
 from population.parser import parse_statements
 
 __all__ = [
@@ -109,11 +110,11 @@ _ROUNDING = ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "approx"
 
 
 def _is_space(m: str) -> bool:
-    return m.split("::", 1)[0] in ("global", "shared", "local", "param", "const")
+    return m.split("::", 1)[0] in STATE_SPACES
 
 
 def _is_tail(m: str) -> bool:
-    return m in TYPE_BITS or m in ("v2", "v4", "v8")
+    return m in TYPE_BITS or m in VECTOR_WIDTHS
 
 
 def insert_modifier(modifiers: tuple[str, ...], add: str) -> tuple[str, ...]:

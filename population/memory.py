@@ -20,7 +20,8 @@ from population.defuse import TYPE_BITS
 
 STATE_SPACES = ("global", "shared", "local", "param", "const")
 KINDS = ("load", "store", "atomic", "reduction", "async_copy", "prefetch")
-_VECTOR = {"v2": 2, "v4": 4, "v8": 8}
+#: Vector modifiers and their element counts (PTX ISA "Vectors").
+VECTOR_WIDTHS = {"v2": 2, "v4": 4, "v8": 8}
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def classify(instr: Instruction) -> tuple[str, str] | None:
 def _width(instr: Instruction, kind: str) -> tuple[int, int, str | None]:
     """(width_bytes, vector, element type)."""
     mods = instr.modifiers
-    vector = next((_VECTOR[m] for m in mods if m in _VECTOR), 1)
+    vector = next((VECTOR_WIDTHS[m] for m in mods if m in VECTOR_WIDTHS), 1)
     types = [m for m in mods if m in TYPE_BITS and m != "pred"]
     elem = types[-1] if types else None
     if instr.opcode in ("ldmatrix", "stmatrix"):
