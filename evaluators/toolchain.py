@@ -277,17 +277,20 @@ def _source_text(src: str | Module | Kernel) -> tuple[str, Module | None]:
 
 
 def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
+    """What the compiled ``text`` shows at 1-based ``line``: the AST node of ``module``'s canonical listing
+    printed there (its text for a brace or blank line), the stripped text line for str input, or None."""
     if line is None:
         return None
     if module is not None:
         from population.printer import listing
 
-        for info in listing(module).lines:
-            if info.lineno == line:
-                return info.node if info.node is not None else info.text
-        return None
-    lines = text.splitlines()
-    return lines[line - 1].strip() if 0 < line <= len(lines) else None
+        lines = listing(module).lines
+        if not 0 < line <= len(lines):
+            return None
+        info = lines[line - 1]
+        return info.node if info.node is not None else info.text
+    text_lines = text.splitlines()
+    return text_lines[line - 1].strip() if 0 < line <= len(text_lines) else None
 
 
 def _check_arch(arch: str) -> None:
@@ -432,7 +435,7 @@ def compile_ptx(
     if max_registers is not None and not 16 <= max_registers <= 255:
         raise ValueError(f"max_registers must be in [16, 255], got {max_registers}")
     start = time.perf_counter()
-    text, lst = _source_text(src)
+    text, module = _source_text(src)
     ptxas = find_ptxas()
     key_src = json.dumps([ptxas_version(ptxas), arch, verify_only, max_registers, list(options)]) + "\0" + text
     key = hashlib.sha256(key_src.encode()).hexdigest()
@@ -455,7 +458,7 @@ def compile_ptx(
 
     if not outcome.ok:
         raise CompileError(message=outcome.error_message, line=outcome.error_line,
-                           statement=_statement_at(text, lst, outcome.error_line), log=outcome.log)
+                           statement=_statement_at(text, module, outcome.error_line), log=outcome.log)
     resources = {} if verify_only else parse_resources(outcome.log, arch)
     if outcome.cubin:
         sections = cubin_sections(outcome.cubin)
