@@ -85,7 +85,8 @@ def reg_allocation_max_per_thread(cc: tuple[int, int]) -> int:
 
 
 def sub_partitions_per_sm(cc: tuple[int, int]) -> int:
-    """``cudaOccSubPartitionsPerMultiprocessor``: 4 (registers are allocated per SM sub-partition)."""
+    """``cudaOccSubPartitionsPerMultiprocessor``: 2 on cc 6.0, else 4 (registers are allocated per SM
+    sub-partition)."""
     return 2 if cc == (6, 0) else 4
 
 
