@@ -184,9 +184,7 @@ def _group(site: MemorySite, du, pointer_params: set[str], memo: dict[str, froze
     if addr is None:
         return UNKNOWN_GROUP
     if isinstance(addr.base, Symbol):
-        if addr.base.name in pointer_params:
-            return addr.base.name
-        return addr.base.name  # a module-level .global variable
+        return addr.base.name  # a pointer parameter, or a module-level .global variable
     if isinstance(addr.base, Register):
         roots = _roots(addr.base.name, du, pointer_params, memo)
         return "+".join(sorted(roots)) if roots else UNKNOWN_GROUP
@@ -410,12 +408,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         raise ValueError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
     if elements_per_cta_sweep < 0:
         raise ValueError(f"elements_per_cta_sweep must be >= 0, got {elements_per_cta_sweep}")
-    ctas = 1
-    for d in grid:
-        ctas *= int(d)
-    threads = 1
-    for d in block:
-        threads *= int(d)
+    ctas = math.prod(int(d) for d in grid)
+    threads = math.prod(int(d) for d in block)
     elt = element_bytes or _default_element_bytes(prep.sites)
 
     # Elements a thread advances per iteration of each loop: the smallest group total (rule 3).
@@ -455,7 +449,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
                 load_width_in_body[header] = load_width_in_body.get(header, 0) + s.width_bytes
         node = prep.block_to_node[s.block]
         key = (grp, _direction(s.kind), header)
-        weights.setdefault(node, {})[key] = weights.get(node, {}).get(key, 0.0) + bytes_cta
+        w = weights.setdefault(node, {})
+        w[key] = w.get(key, 0.0) + bytes_cta
 
     # Group element sizes: the narrowest scalar access of the group (x: u16 -> 2, w: f32 -> 4), else elt.
     sweep_of = {g: float(elements_per_cta_sweep * prep.group_elt.get(g, elt)) for _, g in prep.sites}
