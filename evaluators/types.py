@@ -88,7 +88,8 @@ class ShapeResult:
     """Timing of one kernel at one problem shape.
 
     time_us: median kernel time in µs; gbps: workload bytes / time in GB/s (1e9 bytes/s);
-    frac_copy: gbps / measured device-to-device copy GB/s; speedups: baseline name -> baseline µs / time_us.
+    frac_copy: gbps / measured device-to-device copy GB/s; speedups: baseline name -> baseline µs / time_us;
+    baseline_us: baseline name -> that baseline's median time in µs at this shape.
     estimate: True when the number comes from a model, not a measurement.
     """
 
@@ -110,6 +111,8 @@ class EvalResult:
         shapes; for the static evaluator an estimate, see ``estimate``); None unless status is OK.
     features: behaviour measures the archive may index on, by name (``registers``, ``active_warps``,
         ``occupancy``, ``traffic_ratio``, ``shared_bytes``...).
+    traffic_bytes: static DRAM traffic estimate in bytes (``evaluators.traffic``); measured_dram_bytes: DRAM
+        bytes read + written as ncu measured them, when it ran; eval_seconds: wall time of the evaluation, s.
     """
 
     status: Status
