@@ -35,6 +35,7 @@ from population.kernel import Kernel
 REGISTER_STEPS = (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 255)
 BLOCK_SIZES = (64, 96, 128, 192, 256, 384, 512, 768, 1024)
 MIN_CTAS = (1, 2, 3, 4, 6, 8)
+MOVES = ("maxnreg", "maxntid", "minnctapersm", "block", "knob")
 
 
 def reads_ntid(kernel: Kernel) -> bool:
@@ -74,16 +75,15 @@ class LaunchOperator:
     workload: object = None
     name: str = "launch"
     weight: float = 1.0
-    moves: tuple[str, ...] = ("maxnreg", "maxntid", "minnctapersm", "block", "knob")
+    moves: tuple[str, ...] = MOVES
     block_sizes: tuple[int, ...] = BLOCK_SIZES
     register_steps: tuple[int, ...] = REGISTER_STEPS
     min_ctas: tuple[int, ...] = MIN_CTAS
 
     def __post_init__(self) -> None:
-        allowed = ("maxnreg", "maxntid", "minnctapersm", "block", "knob")
-        bad = [m for m in self.moves if m not in allowed]
+        bad = [m for m in self.moves if m not in MOVES]
         if bad or not self.moves:
-            raise ValueError(f"launch operator: moves {bad or list(self.moves)} invalid; allowed: {list(allowed)}")
+            raise ValueError(f"launch operator: moves {bad or list(self.moves)} invalid; allowed: {list(MOVES)}")
         self.moves = tuple(self.moves)
 
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:

@@ -19,25 +19,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.common import entry_function, entry_sites, replace_stmts, walk
+from evolve.operators.common import address_operand, entry_function, entry_sites, replace_stmts, walk
 from evolve.operators.unroll import find_loops
+from population.analysis import TYPE_BITS
 from population.ast import Address, Immediate, Instruction, Register
 from population.edits import EditScript
 from population.kernel import Kernel
 
-TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 VARIANTS = ("L2", "L2::evict_last")
 MAX_OFFSET = 1 << 24  # keep the immediate well inside the signed 32-bit offset range
 
 
 def access_bytes(instr: Instruction) -> int:
-    """Bytes one thread reads with ``instr``: vector width times the element type's size (``.v4.f32`` -> 16)."""
+    """Bytes one thread reads with ``instr``: vector width times the element type's size (``.v4.f32`` -> 16;
+    sizes from ``population.defuse.TYPE_BITS``, 4 bytes for a type it does not list)."""
     vec = 1
     for m in instr.modifiers:
         if m in ("v2", "v4", "v8"):
             vec = int(m[1:])
     typ = instr.modifiers[-1] if instr.modifiers else "b32"
-    return vec * TYPE_BYTES.get(typ[1:] if typ[0] in "subf" else "32", 4)
+    return vec * max(TYPE_BITS.get(typ, 32) // 8, 1)
 
 
 def constant_stride(loop_instrs: list[Instruction], reg: str) -> int | None:
@@ -93,7 +94,7 @@ class PrefetchOperator:
             for k, ins in enumerate(instrs):
                 if ins.opcode != "ld" or "global" not in ins.modifiers or id(ins) in seen or id(ins) not in lines:
                     continue
-                addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+                addr = address_operand(ins)
                 if addr is None or not isinstance(addr.base, Register):
                     continue
                 prev = instrs[k - 1] if k else None
@@ -111,7 +112,7 @@ class PrefetchOperator:
         if not cands:
             raise NoProposal(f"entry {parent.entry!r} has no global load inside a loop without a prefetch")
         c = cands[int(rng.integers(len(cands)))]
-        addr = next(o for o in c.load.operands if isinstance(o, Address))
+        addr = address_operand(c.load)
         stride = constant_stride(list(c.loop_instrs), addr.base.name)
         if stride is None:
             stride = parent.launch.threads * access_bytes(c.load)
