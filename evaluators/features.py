@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 from evaluators.occupancy import device_props
 from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import Occupancy, ResourceUsage
+from evaluators.workloads.dtypes import ELEMENT_BYTES
 from population.kernel import Kernel
 
 Shape = tuple[int, ...]
 
-_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "f32": 4, "f16": 2}
+# The workload dtypes, plus the PTX spellings of the same types.
+_ELEMENT_BYTES = {**ELEMENT_BYTES, "f32": 4, "f16": 2}
 
 # (low, high) per descriptor for cc 9.0: 255 registers per thread (PTX ISA .maxnreg limit), 64 warps per SM,
 # occupancy in [0, 1], traffic_ratio from 1 (the workload's minimum bytes) to 4 (every byte requested four
@@ -76,8 +78,6 @@ def kernel_features(
     resources: ResourceUsage,
     occupancy: Occupancy | None,
     traffic: TrafficEstimate | Mapping[Shape, TrafficEstimate] | None = None,
-    *,
-    shape: Shape | None = None,
 ) -> dict[str, float]:
     """Behaviour descriptors of one compiled kernel, by name (ranges in ``FEATURE_RANGES``). The GPU and the
     static evaluator both call this, so the archive sees the same descriptors from either.
@@ -86,14 +86,13 @@ def kernel_features(
     launch cannot run); traffic_ratio: static requested bytes / the workload's minimum bytes, averaged over
     ``workload.search_shapes`` (a fixed definition, so descriptors agree across evaluators): taken from
     ``traffic`` when it is a mapping holding every search shape (see ``kernel_traffic``), computed here
-    otherwise (a single estimate, or None, is not enough; ``shape`` is accepted for compatibility and unused);
+    otherwise (a single estimate, or None, is not enough);
     shared_bytes: static + dynamic shared memory per CTA; spill_bytes: spill stores + loads per thread;
     vector_bytes: widest global access per thread; loads_in_flight: most global load sites in one loop body
     or in the straight-line code (clipped at 128).
 
     Raises KeyError when the module lacks the entry and ValueError from the workload's launch rule.
     """
-    del shape
     search = [tuple(s) for s in workload.search_shapes]
     if not (isinstance(traffic, Mapping) and all(s in traffic for s in search)):
         traffic = kernel_traffic(kernel, workload, search)
