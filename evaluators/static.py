@@ -239,7 +239,7 @@ class StaticEvaluator:
         results = []
         for s in shapes:
             est = a.estimates[s]
-            gbps = self.workload.bytes_moved(s) / (est.time_us * 1e-6) / 1e9
+            gbps = self.workload.gbps(s, est.time_us)
             results.append(ShapeResult(
                 shape=s, dtype=self.workload.dtype, time_us=est.time_us, gbps=gbps,
                 frac_copy=gbps / self.gpu.copy_gbps, speedups={BASELINE_NAME: base[s] / est.time_us},
