@@ -59,6 +59,7 @@ def tuned_knobs(n: int) -> dict[str, int]:
         raise ValueError(f"row length must be >= 1, got {n}")
     return dict(next((v for b, v in sorted(TUNED_KNOBS.items()) if n <= b), TUNED_KNOBS[max(TUNED_KNOBS)]))
 
+
 BENCHMARK_SHAPES: list[Shape] = [(32768, n) for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
     (16384, 131072), (8192, 262144)]
 # Small N, the middle, a long row held in registers and a row too long for them: where the knobs trade off.
