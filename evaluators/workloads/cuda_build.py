@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+
+from evaluators.toolchain import find_nvcc
 
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 
@@ -38,33 +39,9 @@ def cache_dir() -> Path:
 
 
 def nvcc_path() -> Path:
-    """The nvcc to use: ``evaluators.toolchain.find_nvcc`` when available, else PATH, ``$CUDA_HOME/bin`` and the
-    ``nvidia-cuda-nvcc`` wheel. Raises FileNotFoundError listing what was tried."""
-    try:
-        from evaluators.toolchain import find_nvcc
-    except ImportError:
-        find_nvcc = None
-    if find_nvcc is not None:
-        return Path(find_nvcc())
-    tried: list[str] = []
-    hit = shutil.which("nvcc")
-    if hit:
-        return Path(hit)
-    tried.append("PATH")
-    cands = []
-    if os.environ.get("CUDA_HOME"):
-        cands.append(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
-    try:
-        import nvidia
-
-        cands += [Path(p) / "cu13" / "bin" / "nvcc" for p in nvidia.__path__]
-    except ImportError:
-        pass
-    for c in cands:
-        tried.append(str(c))
-        if c.is_file():
-            return c
-    raise FileNotFoundError(f"nvcc not found; tried {tried}")
+    """The nvcc to use, found by ``evaluators.toolchain.find_nvcc`` (PATH, ``$CUDA_HOME/bin``, the
+    ``nvidia-cuda-nvcc`` wheel). Raises ToolchainNotFound listing what was tried."""
+    return find_nvcc()
 
 
 @lru_cache(maxsize=4)
@@ -85,7 +62,8 @@ def build_ptx(source: str | Path, defines: Mapping[str, int] | None = None, arch
     """Compile a CUDA C++ file to PTX text for ``arch`` with ``-D NAME=VALUE`` for each entry of ``defines``.
 
     source: a path, or a file name under ``evaluators/workloads/seeds``. Returns the PTX (str).
-    Raises FileNotFoundError (no source / no nvcc) or SeedBuildError (nvcc failed; the log says why).
+    Raises FileNotFoundError (no source), ``evaluators.toolchain.ToolchainNotFound`` (no nvcc) or
+    SeedBuildError (nvcc failed; the log says why).
     """
     src = Path(source)
     if not src.is_absolute() and not src.exists():
