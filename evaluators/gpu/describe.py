@@ -1,7 +1,7 @@
 """Static facts about a compiled kernel that every evaluation reports: occupancy, traffic and features.
 
-Uses the project's occupancy calculator (cuda_occupancy.h algorithm), the static traffic estimate and, when
-present, ``evaluators.features.kernel_features`` for the archive's behaviour measures.
+Uses the project's occupancy calculator (cuda_occupancy.h algorithm), the static traffic estimate and
+``evaluators.features.kernel_features`` for the archive's behaviour measures.
 """
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluators.features import kernel_features
+from evaluators.occupancy import occupancy
+from evaluators.traffic import estimate_traffic
 from evaluators.types import Occupancy, ResourceUsage
 from evaluators.workloads.base import Shape, Workload
 from population.kernel import Kernel
@@ -31,8 +34,6 @@ def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape
 
     Raises ValueError if the launch rule refuses the kernel's launch config at ``shape``.
     """
-    from evaluators.occupancy import occupancy
-
     grid, block, smem = workload.launch_dims(shape, kernel.launch)
     notes: dict[str, str] = {}
     occ: Occupancy | None
@@ -43,8 +44,6 @@ def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape
         occ, notes["occupancy"] = None, str(e)
     traffic = None
     try:
-        from evaluators.traffic import estimate_traffic
-
         elt = getattr(workload, "elt", None)
         traffic = estimate_traffic(kernel.module.function(kernel.entry), grid, block,
                                    workload.elements_per_cta_sweep(shape, kernel.launch), element_bytes=elt)
@@ -52,16 +51,7 @@ def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape
         notes["traffic"] = f"{type(e).__name__}: {e}"
     features: dict[str, float]
     try:
-        from evaluators.features import kernel_features
-
         features = dict(kernel_features(kernel, workload, resources, occ, traffic))
-    except ImportError:
-        features = {"registers": float(resources.registers),
-                    "active_warps": float(occ.active_warps) if occ else 0.0,
-                    "occupancy": float(occ.occupancy) if occ else 0.0,
-                    "shared_bytes": float(resources.shared_static_bytes + smem)}
-        if traffic is not None:
-            features["traffic_ratio"] = float(traffic.bytes) / workload.bytes_moved(shape)
     except Exception as e:
         features, notes["features"] = {}, f"{type(e).__name__}: {e}"
     return Description(occ, traffic, features, notes)
