@@ -6,7 +6,8 @@ every timed launch a buffer of twice the L2 size is *read* (a streaming kernel w
 reads its inputs from DRAM. Reading, not writing, matters: a memset leaves the L2 full of dirty lines whose
 write-back to DRAM would then be charged to the timed launch (tens of MB at ~4 TB/s: ~15 µs, which dominates
 small shapes); the flush ends with a 200 µs hold of the stream, so the host enqueues the launch and its events
-while the GPU is still busy and the interval measures GPU execution, not host launch overhead; each launch sits between two events on the stream; the result is the median in µs.
+while the GPU is still busy and the interval measures GPU execution, not host launch overhead; each launch sits
+between two events on the stream; the result is the median in µs.
 The copy roofline is a device-to-device ``cudaMemcpyAsync`` of ``COPY_BYTES``, counted as bytes read plus
 bytes written, median of repeats. Only runs inside a process that owns a GPU (the worker).
 """
