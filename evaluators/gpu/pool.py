@@ -24,6 +24,7 @@ from evaluators.gpu.args import param_types
 from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
 from evaluators.workloads.base import AbiMismatch, Shape, Workload, check_abi
 from population.kernel import Kernel
@@ -47,8 +48,8 @@ class GPUPool:
     candidate in the worker, seconds); startup_timeout_s; warmup, repeats (benchmark launches); baselines
     ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
-    drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh gate inputs from the OS per
-    evaluation; an int: a reproducible sequence).
+    drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
+    gate inputs from the OS per evaluation; an int: a reproducible sequence).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -61,8 +62,6 @@ class GPUPool:
                  startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
                  baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
                  naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
-        from evaluators.toolchain import compile_ptx
-
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
@@ -110,11 +109,9 @@ class GPUPool:
                  check_output: str | None = None) -> EvalResult:
         """Compile, gate and benchmark ``kernel``; never raises for a bad kernel (the status says what failed).
 
-        shapes / baselines / gate / check_output override the pool's settings for this call (final verification uses
-        ``shapes="benchmark", baselines="interleaved"``).
+        shapes / baselines / gate / check_output override the pool's settings for this call (final verification
+        uses ``shapes="benchmark", baselines="interleaved"``).
         """
-        from evaluators.toolchain import compile_ptx
-
         if self._closed:
             raise RuntimeError("GPUPool is closed")
         t0 = time.perf_counter()
