@@ -16,8 +16,8 @@ Sources, per field:
   PhD thesis, UC Berkeley 2016). Microbenchmarks of Hopper report a few hundred ns to about 700 ns
   depending on load and address pattern; 600 ns is assumed, not measured here.
 
-B200 (cc 10.0, ``sm_100a``) is a compile-only target here: no such GPU is lent, so its numbers feed estimates
-and ptxas targets only.
+B200 (cc 10.0, ``sm_100a``) is a compile-only target here: nothing has been run on one, so its numbers feed
+estimates and ptxas targets only.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 ``measure_dram_bytes`` writes the kernel's cubin and a standalone replay script (CuPy: fresh inputs for one
 shape, one launch) into a temporary folder and runs
 ``ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
---csv --print-units base -k <entry> -c 1 python3 replay.py`` (clocks left as found, as the machine's method
-asks). Needs a GPU on which ncu can read counters (the H200 machines' Firecracker runtime can; gVisor cannot).
+--csv --print-units base -k <entry> -c 1 python3 replay.py`` (clocks left as found, so the duration is the
+one the benchmark sees rather than one at ncu's locked base clock). Needs a GPU on which ncu can read
+counters (the H200 machines' Firecracker runtime can; gVisor cannot).
 """
 
 from __future__ import annotations
