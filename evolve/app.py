@@ -32,7 +32,7 @@ from evolve.algorithms.islands import Islands
 from evolve.algorithms.map_elites import MapElites
 from evolve.algorithms.random_search import RandomSearch
 from evolve.budget import Budget
-from evolve.config import AlgorithmName, assign_devices, validate
+from evolve.config import AlgorithmName, ConfigError, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.selection import OperatorSelector
@@ -137,6 +137,48 @@ def _versions() -> dict[str, str]:
     return out
 
 
+# What a resumed run must share with the run that started the store: the checkpoint's archive, algorithm state,
+# bandit arms and RNG only mean something under the same settings (the budget and engine knobs may change).
+RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware")
+
+
+def _leaf_diffs(old: Any, new: Any, key: str) -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += _leaf_diffs(old.get(k), new.get(k), f"{key}.{k}")
+        return out
+    return [] if old == new else [(key, old, new)]
+
+
+def check_resume_compatible(cfg: DictConfig, store_path: Path) -> None:
+    """Raise ConfigError when ``store_path`` was started with other search settings than ``cfg`` (a resume
+    under another algorithm, seed, workload, archive, hardware or operator set), naming the key and both values."""
+    if not cfg.resume or not store_path.exists():
+        return
+    try:
+        with Store(store_path, readonly=True) as s:
+            old = s.get_meta("config")
+    except Exception:  # an unreadable or foreign file: the store itself reports it when opened for writing
+        return
+    if not isinstance(old, dict):
+        return
+    new = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    diffs: list[tuple[str, Any, Any]] = []
+    for key in RESUME_KEYS:
+        if key in old:
+            diffs += _leaf_diffs(old.get(key), new.get(key), key)
+    old_ops = [o.get("name") for o in (old.get("mutator") or {}).get("operators", []) if isinstance(o, dict)]
+    new_ops = [o.get("name") for o in new["mutator"]["operators"]]
+    if old_ops and old_ops != new_ops:
+        diffs.append(("mutator.operators", old_ops, new_ops))
+    if diffs:
+        key, was, now = diffs[0]
+        more = f" (and {len(diffs) - 1} more: {', '.join(d[0] for d in diffs[1:4])})" if len(diffs) > 1 else ""
+        raise ConfigError(f"{key}: the run in {store_path.parent} was started with {was!r}, this command has "
+                          f"{now!r}{more}; resume it with the same settings, or leave out hydra.run.dir to start a new run")
+
+
 def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     """Execute the run described by ``cfg`` (a composed ``conf/config.yaml``); returns the final metrics.
 
@@ -145,6 +187,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     """
     validate(cfg)
     run_dir = Path(str(cfg.run_dir))
+    check_resume_compatible(cfg, run_dir / str(cfg.store))
     run_dir.mkdir(parents=True, exist_ok=True)
 
     from evaluators.hardware import get_gpu

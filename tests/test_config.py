@@ -141,3 +141,23 @@ def test_run_dirs_are_unique_per_process():
     uids = {subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                            timeout=120).stdout.strip() for _ in range(3)}
     assert len(uids) == 3 and all(u for u in uids)
+
+
+def test_resume_under_other_search_settings_names_the_key(tmp_path):
+    from omegaconf import OmegaConf
+
+    from archive.store import Store
+    from evolve.app import check_resume_compatible
+
+    path = tmp_path / "store.sqlite"
+    check_resume_compatible(cfg_of(), path)  # no store yet: nothing to compare
+    with Store(path) as s:
+        s.set_meta("config", OmegaConf.to_container(cfg_of(), resolve=True, enum_to_str=True))
+    # the budget and engine knobs may change on resume
+    check_resume_compatible(cfg_of("budget.evaluations=500", "engine.capacity=1"), path)
+    check_resume_compatible(cfg_of("algorithm=ga", "resume=false"), path)
+    for overrides, key in [(["algorithm=ga"], "algorithm.name"), (["seed=1"], "seed"),
+                           (["hardware=h100"], "hardware.name"), (["mutator=template"], "mutator.operators")]:
+        with pytest.raises(ConfigError) as ei:
+            check_resume_compatible(cfg_of(*overrides), path)
+        assert str(ei.value).startswith(f"{key}: the run in {tmp_path} was started with")
