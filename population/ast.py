@@ -20,6 +20,7 @@ Conventions
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 # ----------------------------------------------------------------------------------------------- locations
@@ -76,8 +77,6 @@ class Immediate:
 
     @property
     def value(self) -> int | float:
-        import struct
-
         t = self.text
         neg = t.startswith("-")
         body = t[1:] if neg else t
@@ -89,7 +88,7 @@ class Immediate:
             v = int(body[2:].rstrip("Uu"), 16)
         elif body[:2] in ("0b", "0B"):
             v = int(body[2:].rstrip("Uu"), 2)
-        elif any(c in body for c in ".eE") and not body.startswith("0x"):
+        elif any(c in body for c in ".eE"):
             v = float(body)
         elif len(body) > 1 and body.startswith("0") and body.rstrip("Uu").isdigit():
             v = int(body.rstrip("Uu"), 8)
@@ -208,6 +207,7 @@ class RegDecl:
     layout: tuple | None = _layout()
 
     def declared(self) -> list[str]:
+        """Every register name declared here, ``<N>`` ranges expanded (``%r<3>`` -> ``%r0, %r1, %r2``)."""
         out: list[str] = []
         for name, count in self.names:
             out.extend([f"{name}{i}" for i in range(count)] if count is not None else [name])
