@@ -280,9 +280,7 @@ def bare_register_names(fn: Function) -> set[str]:
     out: set[str] = set()
     for loc in walk(fn):
         if isinstance(loc.stmt, RegDecl):
-            for name, count in loc.stmt.names:
-                if not name.startswith("%"):
-                    out.update([f"{name}{i}" for i in range(count)] if count is not None else [name])
+            out.update(n for n in loc.stmt.declared() if not n.startswith("%"))
     return out
 
 
