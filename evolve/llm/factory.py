@@ -25,7 +25,8 @@ _loaded: dict[str, LLMBackend] = {}
 _lock = threading.Lock()
 
 
-def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def plain_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain dict from a mapping or an OmegaConf ``DictConfig`` (interpolations resolved)."""
     try:
         from omegaconf import DictConfig, OmegaConf
 
@@ -41,7 +42,7 @@ def build_backend(cfg: Mapping[str, Any], *, key: str = "llm") -> LLMBackend:
 
     ``key`` names the config node in error messages. Raises LLMError for an unknown ``backend`` or key,
     naming ``key.<field>`` and the allowed values."""
-    d = _plain(cfg)
+    d = plain_config(cfg)
     kind = d.pop("backend", None)
     cache_path = d.pop("cache", None)
     for k in SAMPLING_KEYS:

@@ -43,6 +43,7 @@ from evolve.llm.constrained import (
     kernel_vocabulary,
     register_types,
 )
+from evolve.llm.factory import plain_config
 from evolve.llm.prompts import (
     FORMAT_HELP,
     ROLE_INSTRUCTIONS,
@@ -57,6 +58,7 @@ from evolve.llm.prompts import (
     script_from_diff,
 )
 from evolve.operators.base import NoProposal, OperatorContext
+from evolve.operators.common import cached_listing
 from evolve.selection import OperatorSelector
 from population.ast import Function, Instruction, Label
 from population.kernel import Kernel
@@ -225,7 +227,7 @@ class LLMOperator:
         defaults = next(iter(cfgs.values()), {}) if cfgs else {}
         self.constrained = bool(defaults.get("constrained", True)) if constrained is None else constrained
         sampling = {k: defaults[k] for k in ("max_new_tokens", "temperature", "top_p") if k in defaults}
-        specs = [_to_dict(r) for r in (roles if roles is not None else DEFAULT_ROLES)]
+        specs = [plain_config(r) for r in (roles if roles is not None else DEFAULT_ROLES)]
         self.roles: dict[str, Role] = {}
         for spec in specs:
             merged = {**sampling, **spec}
@@ -325,8 +327,7 @@ class LLMOperator:
                 rng_ = span(instrs)
                 if rng_ is not None:
                     start = rng_[0]
-                    prev = next((i for i in lst.lines if i.lineno == start - 1), None)
-                    if prev is not None and isinstance(prev.node, Label):
+                    if start > 1 and isinstance(lst.line(start - 1).node, Label):
                         start -= 1
                     what = "the innermost loop with global loads" if with_loads else "the innermost loop"
                     return (start, rng_[1]), what
@@ -410,9 +411,7 @@ class LLMOperator:
     # ------------------------------------------------------------------------------------------- prompts
 
     def _listing(self, module: Any) -> Any:
-        from population.printer import listing
-
-        return listing(module)
+        return cached_listing(module)  # one listing per parent: prompt, grammar and inline repair share it
 
     def optimizer_messages(self, parent: Kernel, ctx: OperatorContext, role: Role, lst: Any,
                            focus: tuple[int, int], focus_what: str) -> list[ChatMessage]:
@@ -650,30 +649,11 @@ class LLMOperator:
             self.stats = ProposalStats(**{**state["stats"], "failures": dict(state["stats"].get("failures", {}))})
 
 
-def _to_dict(m: Any) -> dict[str, Any]:
-    """A plain dict from a mapping or an OmegaConf DictConfig (resolved)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(m, DictConfig):
-            return dict(OmegaConf.to_container(m, resolve=True))  # type: ignore[arg-type]
-    except ImportError:
-        pass
-    return dict(m)
-
-
 def _model_configs(llm: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """{model name: backend config} from one backend config or ``{"models": {...}}``."""
     if llm is None:
         return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(llm, DictConfig):
-            llm = OmegaConf.to_container(llm, resolve=True)  # type: ignore[assignment]
-    except ImportError:
-        pass
-    d = dict(llm or {})
+    d = plain_config(llm)
     if "models" in d:
         models = d["models"]
         if not isinstance(models, Mapping) or not models:
