@@ -275,6 +275,12 @@ class _Emitter:
                     self.marks.setdefault(k, (None, None, None, self.function))
             self.line += n
 
+    def newline(self) -> None:
+        """A line break between two pieces of one node (function header lines)."""
+        self.parts.append("\n")
+        if self.track:
+            self.line += 1
+
     # ----------------------------------------------------------------------------------------- body
     def body(self, stmts: list) -> None:
         if not self.canonical and not self.track:
@@ -345,18 +351,14 @@ class _Emitter:
             self.text(head + "(", fn, items, index)
             last = len(fn.params) - 1
             for i, p in enumerate(fn.params):
-                self.parts.append("\n")
-                self.line += 1 if self.track else 0
+                self.newline()
                 self.text("\t" + _param_text(p) + ("," if i < last else ""), p, fn.params, i)
-            self.parts.append("\n")
-            self.line += 1 if self.track else 0
+            self.newline()
             self.text(")")
         for i, d in enumerate(fn.directives):
-            self.parts.append("\n")
-            self.line += 1 if self.track else 0
+            self.newline()
             self.text(_perf_text(d), d, fn.directives, i)
-        self.parts.append("\n")
-        self.line += 1 if self.track else 0
+        self.newline()
         self.text("{" if fn.body is not None else ";")
 
     # --------------------------------------------------------------------------------------- module
