@@ -44,6 +44,7 @@ class DeviceProps:
 
     @property
     def max_warps_per_sm(self) -> int:
+        """Resident warps per SM: max_threads_per_sm / warp_size (64 on cc 8.0-10.0)."""
         return self.max_threads_per_sm // self.warp_size
 
 
@@ -152,6 +153,7 @@ class OccupancyDetail:
 
     @property
     def active_warps(self) -> int:
+        """Resident warps per SM: blocks_per_sm * warps_per_block."""
         return self.blocks_per_sm * self.warps_per_block
 
     def to_occupancy(self) -> Occupancy:

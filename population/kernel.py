@@ -57,10 +57,12 @@ class LaunchConfig:
         return replace(self, knobs=tuple({**dict(self.knobs), **updates}.items()))
 
     def to_json(self) -> dict[str, Any]:
+        """``{"block": [x, y, z], "dynamic_smem_bytes": B, "knobs": {name: value}}`` (JSON-safe)."""
         return {"block": list(self.block), "dynamic_smem_bytes": self.dynamic_smem_bytes, "knobs": dict(self.knobs)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LaunchConfig:
+        """Inverse of :meth:`to_json`; KeyError without ``"block"``, ValueError as the constructor."""
         return cls(block=tuple(d["block"]), dynamic_smem_bytes=int(d.get("dynamic_smem_bytes", 0)),
                    knobs=tuple(dict(d.get("knobs", {})).items()))
 
@@ -106,4 +108,5 @@ class Kernel:
 
     @property
     def short_id(self) -> str:
+        """The first 12 hex characters of :attr:`identity` (for logs and file names)."""
         return self.identity[:12]
