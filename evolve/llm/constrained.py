@@ -20,9 +20,10 @@ Every string the grammar accepts parses with ``population.edits.parse_edit_scrip
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from population.analysis import walk
 from population.ast import (
     Address,
     Function,
@@ -32,8 +33,6 @@ from population.ast import (
     PredicatePair,
     RegDecl,
     Register,
-    Scope,
-    Statement,
     Symbol,
     VarDecl,
     Vector,
@@ -239,7 +238,7 @@ def register_types(fn: Function) -> dict[str, str]:
     """Declared type of every register name of ``fn``: ``%r<6>`` declares ``%r0``..``%r5``; a stem maps too
     (``"%r" -> "b32"``) so a register past the declared range still has a type."""
     out: dict[str, str] = {}
-    for s in _walk(fn.body or []):
+    for s in (loc.stmt for loc in walk(fn)):
         if isinstance(s, RegDecl):
             for name, count in s.names:
                 out[name] = s.type
@@ -258,14 +257,6 @@ def compatible_types(instr: Instruction, reg_types: Mapping[str, str]) -> tuple[
         return None
     declared = reg_types.get(dest.name) or reg_types.get(re.sub(r"\d+$", "", dest.name))
     return _COMPATIBLE.get(declared) if declared else None
-
-
-def _walk(body: Sequence[Statement]) -> Iterable[Statement]:
-    for s in body:
-        if isinstance(s, Scope):
-            yield from _walk(s.body)
-        else:
-            yield s
 
 
 def _operand_names(op: object, regs: set[str], syms: set[str]) -> None:
@@ -294,7 +285,7 @@ def kernel_vocabulary(fn: Function) -> tuple[tuple[str, ...], tuple[str, ...], t
     opcodes: set[str] = set()
     mods: set[str] = set()
     stems: set[str] = set()
-    for s in _walk(fn.body or []):
+    for s in (loc.stmt for loc in walk(fn)):
         if isinstance(s, RegDecl):
             stems.update(re.sub(r"\d+$", "", name) for name, _ in s.names)
         elif isinstance(s, VarDecl):
