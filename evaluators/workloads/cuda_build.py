@@ -38,12 +38,6 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "ptxforge") / "seeds"
 
 
-def nvcc_path() -> Path:
-    """The nvcc to use, found by ``evaluators.toolchain.find_nvcc`` (PATH, ``$CUDA_HOME/bin``, the
-    ``nvidia-cuda-nvcc`` wheel). Raises ToolchainNotFound listing what was tried."""
-    return find_nvcc()
-
-
 @lru_cache(maxsize=4)
 def _nvcc_version(path: str) -> str:
     out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
@@ -71,7 +65,7 @@ def build_ptx(source: str | Path, defines: Mapping[str, int] | None = None, arch
     if not src.is_file():
         raise FileNotFoundError(f"CUDA source {source} not found (looked in {SEEDS_DIR})")
     defs = {str(k): int(v) for k, v in sorted((defines or {}).items())}
-    nvcc = nvcc_path()
+    nvcc = find_nvcc()  # PATH, $CUDA_HOME/bin, then the nvidia-cuda-nvcc wheel
     flags = [f"-arch={arch}", *NVCC_FLAGS, *(f"-D{k}={v}" for k, v in defs.items())]
     key = hashlib.sha256(_source_digest(src) + repr((flags, _nvcc_version(str(nvcc)))).encode()).hexdigest()
     cached = cache_dir() / f"{src.stem}-{key[:24]}.ptx"
