@@ -184,7 +184,7 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
     (``workload.name`` + ``options``, ``hardware.arch``, ``hardware.name``), else no workload, ``sm_90``, None.
     Returns the exported kernels, best first. ValueError when there is nothing to export; StoreError when an
     elite's row is missing from the store."""
-    from archive.lineage import lineage_steps
+    from archive.lineage import build_graph, lineage_steps
 
     out = Path(out_dir)
     if archive is not None and len(archive):
@@ -200,18 +200,21 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
         workload = workload_from_meta(meta)
     arch = arch or _config(meta, "hardware", "arch") or "sm_90"
     kw = {"workload": workload, "gpu": gpu, "arch": arch, "versions": _versions(store), "store_meta": meta}
+    graph = build_graph(store)  # one scan of the store serves every exported kernel's lineage
 
     def lineage(row: CandidateRow) -> list[dict[str, Any]]:
-        return [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id)]
+        return [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id, graph)]
 
     done = [export_kernel(best_row, out, "best", lineage=lineage(best_row), **kw)]
     for e in elites:
         row = store.get(int(e.candidate_id))
         done.append(export_kernel(row, out, "cell_" + "_".join(str(c) for c in e.cell), lineage=lineage(row),
                                   **kw))
-    index = [{"name": k.name, "candidate_id": k.candidate_id, "ptx": k.ptx_path.name,
-              "cubin": k.cubin_path.name if k.cubin_path else None, "card": k.card_path.name,
-              "objective": json.loads(k.card_path.read_text())["objective"],
-              "cell": json.loads(k.card_path.read_text())["cell"]} for k in done]
+    index = []
+    for k in done:
+        card = json.loads(k.card_path.read_text())
+        index.append({"name": k.name, "candidate_id": k.candidate_id, "ptx": k.ptx_path.name,
+                      "cubin": k.cubin_path.name if k.cubin_path else None, "card": k.card_path.name,
+                      "objective": card["objective"], "cell": card["cell"]})
     (out / "index.json").write_text(json.dumps(index, indent=2))
     return done

@@ -17,6 +17,7 @@ resumed run appends to the same id. Offline runs can be read back with
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -129,8 +130,9 @@ def lineage_figures(store: Any, archive: Any) -> dict[str, Any]:
     from archive import lineage
 
     figs: dict[str, Any] = {}
-    for name, draw in (("best_lineage", lambda: lineage.lineage_figure(store)),
-                       ("family_tree", lambda: lineage.family_tree_figure(store))):
+    graph = functools.cache(lambda: lineage.build_graph(store))  # one store scan for both figures
+    for name, draw in (("best_lineage", lambda: lineage.lineage_figure(store, graph=graph())),
+                       ("family_tree", lambda: lineage.family_tree_figure(graph()))):
         try:
             figs[name] = draw()
         except Exception as e:
