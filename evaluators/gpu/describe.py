@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluators.features import kernel_features
+from evaluators.features import kernel_features, kernel_traffic
 from evaluators.occupancy import occupancy
-from evaluators.traffic import estimate_traffic
+from evaluators.traffic import TrafficModel
 from evaluators.types import Occupancy, ResourceUsage
 from evaluators.workloads.base import Shape, Workload
 from population.kernel import Kernel
@@ -43,15 +43,18 @@ def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape
     except ValueError as e:
         occ, notes["occupancy"] = None, str(e)
     traffic = None
+    model = None  # one analysis of the entry serves this shape and the features' search shapes
     try:
+        model = TrafficModel(kernel.module.function(kernel.entry))
         elt = getattr(workload, "elt", None)
-        traffic = estimate_traffic(kernel.module.function(kernel.entry), grid, block,
-                                   workload.elements_per_cta_sweep(shape, kernel.launch), element_bytes=elt)
+        traffic = model.estimate(grid, block, workload.elements_per_cta_sweep(shape, kernel.launch),
+                                 element_bytes=elt)
     except Exception as e:  # the estimate is advisory; a kernel it cannot model is still evaluated
         notes["traffic"] = f"{type(e).__name__}: {e}"
     features: dict[str, float]
     try:
-        features = dict(kernel_features(kernel, workload, resources, occ, traffic))
+        per_shape = kernel_traffic(kernel, workload, model=model) if model is not None else None
+        features = dict(kernel_features(kernel, workload, resources, occ, per_shape))
     except Exception as e:
         features, notes["features"] = {}, f"{type(e).__name__}: {e}"
     return Description(occ, traffic, features, notes)
