@@ -242,6 +242,8 @@ class Engine:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned. KeyError when a part is missing; ValueError from
+        ``GridArchive.load_state`` when the checkpoint's descriptors or qd_offset differ from this run's."""
         self.algorithm.load_state(state["algorithm"])
         self.archive.load_state(state["archive"])
         self.selector.load_state(state["selector"])

@@ -101,9 +101,12 @@ class OperatorSelector:
         return self.sums[arm] / self.counts[arm] if self.counts[arm] else 0.0
 
     def state_dict(self) -> dict[str, Any]:
+        """JSON-able ``{"counts": {arm: plays}, "sums": {arm: summed reward}}``."""
         return {"counts": dict(self.counts), "sums": dict(self.sums)}
 
     def load_state(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output; arms missing from it start at zero, arms it has that this selector
+        lacks are ignored. KeyError when ``counts`` or ``sums`` is missing."""
         for a in self.arms:
             self.counts[a] = int(state["counts"].get(a, 0))
             self.sums[a] = float(state["sums"].get(a, 0.0))

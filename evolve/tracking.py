@@ -115,6 +115,7 @@ def individual_rows(store: Any) -> list[list[Any]]:
 
 
 def archive_columns(archive: Any) -> list[str]:
+    """Column names of ``archive_rows``: cell, id, objective, then one per descriptor (``archive.dims``)."""
     return ["cell", "id", "objective", *[d.name for d in archive.dims]]
 
 

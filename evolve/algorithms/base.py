@@ -63,6 +63,7 @@ class Told:
 
     @property
     def improved(self) -> bool:
+        """True when the child entered the engine's archive (``added`` is ``"new"`` or ``"improved"``)."""
         return self.added in ("new", "improved")
 
 
