@@ -23,12 +23,27 @@ from evolve.config import ConfigError, register
 register()
 
 
+def _check_experiment() -> None:
+    """``experiment`` is an optional group (so that no experiment is the default), and Hydra silently skips an
+    optional option that does not exist: a typo would run the defaults. Refuse it instead."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    choice = HydraConfig.get().runtime.choices.get("experiment")
+    if choice in (None, "null"):
+        return
+    known = GlobalHydra.instance().config_loader().get_group_options("experiment")
+    if choice not in known:
+        raise ConfigError(f"experiment: {choice!r} is not one of {known}")
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point (never call it from tests: use the compose API or a subprocess)."""
     from evolve.app import run
 
     try:
+        _check_experiment()
         run(cfg)
     except ConfigError as e:
         print(f"configuration error: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -194,7 +195,10 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     from evaluators.workloads.registry import get_workload
     from evolve.operators.registry import build_operators
 
-    workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
+    try:
+        workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
+    except ValueError as e:  # an option the workload rejects (e.g. dtype=int8): a config error, not a traceback
+        raise ConfigError(f"workload.options: {e}") from None
     gpu = get_gpu(str(cfg.hardware.name))
     estimate = False
     if evaluator is None:
@@ -224,9 +228,14 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               log_every=int(cfg.logger.get("log_every", 10)))
 
     store = Store(run_dir / str(cfg.store))
-    knowledge = open_knowledge(cfg.knowledge)
+    knowledge = None
     tracker = None
     try:
+        try:
+            knowledge = open_knowledge(cfg.knowledge)
+        except (OSError, sqlite3.Error, ValueError) as e:
+            raise ConfigError(f"knowledge: cannot open {str(cfg.knowledge)!r}: {e}; give a writable file path, "
+                              f"'default' or 'none'") from None
         lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name)
         plain_cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if store.get_meta("config") is None:

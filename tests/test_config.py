@@ -161,3 +161,18 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
         with pytest.raises(ConfigError) as ei:
             check_resume_compatible(cfg_of(*overrides), path)
         assert str(ei.value).startswith(f"{key}: the run in {tmp_path} was started with")
+
+
+@pytest.mark.parametrize("override,message", [
+    ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200']"),
+    ("workload.options.dtype=int8", "workload.options: dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
+    ("knowledge=/proc/nope/k.sqlite", "knowledge: cannot open '/proc/nope/k.sqlite'"),
+])
+def test_cli_names_the_key_without_a_traceback(tmp_path, override, message):
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "evolve", override, "evaluator=static", "logger=none",
+                          "budget.evaluations=1", f"hydra.run.dir={run_dir}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"configuration error: {message}" in out.stderr and "Traceback" not in out.stderr
+    assert not (run_dir / "store.sqlite").exists() or override.startswith("knowledge")
