@@ -498,22 +498,17 @@ def apply_script(kernel: Kernel, script: EditScript, *, operator: str,
                   edit_text=script.to_text())
 
 
-def _directive_name(d: PerfDirective) -> str:
-    return d.name.lstrip(".")
-
-
 def _set_directive(fn: Function, e: SetDirective, i: int, text: str) -> None:
-    existing = [k for k, d in enumerate(fn.directives) if _directive_name(d) == e.name]
+    # PerfDirective names are stored without the dot (population.parser), as SetDirective's are.
+    existing = [k for k, d in enumerate(fn.directives) if d.name == e.name]
     if e.values is None:
         if not existing:
-            have = ", ".join("." + _directive_name(d) for d in fn.directives) or "none"
+            have = ", ".join("." + d.name for d in fn.directives) or "none"
             raise EditApplyError(i, f"function {fn.name} has no .{e.name} to remove (has: {have})", text)
         for k in reversed(existing):
             del fn.directives[k]
         return
-    # keep the parser's spelling of directive names (with or without the dot)
-    dotted = any(d.name.startswith(".") for d in fn.directives)
-    new = PerfDirective(("." if dotted else "") + e.name, tuple(e.values))
+    new = PerfDirective(e.name, tuple(e.values))
     if existing:
         fn.directives[existing[0]] = new
         for k in reversed(existing[1:]):
