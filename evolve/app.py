@@ -70,19 +70,11 @@ def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
 
 
 def visible_gpus() -> list[int]:
-    """Indices of the GPUs the evaluators can see ([] without CuPy or a GPU)."""
-    try:
-        from evaluators.gpu.devices import gpu_count
+    """Indices of the GPUs the evaluators can see ([] without CuPy or a GPU). ``gpu_count`` probes CuPy in a
+    subprocess, so this process never initialises CUDA before the GPU workers start."""
+    from evaluators.gpu.devices import gpu_count
 
-        n = gpu_count()
-    except ImportError:
-        try:
-            import cupy
-
-            n = int(cupy.cuda.runtime.getDeviceCount())
-        except Exception:
-            n = 0
-    return list(range(n))
+    return list(range(gpu_count()))
 
 
 def _job_num() -> int | None:
@@ -212,7 +204,10 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     archive = GridArchive(dims, qd_offset=qd_offset)
     algorithm = make_algorithm(cfg.algorithm, archive, lambda: GridArchive(dims, qd_offset=qd_offset))
     specs = OmegaConf.to_container(cfg.mutator.operators, resolve=True)
-    operators = build_operators(specs, workload)
+    try:
+        operators = build_operators(specs, workload)
+    except ValueError as e:  # e.g. a parameter the operator does not take
+        raise ConfigError(f"mutator.operators: {e}") from None
     selector = OperatorSelector([op.name for op in operators],
                                 weights=[float(getattr(op, "weight", 1.0)) for op in operators],
                                 kind=str(cfg.mutator.selection), c=float(cfg.mutator.ucb_c))

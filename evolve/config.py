@@ -256,6 +256,12 @@ def validate(cfg: DictConfig) -> None:
         _need(isinstance(w, int | float) and w >= 0, f"mutator.operators[{i}].weight", f"must be >= 0, got {w!r}")
         names.append(spec["name"])
     _need(len(set(names)) == len(names), "mutator.operators", f"names must be unique, got {names}")
+    from evolve.operators.registry import OPERATORS
+
+    for i, name in enumerate(names):
+        _need(name in OPERATORS, f"mutator.operators[{i}].name", f"{name!r} is not one of {sorted(OPERATORS)}")
+    _need(sum(float(spec.get("weight", 1.0)) for spec in m.operators) > 0, "mutator.operators",
+          "every weight is 0; give at least one operator a weight > 0")
     _need(m.ucb_c >= 0, "mutator.ucb_c", f"must be >= 0, got {m.ucb_c}")
     _need(m.reward_validity >= 0 and m.reward_improvement >= 0
           and m.reward_validity + m.reward_improvement <= 1.0 + 1e-12,

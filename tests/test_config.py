@@ -97,6 +97,8 @@ def test_unknown_group_option_lists_the_options():
     (["workload.name=softmax"], "workload.name"),
     (["engine.capacity=0"], "engine.capacity"),
     (["seed=-1"], "seed"),
+    (["mutator.operators=[{name:foo}]"], "mutator.operators[0].name"),
+    (["mutator.operators=[{name:hints,weight:0}]"], "mutator.operators"),
 ])
 def test_validate_names_the_key(overrides, key):
     cfg = cfg_of(*overrides)
