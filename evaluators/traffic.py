@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from population.analysis import (
+    POINTER_TYPES,
     Loop,
     MemorySite,
     basic_blocks,
@@ -67,7 +68,6 @@ from population.analysis import (
 )
 from population.ast import Address, Function, Instruction, Register, Symbol
 
-POINTER_TYPES = frozenset({"u64", "b64", "s64"})
 _MAX_PATH_STATES = 512  # distinct per-node byte totals kept while enumerating paths (the cheapest)
 UNKNOWN_GROUP = "?"
 

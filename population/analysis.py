@@ -33,6 +33,7 @@ from population.cfg import (
 from population.defuse import (
     NO_DESTINATION,
     NVCC_PREFIX_TYPES,
+    POINTER_TYPES,
     TYPE_BITS,
     DefUse,
     bare_register_names,
@@ -58,6 +59,7 @@ __all__ = [
     "KINDS",
     "NO_DESTINATION",
     "NVCC_PREFIX_TYPES",
+    "POINTER_TYPES",
     "STATE_SPACES",
     "TERMINATORS",
     "TYPE_BITS",

@@ -59,6 +59,10 @@ TYPE_BITS: dict[str, int] = {
     "s4": 4, "u4": 4, "s2": 2, "u2": 2,
 }
 
+# 64-bit integer types a kernel parameter holding a pointer is declared with (``.param .u64 x``; with
+# ``.address_size 64`` a generic or global address is 64 bits, PTX ISA "Generic Addressing").
+POINTER_TYPES = frozenset({"u64", "b64", "s64"})
+
 # nvcc's register-name prefixes and the types it declares them with (e.g. `.reg .b32 %r<105>;`).
 NVCC_PREFIX_TYPES: dict[str, str] = {
     "%rd": "b64", "%r": "b32", "%fd": "f64", "%f": "f32", "%p": "pred", "%rs": "b16", "%hh": "b32", "%h": "b16",

@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from population.defuse import POINTER_TYPES
 from population.kernel import Kernel, LaunchConfig
 
 Shape = tuple[int, ...]
 Dim3 = tuple[int, int, int]
-
-POINTER_TYPES = frozenset({"u64", "b64", "s64"})
 
 
 @dataclass(frozen=True)
