@@ -46,6 +46,7 @@ from typing import Any
 from evaluators.types import CompileError, ResourceUsage
 from population.ast import Module
 from population.kernel import Kernel
+from population.printer import listing, print_module
 
 PTX_FILENAME = "module.ptx"
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
@@ -271,8 +272,6 @@ def _source_text(src: str | Module | Kernel) -> tuple[str, Module | None]:
         return src.canonical_ptx, src.module  # cached on the kernel: identity hashing printed it already
     if not isinstance(src, Module):
         raise TypeError(f"compile_ptx takes PTX text, a Module or a Kernel, got {type(src).__name__}")
-    from population.printer import print_module
-
     return print_module(src, canonical=True), src
 
 
@@ -282,8 +281,6 @@ def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
     if line is None:
         return None
     if module is not None:
-        from population.printer import listing
-
         lines = listing(module).lines
         if not 0 < line <= len(lines):
             return None
