@@ -7,7 +7,8 @@ has a ``// ptxforge-arch: sm_90a`` line (wgmma needs the architecture-specific t
 committed PTX does not depend on where the repository or the CUDA toolkit lives.
 
 Usage: ``python scripts/gen_corpus.py [--check] [NAME.cu ...]``. ``--check`` regenerates into memory and
-exits 1 when any committed ``.ptx`` differs (same nvcc release assumed: the header records it).
+exits 1 when any committed ``.ptx`` differs (same nvcc release assumed: the header records it; what depends on the
+checkout's path is ignored: see ``path_independent``).
 Needs nvcc (PATH, ``$CUDA_HOME/bin``, or the nvidia-cuda-nvcc wheel); exits 2 with the places tried if none.
 """
 
@@ -26,6 +27,9 @@ DATA = ROOT / "tests" / "data"
 _ARCH_LINE = re.compile(r"^//\s*ptxforge-arch:\s*(sm_\w+)\s*$", re.MULTILINE)
 _FLAGS_LINE = re.compile(r"^//\s*ptxforge-nvcc-flags:\s*(.+?)\s*$", re.MULTILINE)
 _FILE_LINE = re.compile(r'^(\t\.file\t\d+ ")([^"]*)(")', re.MULTILINE)
+_B8_LINE = re.compile(r"^(\s*\.b8\s+)(\d+(?:,\d+)*)(\s*)$")
+_INTERNAL_HASH = re.compile(rb"_INTERNAL_[0-9a-f]{1,16}_")
+_DATA_DIR = re.compile(rb"(^|\x00)/[^\x00]*/tests/data\x00")
 
 
 def find_nvcc() -> Path:
@@ -68,6 +72,35 @@ def relative_file_name(path: str, source_name: str) -> str:
     return Path(path).name
 
 
+def path_independent(ptx: str) -> str:
+    """``ptx`` in a form that does not depend on where the checkout lives, for ``--check``: each run of ``.b8``
+    lines (the ``.debug_str`` strings) becomes one line, with nvcc's per-source hash in internal-linkage names
+    (``_ZN42_INTERNAL_1728e86a_14_x_cu...``, derived from the source's absolute path) zeroed and the compilation
+    directory that ``-G`` records (``/.../tests/data``) replaced by ``<checkout>/tests/data``. Not covered: the
+    DWARF section lengths of a ``-G`` source (``debug_g.cu``) grow with that directory's length, so its check
+    passes only in a checkout whose path has the committed one's length (``/work/main``)."""
+    out: list[str] = []
+    run: list[bytes] = []
+
+    def flush() -> None:
+        if run:
+            data = b"".join(run)
+            data = _INTERNAL_HASH.sub(lambda h: b"_INTERNAL_" + b"0" * (len(h.group(0)) - 11) + b"_", data)
+            data = _DATA_DIR.sub(lambda d: d.group(1) + b"<checkout>/tests/data\x00", data)
+            out.append(".b8 " + data.hex())
+            run.clear()
+
+    for line in ptx.split("\n"):
+        m = _B8_LINE.match(line)
+        if m:
+            run.append(bytes(int(v) for v in m.group(2).split(",")))
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return "\n".join(out)
+
+
 def generate(cu: Path, nvcc: Path) -> str:
     """The PTX for one source, with relative ``.file`` names. Raises CalledProcessError with nvcc's output."""
     source = cu.read_text()
@@ -102,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         target = cu.with_suffix(".ptx")
         if args.check:
-            same = target.exists() and target.read_text() == ptx
+            same = target.exists() and path_independent(target.read_text()) == path_independent(ptx)
             stale += not same
             print(f"{'ok   ' if same else 'STALE'} {target.name}")
         else:

@@ -31,6 +31,17 @@ def test_flags_marker() -> None:
     assert gen_corpus.flags_of("__global__ void k() {}") == ["-lineinfo"]
 
 
+def test_check_ignores_what_depends_on_the_checkout_path() -> None:
+    def b8(s: bytes) -> str:  # .debug_str bytes as nvcc prints them, 8 a line
+        return "\n".join(".b8 " + ",".join(str(c) for c in s[i : i + 8]) for i in range(0, len(s), 8))
+
+    a = b8(b"_ZN42_INTERNAL_1728e86a_14_x_cu\x00/work/main/tests/data\x00")
+    b = b8(b"_ZN42_INTERNAL_c92115c3_14_x_cu\x00/tmp/a/longer/checkout/tests/data\x00")
+    assert a != b and gen_corpus.path_independent(a) == gen_corpus.path_independent(b)
+    c = b8(b"_ZN42_INTERNAL_1728e86a_14_y_cu\x00/work/main/tests/data\x00")
+    assert gen_corpus.path_independent(a) != gen_corpus.path_independent(c)
+
+
 def test_committed_ptx_is_what_nvcc_emits() -> None:
     try:
         gen_corpus.find_nvcc()
