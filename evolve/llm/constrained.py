@@ -44,7 +44,7 @@ EDIT_KINDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", 
 COMMON_OPCODES = (
     "ld", "st", "mov", "add", "sub", "mul", "mad", "fma", "div", "rcp", "rsqrt", "sqrt", "max", "min", "abs",
     "neg", "cvt", "cvta", "setp", "selp", "bra", "bar", "shfl", "and", "or", "xor", "not", "shl", "shr",
-    "prefetch", "ret", "exit", "red", "atom", "membar", "fence", "mov", "ex2", "lg2", "cp",
+    "prefetch", "ret", "exit", "red", "atom", "membar", "fence", "ex2", "lg2", "cp",
 )
 # Modifiers (types, state spaces, cache operators §9.7.9.1, rounding, comparison, shuffle modes).
 COMMON_MODIFIERS = (

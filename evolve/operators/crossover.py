@@ -127,13 +127,14 @@ def _group_ok(members: list[_Hunk], labels_a: set[str], names_a: set[str], a_wri
     targets = set().union(*(h.targets for h in members))
     read = set().union(*(h.reads for h in members))
     written = set().union(*(h.writes for h in members))
+    dropped = set().union(*(h.removes for h in members)) - defines  # labels of a the group removes for good
     removed = [n for h in members for n in h.removed]
     removed_jumps = Counter(t for t in (branch_target(n) for n in removed) if t is not None)
     removed_writes = Counter(r for n in removed for r in writes(n))
-    for lab in set().union(*(h.removes for h in members)) - defines:
+    for lab in dropped:
         if a_jumps[lab] - removed_jumps[lab] > 0 or lab in targets:
             return False
-    if not targets <= (labels_a - (set().union(*(h.removes for h in members)) - defines)) | defines:
+    if not targets <= (labels_a - dropped) | defines:
         return False
     if not read <= names_a | written:
         return False
