@@ -44,10 +44,21 @@ def main(cfg: DictConfig) -> None:
 
     try:
         _check_experiment()
-        run(cfg)
+        summary = run(cfg)
     except ConfigError as e:
         print(f"configuration error: {e}", file=sys.stderr)
         sys.exit(2)
+    print(_final_line(summary), flush=True)
+
+
+def _final_line(summary: dict) -> str:
+    """One line saying where the run went and how it ended (estimates are labelled as such)."""
+    best = summary.get("best_objective")
+    kind = " (ESTIMATE: static evaluator)" if summary.get("estimate") else ""
+    best_text = f"{best:.4g}" if isinstance(best, int | float) else "none"
+    return (f"done: {summary.get('evaluations', '?')} evaluations, best objective {best_text}{kind}, "
+            f"QD score {summary.get('qd_score', float('nan')):.4g}, coverage {summary.get('coverage', 0):.1%}; "
+            f"run dir {summary.get('run_dir')} (store.sqlite, summary.json, best/)")
 
 
 if __name__ == "__main__":
