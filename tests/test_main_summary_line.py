@@ -8,7 +8,7 @@ def test_final_line_names_the_run_dir_and_labels_estimates() -> None:
                         "run_dir": "/tmp/run-a", "estimate": True})
     assert line == ("done: 8 evaluations, best objective 2.179 (ESTIMATE: static evaluator), QD score 3.179, "
                     "coverage 0.3%; run dir /tmp/run-a (store.sqlite, summary.json, best/)")
-    measured = _final_line({"evaluations": 498, "best_objective": 1.1215, "qd_score": 23.51, "coverage": 0.0486,
+    measured = _final_line({"evaluations": 498, "best_objective": 1.1216, "qd_score": 23.51, "coverage": 0.0486,
                             "run_dir": "/tmp/run-b", "estimate": False})
     assert "ESTIMATE" not in measured and "best objective 1.122," in measured
     assert "best objective none" in _final_line({"run_dir": "/tmp/run-c"})
