@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -113,22 +112,9 @@ def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
 
 
 def _versions() -> dict[str, str]:
-    import importlib.metadata as md
+    from evaluators.provenance import versions
 
-    out = {"python": platform.python_version()}
-    for pkg in ("numpy", "hydra-core", "omegaconf", "wandb", "lark", "networkx"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    try:
-        from evaluators.toolchain import ptxas_version
-
-        out["ptxas"] = ptxas_version()
-    except Exception:
-        pass
-    return out
-
+    return versions(("numpy", "hydra-core", "omegaconf", "wandb", "lark", "networkx"), absent=None)
 
 # What a resumed run must share with the run that started the store: the checkpoint's archive, algorithm state,
 # bandit arms and RNG only mean something under the same settings (the budget and engine knobs may change).

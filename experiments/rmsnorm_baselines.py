@@ -15,12 +15,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluators.provenance import versions as package_versions
 from evaluators.types import EvalResult, Status, geomean
 from evaluators.workloads.rmsnorm import RMSNorm
 
@@ -53,19 +53,7 @@ VARIANTS: list[dict[str, int]] = [
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for mod in ("torch", "cupy", "numpy", "triton", "liger_kernel"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:
-            out[mod] = "absent"
-    try:
-        from evaluators.toolchain import ptxas_version
-
-        out["ptxas"] = ptxas_version()
-    except Exception as e:
-        out["ptxas"] = f"? ({e})"
-    return out
+    return package_versions(("torch", "cupy", "numpy", "triton", "liger_kernel"))
 
 
 def table(wl: RMSNorm, rows: dict[str, EvalResult], copy_gbps: float) -> str:

@@ -36,7 +36,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -50,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluators.provenance import versions as package_versions
 
 SCHEMA = 1
 # Small shapes for the sanitizer (instrumented launches are ~100x slower): odd N (scalar tail), several
@@ -286,21 +287,7 @@ class GPUVerifier:
 
 def versions() -> dict[str, str]:
     """Versions of what the verification ran on."""
-    import importlib
-
-    out = {"python": platform.python_version()}
-    for mod in ("numpy", "cupy", "torch", "triton", "liger_kernel", "quack"):
-        try:
-            out[mod] = str(importlib.import_module(mod).__version__)
-        except Exception:
-            out[mod] = "absent"
-    try:
-        from evaluators.toolchain import ptxas_version
-
-        out["ptxas"] = ptxas_version()
-    except Exception as e:
-        out["ptxas"] = f"unavailable: {e}"
-    return out
+    return package_versions(("numpy", "cupy", "torch", "triton", "liger_kernel", "quack"))
 
 
 def search_timeline(rows: list[Any], summary: dict[str, Any] | None, started: float | None,
