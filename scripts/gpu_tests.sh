@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
-#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput]     (no argument: all three)
+#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost]   (no argument: the first three)
+# Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300).
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,12 +40,15 @@ PY
 rc=0
 for step in "${steps[@]}"; do
   case $step in
-    tests) python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
-    baselines) python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
+    tests) timeout -k 10 "${TESTS_S:-900}" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
+    baselines) timeout -k 10 "${BASELINES_S:-900}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
-    throughput) python3 experiments/gpu_throughput.py --out "$out" 2>&1 | tee "$out/gpu_throughput.log"
+    throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \
+                  | tee "$out/gpu_throughput.log"
                 rc=$((rc | ${PIPESTATUS[0]})) ;;
-    *) echo "unknown step $step (tests | baselines | throughput)"; rc=2 ;;
+    cost) timeout -k 10 "${COST_S:-300}" python3 experiments/gate_cost.py --out "$out" 2>&1 | tee "$out/gate_cost.log"
+          rc=$((rc | ${PIPESTATUS[0]})) ;;
+    *) echo "unknown step $step (tests | baselines | throughput | cost)"; rc=2 ;;
   esac
 done
 exit $rc

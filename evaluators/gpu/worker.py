@@ -15,7 +15,7 @@ types); ``launch`` (LaunchConfig.to_json()); ``gate`` bool; ``gate_seed`` int; `
 round-robin with the candidate) or "none"; ``check_output``: "all" (re-check the benchmarked output at every
 shape), "one" (at one shape picked by ``gate_seed``, unknown to the kernel: a randomised audit) or "none".
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
-``gate_checks``, ``seconds`` {gate, benchmark}, ``notes``.
+``gate_checks``, ``seconds`` {gate, benchmark (the audit included), audit}, ``notes``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,58 @@ class KernelFault(Exception):
 def _is_sticky(err: BaseException) -> bool:
     text = str(err).upper()
     return any(code in text for code in STICKY_ERRORS)
+
+
+def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json: dict[str, Any]):
+    """A gate launcher ``run(inputs, outputs, shape)`` that launches the CuPy Function ``fn`` with the
+    workload's launch rule and synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused,
+    CRASH when the kernel faults); ``run.enqueue`` launches without synchronising (for timing)."""
+    from evaluators.gpu.args import build_args
+    from population.kernel import LaunchConfig
+
+    launch = LaunchConfig.from_json(launch_json)
+    wl = workload
+
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+        grid, block, smem = wl.launch_dims(shape, launch)
+        args = build_args(wl.abi, types, {**inputs, **outputs}, wl.scalars(shape), wl.entry)
+        try:
+            if smem > 48 * 1024:
+                cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            fn(grid, block, args, shared_mem=smem)
+        except Exception as e:
+            raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
+                              f"refused: {e}", fatal=_is_sticky(e)) from None
+
+    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+        enqueue(inputs, outputs, shape)
+        try:
+            cp.cuda.get_current_stream().synchronize()
+        except Exception as e:
+            raise KernelFault(Status.CRASH, f"kernel faulted at shape {shape}: {e}", fatal=True) from None
+
+    run.enqueue = enqueue  # type: ignore[attr-defined]
+    return run
+
+
+def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape: tuple[int, ...]) -> str | None:
+    """Poison the outputs, ``run`` once more on ``inputs`` and compare with the float64 reference, block by
+    block (CHECK_BLOCK_ELEMENTS): catches a kernel that stops working after the gate (counters in global
+    memory, pointer caches). Returns None when right, else the reason (str)."""
+    from evaluators.gpu.gate import allocate_poisoned, compare
+
+    wl = workload
+    bufs = {s.name: allocate_poisoned(s, 1, cp) for s in wl.outputs(shape)}
+    run(inputs, {k: b.view for k, b in bufs.items()}, shape)
+    atol, rtol = wl.tolerance
+    for idx, ref in wl.reference_blocks(inputs, CHECK_BLOCK_ELEMENTS, cp):
+        for s in wl.outputs(shape):
+            c = compare(bufs[s.name].view[idx], ref[s.name], s.dtype, atol, rtol, cp, pattern=1)
+            if not c.ok:
+                return (f"benchmark output check: {c.n_bad} of {c.total} elements of {s.name} wrong at shape "
+                        f"{shape} after the timed launches (max |err| {c.max_abs_err:.4g}; "
+                        f"{c.n_poison} never written)")
+    return None
 
 
 class WorkerState:
@@ -103,33 +155,8 @@ class WorkerState:
         return mod.get_function(entry)  # the Function holds a reference to its Module
 
     def launcher(self, fn: Any, types: list[str], launch_json: dict[str, Any]):
-        """A gate launcher (inputs, outputs, shape) that launches ``fn`` and synchronises, raising KernelFault."""
-        from evaluators.gpu.args import build_args
-        from population.kernel import LaunchConfig
-
-        launch = LaunchConfig.from_json(launch_json)
-        wl, cp = self.workload, self.cp
-
-        def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
-            grid, block, smem = wl.launch_dims(shape, launch)
-            args = build_args(wl.abi, types, {**inputs, **outputs}, wl.scalars(shape), wl.entry)
-            try:
-                if smem > 48 * 1024:
-                    cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                fn(grid, block, args, shared_mem=smem)
-            except Exception as e:
-                raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
-                                  f"refused: {e}", fatal=_is_sticky(e)) from None
-
-        def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
-            enqueue(inputs, outputs, shape)
-            try:
-                cp.cuda.get_current_stream().synchronize()
-            except Exception as e:
-                raise KernelFault(Status.CRASH, f"kernel faulted at shape {shape}: {e}", fatal=True) from None
-
-        run.enqueue = enqueue  # type: ignore[attr-defined]
-        return run
+        """A gate launcher for ``fn`` on this worker's workload (see ``make_launcher``)."""
+        return make_launcher(self.workload, self.cp, fn, types, launch_json)
 
     # -------------------------------------------------------------------------------------------- benchmark
     def _inputs_for(self, shape: tuple[int, ...]) -> dict[str, Any]:
@@ -156,26 +183,12 @@ class WorkerState:
                 for s in self.workload.outputs(shape)}
 
     def _check_output(self, run: Any, shape: tuple[int, ...]) -> str | None:
-        """Poison, launch once more and compare with the float64 reference, block by block: catches a kernel
-        that stops working after the gate (counters in global memory, pointer caches)."""
-        from evaluators.gpu.gate import allocate_poisoned, compare
+        return audit_output(self.workload, self.cp, run, self._inputs_for(shape), shape)
 
-        wl = self.workload
-        inputs = self._inputs_for(shape)
-        bufs = {s.name: allocate_poisoned(s, 1, self.cp) for s in wl.outputs(shape)}
-        run(inputs, {k: b.view for k, b in bufs.items()}, shape)
-        atol, rtol = wl.tolerance
-        for idx, ref in wl.reference_blocks(inputs, CHECK_BLOCK_ELEMENTS, self.cp):
-            for s in wl.outputs(shape):
-                c = compare(bufs[s.name].view[idx], ref[s.name], s.dtype, atol, rtol, self.cp, pattern=1)
-                if not c.ok:
-                    return (f"benchmark output check: {c.n_bad} of {c.total} elements of {s.name} wrong at shape "
-                            f"{shape} after the timed launches (max |err| {c.max_abs_err:.4g}; "
-                            f"{c.n_poison} never written)")
-        return None
-
-    def benchmark(self, fn: Any, types: list[str], launch_json: dict[str, Any], req: dict[str, Any]
-                  ) -> tuple[list[ShapeResult], str | None, Status]:
+    def benchmark(self, fn: Any, types: list[str], launch_json: dict[str, Any], req: dict[str, Any],
+                  seconds: dict[str, float] | None = None) -> tuple[list[ShapeResult], str | None, Status]:
+        """Time ``fn`` at ``req["bench_shapes"]`` (and audit the output as ``req["check_output"]`` says);
+        the audit's wall time is added to ``seconds["audit"]``. Returns (results, reason, status)."""
         from evaluators.gpu.benchmark import median_us, time_interleaved, too_fast
 
         wl = self.workload
@@ -211,7 +224,10 @@ class WorkerState:
                 return results, (f"{gbps:.0f} GB/s at shape {shape} exceeds the measured copy roofline "
                                  f"{self.copy_gbps:.0f} GB/s"), Status.TOO_FAST_TO_BE_TRUE
             if audit == "all" or (audit == "one" and i == audited):
+                t0 = time.perf_counter()
                 bad = self._check_output(run, shape)
+                if seconds is not None:
+                    seconds["audit"] = seconds.get("audit", 0.0) + time.perf_counter() - t0
                 if bad:
                     return results, bad, Status.WRONG_RESULT
         return results, None, Status.OK
@@ -242,7 +258,7 @@ class WorkerState:
                     return reply, False
             if req.get("bench_shapes"):
                 t0 = time.perf_counter()
-                shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req)
+                shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req, reply["seconds"])
                 reply["seconds"]["benchmark"] = time.perf_counter() - t0
                 reply["shapes"] = [asdict(s) for s in shapes]
                 reply["notes"].update(self.baselines.notes)

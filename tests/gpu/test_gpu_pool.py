@@ -66,3 +66,17 @@ def test_broken_kernel_rejected_and_worker_survives(pool, workload, broken, defe
     assert words in r.reason
     after = pool.evaluate(workload.seeds()[0])  # the next candidate evaluates fine
     assert after.status == Status.OK, after.reason
+
+
+@pytest.mark.parametrize("n", [256, 4096, 65536, 262144])
+def test_tuned_knob_sets_pass_gate(pool, workload, n):
+    """The recommended template sets (row groups + row loop at small N, clusters with distributed shared memory
+    at large N) pass the whole gate and run at the row length they were made for."""
+    from evaluators.workloads.rmsnorm import tuned_knobs
+
+    k = workload.instantiate(tuned_knobs(n))
+    shape = (max(8, (1 << 24) // n), n)
+    r = pool.evaluate(k, shapes=[shape], baselines="none")
+    assert r.status == Status.OK, r.reason
+    assert r.extra["gate_checks"] >= len(workload.gate_shapes)
+    assert [s.shape for s in r.shapes] == [shape] and 0 < r.shapes[0].frac_copy <= 1.05
