@@ -155,3 +155,94 @@ def test_gate_plan_fresh_seeds_and_rotation():
     assert len(big) == 1
     assert gate_plan(wl, seed=11) != plan
     assert {d for _, d, _ in plan} == set(wl.distributions)
+
+
+def _element_offset(view):
+    """Index of ``view``'s first element inside the allocation behind it (``view.base``)."""
+    base = view.base
+    return (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // view.itemsize
+
+
+def test_batch_names_the_one_failing_check_and_stops_there():
+    wl = RMSNorm("bf16")
+    plan = gate_plan(wl, seed=12, shapes=SMALL)
+
+    def wrong_for_large_at_199(inputs, outputs, shape):
+        y = rmsnorm_f32(inputs["x"], inputs["w"])
+        if shape == (199, 1001) and np.abs(np.asarray(inputs["x"], np.float32)).max() > 1e4:
+            y[5, 7] += np.float32(1e3)  # one element, only under the "large" distribution at one shape
+        outputs["y"][...] = from_float(y, "bf16")
+
+    res = run_gate(wl, wrong_for_large_at_199, seed=12, shapes=SMALL)
+    bad = next(i for i, (shape, d, _) in enumerate(plan) if shape == (199, 1001) and d == "large")
+    assert res.status == Status.WRONG_RESULT and "correctness check failed" in res.reason
+    assert "1 of 199199 elements of y out of tolerance" in res.reason and "199x1001 (large inputs" in res.reason
+    assert "index (5, 7)" in res.reason
+    assert len(res.checks) == bad + 1 and res.checks[-1].failed == "correctness"
+    assert all(c.failed is None for c in res.checks[:-1])
+
+
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_batch_bounds_failure_names_the_shape_that_overflowed(where):
+    wl = RMSNorm("bf16")
+
+    def overflow_at_7x760(inputs, outputs, shape):
+        correct("bf16")(inputs, outputs, shape)
+        if shape == (7, 760):
+            y = outputs["y"]
+            i = _element_offset(y) + (y.size if where == "after" else -1)
+            y.base.view(np.uint16)[i] = 0
+
+    res = run_gate(wl, overflow_at_7x760, seed=13, shapes=SMALL)
+    assert res.status == Status.WRONG_RESULT and "bounds check failed" in res.reason
+    assert "7x760" in res.reason if where == "after" else ("7x760" in res.reason or "1x192" in res.reason)
+
+
+def test_batch_and_one_by_one_judge_the_same_inputs_alike():
+    from evaluators.gpu.gate import check_batch, check_shape
+
+    wl = RMSNorm("fp16")
+    plan = gate_plan(wl, seed=14, shapes=SMALL)
+    batch = check_batch(wl, correct("fp16"), plan)
+    single = [check_shape(wl, correct("fp16"), *p) for p in plan]
+    assert [c.failed for c in batch] == [None] * len(plan) == [c.failed for c in single]
+    assert [c.max_abs_err for c in batch] == pytest.approx([c.max_abs_err for c in single], rel=0, abs=0)
+    # fp16 rounding everywhere except the all-zero input of (1, 192) under zero_rows; nothing unwritten (inf)
+    assert [c.max_abs_err == 0 for c in batch] == [c.shape == (1, 192) and c.distribution == "zero_rows" for c in batch]
+    assert max(c.max_abs_err for c in batch) < np.inf
+
+
+def test_batch_determinism_failure_only_in_second_run():
+    wl = RMSNorm("bf16")
+    calls = {"n": 0}
+
+    def drifts(inputs, outputs, shape):
+        calls["n"] += 1
+        y = rmsnorm_f32(inputs["x"], inputs["w"])
+        if shape == (199, 192) and calls["n"] > len(gate_plan(wl, 15, SMALL_192)):
+            y[3, 3] = np.nextafter(y[3, 3], np.float32(np.inf)) * np.float32(1.01)  # still within tolerance
+        outputs["y"][...] = from_float(y, "bf16")
+
+    res = run_gate(wl, drifts, seed=15, shapes=SMALL_192)
+    assert res.status == Status.NONDETERMINISTIC and "199x192" in res.reason
+    assert "differ in 1 of 38208 elements" in res.reason
+
+
+SMALL_192 = [(1, 192), (199, 192)]
+
+
+def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
+    import evaluators.gpu.gate as gate
+
+    monkeypatch.setattr(gate, "SMALL_CHECK_ELEMENTS", 192 * 7)  # (1, 192) and (7, 192) batch, (199, 192) alone
+    wl = RMSNorm("bf16")
+    seen = []
+
+    def record(inputs, outputs, shape):
+        seen.append(shape)
+        correct("bf16")(inputs, outputs, shape)
+
+    res = gate.run_gate(wl, record, seed=16, shapes=[(1, 192), (199, 192), (7, 192)])
+    assert res.status == Status.OK and len(res.checks) == 3 * 2 + 1
+    # batch: 6 checks x 2 runs, in plan order per run; then the large check's two runs
+    assert seen[:6] == [(1, 192)] * 3 + [(7, 192)] * 3 and seen[12:] == [(199, 192)] * 2

@@ -14,6 +14,12 @@ launcher and on the GPU in the worker with a CuPy one. Per gate check (one shape
 
 The first failing check decides: ``wrong_result`` or ``nondeterministic``, with a reason naming the check, the
 shape, the distribution and the max error.
+
+Small checks (at most SMALL_CHECK_ELEMENTS elements: all but the full-size shapes) run as one batch
+(``check_batch``): the same steps, but every check's inputs sit in one arena and every output in one poisoned
+arena per pattern, guard zones between them, so the verification costs a few array operations per gate instead
+of a dozen per check (on an H200 about 4 ms per check one by one, dominated by per-operation overhead). Large
+checks run one by one (``check_shape``). On the GPU the comparisons are fused kernels (``workloads.fused``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from evaluators.types import Status
+from evaluators.workloads import fused
 from evaluators.workloads.base import OutputSpec, Shape, Workload
 from evaluators.workloads.dtypes import POISON_NAN_BITS, bits_dtype, storage_dtype, to_float64
 
@@ -99,6 +106,10 @@ def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: Module
     An element passes when ``|out - ref| <= atol + rtol * |ref|``; NaN never passes. ``pattern``: the poison
     written before the launch, to count elements left unwritten.
     """
+    if xp is not np and fused.count_bad(out, ref, dtype, atol, rtol) == 0:
+        # Two fused passes on the device; NaNs and the poison (a NaN in every pattern) would count as bad.
+        return Comparison(max_abs_err=fused.max_abs_err(out, ref, dtype), n_bad=0, n_nan=0, n_poison=0,
+                          total=int(out.size))
     got = to_float64(out, dtype, xp)
     err = xp.abs(got - ref)
     bad = ~(err <= atol + rtol * xp.abs(ref))  # NaN compares False, so it is bad
@@ -117,7 +128,12 @@ def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: Module
 
 def bitwise_equal(a: Any, b: Any, xp: ModuleType = np) -> bool:
     """True when two arrays of one dtype hold identical bytes (NaN payloads included)."""
-    return a.shape == b.shape and bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
+    if a.shape != b.shape:
+        return False
+    a8, b8 = a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)
+    if xp is not np:
+        return fused.count_differ(a8, b8) == 0  # one pass, no boolean temporary
+    return bool(np.array_equal(a8, b8))
 
 
 def changed_inputs(before: Mapping[str, Any], after: Mapping[str, Any], xp: ModuleType = np) -> list[str]:
@@ -167,12 +183,50 @@ def _fmt_shape(shape: Shape) -> str:
     return "x".join(str(s) for s in shape)
 
 
+def _where(shape: Shape, distribution: str, seed: int) -> str:
+    return f"shape {_fmt_shape(shape)} ({distribution} inputs, seed {seed})"
+
+
+def _judge(chk: GateCheck, c: Comparison, name: str, where: str, atol: float, rtol: float) -> bool:
+    """Record comparison ``c`` of output ``name`` in ``chk``; on a failure set ``failed``/``detail`` and return
+    False. Poison left in the output decides first (partial write), then NaN, then the tolerance."""
+    chk.max_abs_err = max(chk.max_abs_err, c.max_abs_err)
+    if c.ok:
+        return True
+    if c.n_poison:
+        what = f"partial write: {c.n_poison} of {c.total} elements of {name} never written"
+        chk.failed = "unwritten"
+    elif c.n_nan:
+        what = f"{c.n_nan} of {c.total} elements of {name} are NaN"
+        chk.failed = "nan"
+    else:
+        what = f"{c.n_bad} of {c.total} elements of {name} out of tolerance"
+        chk.failed = "correctness"
+    chk.detail = (f"{what} at {where}: max |err| {c.max_abs_err:.4g} (atol {atol}, rtol {rtol}) "
+                  f"at index {c.worst}: got {c.got:.6g}, want {c.want:.6g}")
+    return False
+
+
+def _judge_determinism(chk: GateCheck, a: Any, b: Any, spec: OutputSpec, where: str, xp: ModuleType) -> bool:
+    """Record in ``chk`` whether the two runs' outputs ``a`` and ``b`` (of ``spec``) are bitwise equal."""
+    if bitwise_equal(a, b, xp):
+        return True
+    diff = a.view(bits_dtype(spec.dtype)) != b.view(bits_dtype(spec.dtype))
+    n = int(diff.sum())
+    e = float(xp.nanmax(xp.abs(to_float64(a, spec.dtype, xp) - to_float64(b, spec.dtype, xp)))) if n else 0.0
+    chk.failed = "determinism"
+    chk.detail = (f"two runs on the same inputs differ in {n} of {a.size} elements of {spec.name} at "
+                  f"{where}: max |run1 - run2| {e:.4g}")
+    return False
+
+
 def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution: str, seed: int,
                 xp: ModuleType = np) -> GateCheck:
-    """Run one gate check (steps 1-4 of the module docstring) and return it; ``failed`` is None on a pass."""
+    """Run one gate check (steps 1-4 of the module docstring) with buffers of its own and return it;
+    ``failed`` is None on a pass."""
     atol, rtol = workload.tolerance
     chk = GateCheck(tuple(shape), distribution, seed)
-    where = f"shape {_fmt_shape(shape)} ({distribution} inputs, seed {seed})"
+    where = _where(shape, distribution, seed)
     inputs = workload.make_inputs(shape, seed, distribution, xp)
     before = {k: v.copy() for k, v in inputs.items()}
     ref = workload.reference(inputs, xp)
@@ -194,47 +248,234 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
             if pattern == 1 and not workload.uses_atomics:
                 continue  # the second run is judged bitwise against the first below
             c = compare(bufs[s.name].view, ref[s.name], s.dtype, atol, rtol, xp, pattern)
-            chk.max_abs_err = max(chk.max_abs_err, c.max_abs_err)
-            if not c.ok:
-                if c.n_poison:
-                    what = f"partial write: {c.n_poison} of {c.total} elements of {s.name} never written"
-                    chk.failed = "unwritten"
-                elif c.n_nan:
-                    what = f"{c.n_nan} of {c.total} elements of {s.name} are NaN"
-                    chk.failed = "nan"
-                else:
-                    what = f"{c.n_bad} of {c.total} elements of {s.name} out of tolerance"
-                    chk.failed = "correctness"
-                chk.detail = (f"{what} at {where}: max |err| {c.max_abs_err:.4g} (atol {atol}, rtol {rtol}) "
-                              f"at index {c.worst}: got {c.got:.6g}, want {c.want:.6g}")
+            if not _judge(chk, c, s.name, where, atol, rtol):
                 return chk
         runs.append(bufs)
     if not workload.uses_atomics:
         for s in specs:
-            a, b = runs[0][s.name].view, runs[1][s.name].view
-            if not bitwise_equal(a, b, xp):
-                diff = a.view(bits_dtype(s.dtype)) != b.view(bits_dtype(s.dtype))
-                n = int(diff.sum())
-                e = float(xp.nanmax(xp.abs(to_float64(a, s.dtype, xp) - to_float64(b, s.dtype, xp)))) if n else 0.0
-                chk.failed = "determinism"
-                chk.detail = (f"two runs on the same inputs differ in {n} of {a.size} elements of {s.name} at "
-                              f"{where}: max |run1 - run2| {e:.4g}")
+            if not _judge_determinism(chk, runs[0][s.name].view, runs[1][s.name].view, s, where, xp):
                 return chk
     return chk
+
+
+# Offsets inside the batch arenas are rounded up to this many bytes (cudaMalloc aligns to 256).
+ARENA_ALIGN = 256
+
+
+def _align(nbytes: int) -> int:
+    return -(-nbytes // ARENA_ALIGN) * ARENA_ALIGN
+
+
+@dataclass
+class OutputArena:
+    """The outputs named ``spec_name`` of every check in a batch, in one poisoned allocation: GUARD_ELEMENTS
+    (or more, for alignment) of guard before, between and after the outputs. ``views[i]``: check i's output;
+    ``guard``: boolean mask of the guard elements (numpy, host)."""
+
+    dtype: str
+    base: Any
+    views: list[Any]
+    spans: list[tuple[int, int]]
+    guard: np.ndarray
+    pattern: int
+
+    @classmethod
+    def allocate(cls, specs: list[OutputSpec], pattern: int, xp: ModuleType = np) -> OutputArena:
+        dtype = specs[0].dtype
+        item = bits_dtype(dtype).itemsize
+        step = ARENA_ALIGN // item
+        spans, pos = [], _align(GUARD_ELEMENTS * item) // item
+        for sp in specs:
+            n = int(np.prod(sp.shape))
+            spans.append((pos, pos + n))
+            pos = -(-(pos + n + GUARD_ELEMENTS) // step) * step
+        total = pos
+        base = xp.empty(total, dtype=storage_dtype(dtype, xp))
+        base.view(bits_dtype(dtype)).fill(poison_bits(dtype, pattern))
+        guard = np.ones(total, dtype=bool)
+        for a, b in spans:
+            guard[a:b] = False
+        views = [base[a:b].reshape(sp.shape) for (a, b), sp in zip(spans, specs)]
+        return cls(dtype, base, views, spans, guard, pattern)
+
+    def guard_hits(self, xp: ModuleType = np) -> list[int]:
+        """Indices (into the arena) of guard elements that no longer hold the poison, empty when intact."""
+        bits = self.base.view(bits_dtype(self.dtype))
+        changed = bits != poison_bits(self.dtype, self.pattern)
+        mask = _device_mask(self, xp)
+        if not bool((changed & mask).any()):
+            return []
+        hits = changed & mask
+        return [int(i) for i in (hits.nonzero()[0] if xp is np else hits.nonzero()[0].get())[:16]]
+
+    def owner(self, index: int) -> int:
+        """The check whose output ends nearest before ``index`` (the first check for the leading guard)."""
+        best = 0
+        for i, (a, _) in enumerate(self.spans):
+            if a <= index:
+                best = i
+        return best
+
+
+_MASKS: dict[tuple[Any, ...], Any] = {}
+
+
+def _device_mask(arena: OutputArena, xp: ModuleType) -> Any:
+    """The arena's guard mask in ``xp``; on the GPU kept across gates (the layout repeats with the shapes)."""
+    if xp is np:
+        return arena.guard
+    key = (id(xp), arena.guard.size, tuple(arena.spans))
+    if key not in _MASKS:
+        if len(_MASKS) >= 8:
+            _MASKS.clear()
+        _MASKS[key] = xp.asarray(arena.guard)
+    return _MASKS[key]
+
+
+def _pack_inputs(all_inputs: list[dict[str, Any]], xp: ModuleType) -> tuple[Any, list[dict[str, Any]]]:
+    """Copy every check's inputs into one byte arena (each array at a 256-byte aligned offset) and return it
+    with views of the same dtypes and shapes, so one snapshot and one comparison cover them all."""
+    offsets, pos = [], 0
+    for inputs in all_inputs:
+        offs = {}
+        for k, v in inputs.items():
+            offs[k] = pos
+            pos += _align(int(v.nbytes))
+        offsets.append(offs)
+    arena = xp.zeros(max(pos, 1), dtype=xp.uint8)
+    packed = []
+    for inputs, offs in zip(all_inputs, offsets):
+        views = {}
+        for k, v in inputs.items():
+            view = arena[offs[k]:offs[k] + int(v.nbytes)].view(v.dtype).reshape(v.shape)
+            view[...] = v
+            views[k] = view
+        packed.append(views)
+    return arena, packed
+
+
+def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, str, int]],
+                xp: ModuleType = np) -> list[GateCheck]:
+    """Run the checks ``items`` ((shape, distribution, input seed), each small) as one batch: the same checks as
+    ``check_shape``, with fresh inputs per check, but every check's inputs in one arena (one snapshot, one
+    comparison) and every output in one poisoned arena per pattern with guard zones between the outputs, so the
+    verification is a handful of array operations for the whole batch instead of a dozen per check.
+
+    The stages run in check_shape's order over the whole batch (run 1: bounds, inputs unchanged, values; run 2:
+    bounds, inputs unchanged; determinism); on a failure the failing check is found and judged on its own
+    slices, so the reason is the one check_shape gives. Returns the checks up to and including the first that
+    failed (all of them when none did).
+    """
+    atol, rtol = workload.tolerance
+    checks = [GateCheck(tuple(sh), d, s) for sh, d, s in items]
+    wheres = [_where(c.shape, c.distribution, c.seed) for c in checks]
+    arena_in, inputs = _pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
+    before = arena_in.copy()
+    refs = [workload.reference(inp, xp) for inp in inputs]
+    specs = [workload.outputs(c.shape) for c in checks]
+    names = [sp.name for sp in specs[0]]
+
+    def fail(i: int) -> list[GateCheck]:
+        return checks[: i + 1]
+
+    runs: list[dict[str, OutputArena]] = []
+    for pattern in (0, 1):
+        arenas = {n: OutputArena.allocate([next(sp for sp in spc if sp.name == n) for spc in specs], pattern, xp)
+                  for n in names}
+        for i, c in enumerate(checks):
+            launch(inputs[i], {n: arenas[n].views[i] for n in names}, c.shape)
+        for n, arena in arenas.items():
+            hits = arena.guard_hits(xp)
+            if hits:
+                i = arena.owner(hits[0])
+                checks[i].failed = "bounds"
+                checks[i].detail = (f"out-of-bounds store: guard zone around output {n} overwritten at {wheres[i]} "
+                                    f"(batched gate: {len(hits)}+ guard elements changed)")
+                return fail(i)
+        if not bitwise_equal(arena_in, before, xp):
+            for i, inp in enumerate(inputs):
+                changed = [k for k, v in inp.items() if not bitwise_equal(v, _snapshot_view(before, arena_in, v, xp), xp)]
+                if changed:
+                    checks[i].failed = "inputs_unchanged"
+                    checks[i].detail = f"input(s) {changed} modified by the kernel at {wheres[i]}"
+                    return fail(i)
+        if pattern == 0 or workload.uses_atomics:
+            for n in names:
+                dtype = arenas[n].dtype
+                flat_out = xp.concatenate([v.reshape(-1) for v in arenas[n].views])
+                flat_ref = xp.concatenate([r[n].reshape(-1) for r in refs])
+                whole = compare(flat_out, flat_ref, dtype, atol, rtol, xp, pattern)
+                if whole.ok:
+                    _batch_max_errors(checks, arenas[n], refs, n, xp)
+                    continue
+                for i in range(len(checks)):
+                    c = compare(arenas[n].views[i], refs[i][n], dtype, atol, rtol, xp, pattern)
+                    if not _judge(checks[i], c, n, wheres[i], atol, rtol):
+                        return fail(i)
+        runs.append(arenas)
+    if not workload.uses_atomics:
+        for n in names:
+            a, b = runs[0][n], runs[1][n]
+            if bitwise_equal(xp.concatenate([v.reshape(-1) for v in a.views]),
+                             xp.concatenate([v.reshape(-1) for v in b.views]), xp):
+                continue
+            for i in range(len(checks)):
+                spec = next(sp for sp in specs[i] if sp.name == n)
+                if not _judge_determinism(checks[i], a.views[i], b.views[i], spec, wheres[i], xp):
+                    return fail(i)
+    return checks
+
+
+def _snapshot_view(before: Any, arena: Any, view: Any, xp: ModuleType) -> Any:
+    """The part of the snapshot ``before`` (a copy of ``arena``) that ``view`` (a view into ``arena``) covers."""
+    start = _byte_offset(view, xp) - _byte_offset(arena, xp)
+    return before[start:start + int(view.nbytes)].view(view.dtype).reshape(view.shape)
+
+
+def _byte_offset(a: Any, xp: ModuleType) -> int:
+    return int(a.__array_interface__["data"][0]) if xp is np else int(a.data.ptr)
+
+
+def _batch_max_errors(checks: list[GateCheck], arena: OutputArena, refs: list[dict[str, Any]], name: str,
+                      xp: ModuleType) -> None:
+    """Set each check's max_abs_err from its own slice (one reduction per check, one transfer in all)."""
+    if xp is not np:
+        errs = xp.stack([fused.max_abs_err_array(v, r[name], arena.dtype) if v.size else xp.zeros(())
+                         for v, r in zip(arena.views, refs)])
+        values = [float(e) for e in errs.get()]
+    else:
+        values = [float(np.abs(to_float64(v, arena.dtype, np) - r[name]).max()) if v.size else 0.0
+                  for v, r in zip(arena.views, refs)]
+    for c, e in zip(checks, values):
+        c.max_abs_err = max(c.max_abs_err, e)
 
 
 def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape] | None = None,
              xp: ModuleType = np) -> GateResult:
     """Run every check of ``gate_plan(workload, seed, shapes)``; stop at the first failure.
 
-    launch(inputs, outputs, shape) runs the kernel to completion (synchronised); exceptions it raises (CUDA
-    errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when all passed).
+    Checks of at most SMALL_CHECK_ELEMENTS elements run as one batch (``check_batch``), larger ones one by one
+    (``check_shape``). launch(inputs, outputs, shape) runs the kernel to completion (synchronised); exceptions
+    it raises (CUDA errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when
+    all passed).
     """
+    plan = gate_plan(workload, seed, shapes)
+    small = [p for p in plan if int(np.prod(p[0])) <= SMALL_CHECK_ELEMENTS]
     checks: list[GateCheck] = []
-    for shape, dist, s in gate_plan(workload, seed, shapes):
-        chk = check_shape(workload, launch, shape, dist, s, xp)
-        checks.append(chk)
-        if chk.failed:
-            status = Status.NONDETERMINISTIC if chk.failed == "determinism" else Status.WRONG_RESULT
-            return GateResult(status, f"gate: {chk.failed} check failed: {chk.detail}", checks)
+
+    def verdict() -> GateResult:
+        bad = checks[-1]
+        status = Status.NONDETERMINISTIC if bad.failed == "determinism" else Status.WRONG_RESULT
+        return GateResult(status, f"gate: {bad.failed} check failed: {bad.detail}", checks)
+
+    if small:
+        checks.extend(check_batch(workload, launch, small, xp))
+        if checks[-1].failed:
+            return verdict()
+    for shape, dist, s in plan:
+        if int(np.prod(shape)) <= SMALL_CHECK_ELEMENTS:
+            continue
+        checks.append(check_shape(workload, launch, shape, dist, s, xp))
+        if checks[-1].failed:
+            return verdict()
     return GateResult(Status.OK, f"gate: passed {len(checks)} checks", checks)

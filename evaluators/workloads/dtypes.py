@@ -65,12 +65,12 @@ def to_float64(a: Any, dtype: str, xp: ModuleType = np) -> Any:
 def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
     """Round a float32/float64 array to ``dtype`` (round to nearest even), in ``xp``'s storage representation.
 
-    For bf16 under CuPy the float32 value is rounded on its bit pattern: add 0x7FFF plus the lowest kept bit,
-    drop the low 16 bits (the rounding ml_dtypes and CUDA's __float2bfloat16_rn use). NaN inputs are not
+    For bf16 under CuPy the float32 value is rounded on its bit pattern in one fused kernel
+    (``fused.round_bf16``): add 0x7FFF plus the lowest kept bit, drop the low 16 bits (the rounding ml_dtypes and CUDA's __float2bfloat16_rn use). NaN inputs are not
     expected (inputs are finite by construction).
     """
     if dtype == "bf16" and xp is not np:
-        u = a.astype(xp.float32).view(xp.uint32)
-        u = u + (xp.uint32(0x7FFF) + ((u >> 16) & xp.uint32(1)))
-        return (u >> 16).astype(xp.uint16)
+        from evaluators.workloads.fused import round_bf16
+
+        return round_bf16(a.astype(xp.float32, copy=False))
     return a.astype(storage_dtype(dtype, xp))

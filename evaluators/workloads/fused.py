@@ -1,0 +1,116 @@
+"""Fused CuPy kernels for the array work around a candidate: inputs, float64 references and comparisons.
+
+Written with plain CuPy operators, the gate's comparison of one output against its float64 reference is a
+chain of about fifteen kernels with float64 temporaries (about 100 bytes of memory traffic per element) and a
+bf16 rounding is six; each function here is one kernel (a ``cupy.ReductionKernel`` or
+``cupy.ElementwiseKernel``) that reads its operands once. They compute exactly what the numpy formulas in
+``evaluators.gpu.gate`` and ``evaluators.workloads.dtypes`` compute (tests/gpu checks the pairs against each
+other), and are used only where the array module is CuPy. Kernels are built on first use, per element type.
+
+Element types (``dtype``): "bf16" (stored as uint16 bits on the device), "fp16", "fp32".
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+# CuPy type name of the device storage of each element type.
+STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
+
+
+def as_double(var: str, dtype: str) -> str:
+    """C expression: the value of element ``var`` (of ``dtype``'s storage type) as an exact double.
+
+    bf16 is the upper half of an IEEE binary32, so its bits are widened by a 16-bit shift."""
+    if dtype == "bf16":
+        return f"((double)__uint_as_float(((unsigned int){var}) << 16))"
+    if dtype == "fp16":
+        return f"((double)(float){var})"
+    return f"((double){var})"
+
+
+def _cp() -> Any:
+    import cupy
+
+    return cupy
+
+
+@cache
+def _count_bad_kernel(dtype: str, atol: float, rtol: float) -> Any:
+    v = as_double("o", dtype)
+    # NaN compares false, so a NaN (computed or the gate's poison) counts as bad.
+    return _cp().ReductionKernel(
+        f"{STORAGE_TYPE[dtype]} o, float64 r", "int64 n",
+        f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r)) ? 0 : 1", "a + b", "n = a", "0",
+        f"count_bad_{dtype}", reduce_type="long long")
+
+
+@cache
+def _max_err_kernel(dtype: str) -> Any:
+    v = as_double("o", dtype)
+    return _cp().ReductionKernel(
+        f"{STORAGE_TYPE[dtype]} o, float64 r", "float64 e",
+        f"(fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL)",
+        "max(a, b)", "e = a", "0", f"max_err_{dtype}", reduce_type="double")
+
+
+@cache
+def _count_differ_kernel() -> Any:
+    return _cp().ReductionKernel("T p, T q", "int64 n", "(p != q) ? 1 : 0", "a + b", "n = a", "0",
+                                 "count_differ", reduce_type="long long")
+
+
+@cache
+def _row_sum_squares_kernel(dtype: str) -> Any:
+    v = as_double("x", dtype)
+    return _cp().ReductionKernel(f"{STORAGE_TYPE[dtype]} x", "float64 s", f"{v} * {v}", "a + b", "s = a", "0",
+                                 f"row_sum_squares_{dtype}", reduce_type="double")
+
+
+@cache
+def _round_bf16_kernel() -> Any:
+    # Round to nearest even on the bit pattern (as ml_dtypes and __float2bfloat16_rn do for finite values).
+    return _cp().ElementwiseKernel(
+        "float32 f", "uint16 b",
+        "unsigned int u = __float_as_uint(f); b = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);",
+        "round_bf16")
+
+
+def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float) -> int:
+    """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref|`` (NaN included);
+    ``ref`` float64 of the same shape."""
+    return int(_count_bad_kernel(dtype, float(atol), float(rtol))(out, ref))
+
+
+def max_abs_err(out: Any, ref: Any, dtype: str) -> float:
+    """max |out - ref| over all elements, inf when any difference is NaN, 0.0 for empty arrays."""
+    if out.size == 0:
+        return 0.0
+    return float(max_abs_err_array(out, ref, dtype))
+
+
+def max_abs_err_array(out: Any, ref: Any, dtype: str) -> Any:
+    """``max_abs_err`` as a 0-d float64 device array (no synchronisation; ``out`` must not be empty)."""
+    return _max_err_kernel(dtype)(out, ref)
+
+
+def count_differ(a: Any, b: Any) -> int:
+    """Positions where two arrays of one dtype and shape differ (compare bit views for bitwise equality)."""
+    return int(_count_differ_kernel()(a, b))
+
+
+def row_sum_squares(x: Any, dtype: str) -> Any:
+    """float64 (M,): the sum of x[i, :]**2 over each row of a (M, N) array, in double precision."""
+    return _row_sum_squares_kernel(dtype)(x, axis=1)
+
+
+def round_bf16(f: Any) -> Any:
+    """uint16 bf16 bits of a float32 array, rounded to nearest even (the cupy path of dtypes.from_float)."""
+    return _round_bf16_kernel()(f)
+
+
+@cache
+def elementwise(name: str, in_params: str, out_params: str, body: str) -> Any:
+    """A cached ``cupy.ElementwiseKernel`` (for workloads' own fused references)."""
+    return _cp().ElementwiseKernel(in_params, out_params, body, name)
