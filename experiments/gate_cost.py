@@ -2,12 +2,13 @@
 
 Runs in one process on the GPU (no worker pool, no baselines): the template seed at its default knobs is
 compiled with ptxas and then, for every gate shape (one input distribution each, as in ``gate_plan``), the
-steps of ``evaluators.gpu.gate.check_shape`` are timed one by one with a device synchronisation around each
+steps of ``evaluators.gpu.gate.check_shape`` (the one-by-one path) are timed one by one with a device synchronisation around each
 (input generation, the input snapshot, the float64 reference, poisoning, the launch, the guard/unchanged
 checks, the comparison, the determinism check), next to the wall time of ``check_shape`` itself. Then, per
 search shape, the wall time of the benchmark's timing loop for the candidate alone (warm-up 3, 20 repeats,
 L2 flush + stream hold) and of the post-benchmark output audit (``audit_output``). Prints markdown tables
-(ms, median of ``--repeats`` runs) and writes them to $OUT/gate_cost.md when OUT is set.
+(ms, median of ``--repeats`` runs), then the batched path the gate uses for small checks
+(``check_batch``) and the whole ``run_gate`` and writes them to $OUT/gate_cost.md when OUT is set.
 
 Usage (GPU machine): ``python experiments/gate_cost.py [--repeats 3]``
 """
@@ -37,12 +38,15 @@ def main() -> int:
     from evaluators.gpu.args import param_types
     from evaluators.gpu.benchmark import L2Flusher, time_interleaved
     from evaluators.gpu.gate import (
+        SMALL_CHECK_ELEMENTS,
         allocate_poisoned,
         bitwise_equal,
         changed_inputs,
+        check_batch,
         check_shape,
         compare,
         gate_plan,
+        run_gate,
     )
     from evaluators.gpu.worker import audit_output, make_launcher
     from evaluators.provenance import versions
@@ -115,6 +119,18 @@ def main() -> int:
             total[c] += v
         lines.append(f"| {shape[0]}x{shape[1]} | {dist} | " + " | ".join(f"{v:.2f}" for v in vals) + " |")
     lines.append("| **one gate (all checks)** | | " + " | ".join(f"**{total[c]:.1f}**" for c in cols) + " |")
+
+    small = [p for p in gate_plan(wl, 0) if p[0][0] * p[0][1] <= SMALL_CHECK_ELEMENTS]
+    gates: dict[str, list[float]] = defaultdict(list)
+    for rep in range(args.repeats):
+        plan = [(shape, d, s + rep) for shape, d, s in small]
+        r = timed(gates, "batch", check_batch, wl, run, plan, cp)
+        assert all(c.failed is None for c in r), [c.detail for c in r if c.failed]
+        g = timed(gates, "gate", run_gate, wl, run, 100 + rep, None, cp)
+        assert g.passed, g.reason
+    lines.append("")
+    lines.append(f"Batched: the {len(small)} small checks in one `check_batch`: {med(gates['batch']):.1f} ms; "
+                 f"the whole `run_gate` (batch + the large check(s) one by one): {med(gates['gate']):.1f} ms.")
 
     flush = L2Flusher.for_device()
     bench = ["| search shape | timing loop ms (candidate only, 3 + 20 launches) | kernel µs (median) | audit ms |",

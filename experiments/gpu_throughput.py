@@ -78,6 +78,9 @@ def main() -> int:
             fails = {r.status.value for r in results if r.status != Status.OK}
             print(f"threads={threads}: {len(batch) / wall:.2f} candidates/s ({ok}/{len(batch)} ok; other: {fails})",
                   flush=True)
+            for k, r in zip(batch, results):
+                if r.status != Status.OK:
+                    print(f"  {r.status.value}: knobs {dict(k.launch.knobs)}: {r.reason[:600]}", flush=True)
         device = pool.info[0].get("device", "?")
     md = [f"# GPU evaluation throughput (RMSNorm bf16, search shapes {wl.search_shapes})", "",
           f"{device}, {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}. Candidates: distinct template "

@@ -2,8 +2,9 @@
 
 ``evaluate(kernel)`` compiles the kernel with ptxas in the calling thread (``evaluators.toolchain.compile_ptx``),
 checks its ``.param`` list against the workload ABI, works out occupancy, static traffic and features, then hands
-the cubin to a free worker (blocking while all are busy) which gates and benchmarks it. Thread-safe: up to
-``capacity`` (= number of workers) evaluations run at once.
+the cubin to a free worker (blocking while all are busy) which gates and benchmarks it. Thread-safe; ``capacity``
+is two per worker, so an engine that keeps that many evaluations in flight overlaps one candidate's ptxas and
+static analysis with another's time on the GPU.
 
 Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
 (``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
@@ -89,7 +90,9 @@ class GPUPool:
         self._free: queue.Queue[Supervisor] = queue.Queue()
         for s in self._sups:
             self._free.put(s)
-        self.capacity = len(self._sups)
+        # Two evaluations in flight per GPU: one compiles (ptxas, in the caller's thread) while the other holds
+        # the worker, so the GPU does not wait for the host between candidates.
+        self.capacity = 2 * len(self._sups)
         self._lock = threading.Lock()
         self._closed = False
 

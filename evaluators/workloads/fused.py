@@ -52,7 +52,7 @@ def _max_err_kernel(dtype: str) -> Any:
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "float64 e",
         f"(fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL)",
-        "max(a, b)", "e = a", "0", f"max_err_{dtype}", reduce_type="double")
+        "fmax(a, b)", "e = a", "0", f"max_err_{dtype}", reduce_type="double")
 
 
 @cache

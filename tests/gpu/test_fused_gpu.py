@@ -1,0 +1,94 @@
+"""On a GPU: the fused CuPy kernels compute what the numpy formulas compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators.gpu.gate import bitwise_equal, compare, run_gate
+from evaluators.types import Status
+from evaluators.workloads.dtypes import bits_dtype, from_float
+from evaluators.workloads.rmsnorm import RMSNorm
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cp():
+    import cupy
+
+    return cupy
+
+
+def test_bf16_rounding_matches_ml_dtypes(cp):
+    rng = np.random.default_rng(0)
+    f = np.concatenate([rng.standard_normal(100_000).astype(np.float32) * 1e3,
+                        np.array([0.0, -0.0, 1.0, 1.00390625, 1.01171875, 65504.0, 3e38, -3e38, 1e-40],
+                                 dtype=np.float32)])
+    want = from_float(f, "bf16").view(np.uint16)
+    got = from_float(cp.asarray(f), "bf16", cp).get()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_reference_matches_numpy(cp, dtype):
+    wl = RMSNorm(dtype)
+    host = wl.make_inputs((37, 1001), 3, "large")
+    dev = {k: cp.asarray(v.view(bits_dtype(dtype)) if dtype == "bf16" and k == "x" else v) for k, v in host.items()}
+    want = wl.reference(host)["y"]
+    got = wl.reference(dev, cp)["y"].get()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_compare_fast_path_agrees_with_numpy(cp, dtype):
+    wl = RMSNorm(dtype)
+    atol, rtol = wl.tolerance
+    host = wl.make_inputs((64, 512), 5)
+    ref = wl.reference(host)["y"]
+    good = from_float(ref.astype(np.float32), dtype)
+    bad = good.copy()
+    bits = bad.view(bits_dtype(dtype))
+    bits[3, 4] = np.iinfo(bits_dtype(dtype)).max  # all ones: NaN (the second poison pattern)
+    bad[5, 6] = from_float(np.array([ref[5, 6] + 10 * atol + 1], np.float32), dtype)[0]
+    for arr in (good, bad):
+        want = compare(arr, ref, dtype, atol, rtol, np, pattern=1)
+        dev = cp.asarray(arr.view(bits_dtype(dtype)) if dtype == "bf16" else arr)
+        got = compare(dev, cp.asarray(ref), dtype, atol, rtol, cp, pattern=1)
+        assert (got.ok, got.n_bad, got.n_nan, got.n_poison) == (want.ok, want.n_bad, want.n_nan, want.n_poison)
+        assert got.max_abs_err == pytest.approx(want.max_abs_err, rel=1e-12)
+    a = cp.arange(1000, dtype=cp.uint16)
+    b = a.copy()
+    assert bitwise_equal(a, b, cp)
+    b[999] = 7
+    assert not bitwise_equal(a, b, cp)
+
+
+def test_device_inputs_follow_the_distributions(cp):
+    wl = RMSNorm("bf16")
+    x = wl.make_inputs((4096, 64), 9, "zero_rows", cp)["x"]
+    zero = (x == 0).all(axis=1).get()  # bf16 bits: +0.0 is 0x0000
+    assert zero[0] and 0.09 < zero.mean() < 0.16
+    a = wl.make_inputs((64, 64), 9, "normal", cp)["x"]
+    b = wl.make_inputs((64, 64), 9, "normal", cp)["x"]
+    c = wl.make_inputs((64, 64), 10, "normal", cp)["x"]
+    assert bitwise_equal(a, b, cp) and not bitwise_equal(a, c, cp)
+
+
+def test_gate_on_device_with_a_cupy_launcher(cp):
+    """The batched gate with device arrays: a right launcher passes, one that skips a row fails at that shape."""
+    wl = RMSNorm("fp32")
+
+    def right(inputs, outputs, shape):
+        x = inputs["x"]
+        outputs["y"][...] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * inputs["w"]
+
+    def skips_last_row(inputs, outputs, shape):
+        x = inputs["x"][:-1]
+        outputs["y"][:-1] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * inputs["w"]
+
+    shapes = [(1, 192), (7, 760), (199, 1001)]
+    ok = run_gate(wl, right, 1, shapes, cp)
+    assert ok.status == Status.OK and len(ok.checks) == 9, ok.reason
+    bad = run_gate(wl, skips_last_row, 1, shapes, cp)
+    assert bad.status == Status.WRONG_RESULT and "unwritten" in bad.reason and "1x192" in bad.reason
