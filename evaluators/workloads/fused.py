@@ -15,6 +15,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
 
@@ -77,10 +79,47 @@ def _round_bf16_kernel() -> Any:
         "round_bf16")
 
 
+# Full reductions run in two levels: a ReductionKernel over rows of REDUCE_CHUNK elements (one CTA per row, so
+# the whole GPU works) and CuPy's own reduction of the partials. A ReductionKernel reducing a whole array to one
+# value runs on very few CTAs: on an H200 it took 0.4-0.9 s for 512 MB where the two-level form is bandwidth
+# bound (measured with experiments/gate_cost.py, 2026-11-30).
+REDUCE_CHUNK = 8192
+
+
+def _two_level(kernel: Any, arrays: tuple[Any, ...], combine: str) -> Any:
+    """``kernel`` reduced over every element of ``arrays`` (same shape): a 0-d device array. combine: "sum" or
+    "max" (how partials are joined)."""
+    cp = _cp()
+    flat = [cp.ascontiguousarray(a).reshape(-1) for a in arrays]
+    n = flat[0].size
+    rows = n // REDUCE_CHUNK
+    parts = []
+    if rows:
+        head = kernel(*(f[: rows * REDUCE_CHUNK].reshape(rows, REDUCE_CHUNK) for f in flat), axis=1)
+        parts.append(head.sum() if combine == "sum" else head.max())
+    if n > rows * REDUCE_CHUNK:
+        parts.append(kernel(*(f[rows * REDUCE_CHUNK:] for f in flat)))
+    if len(parts) == 1:
+        return parts[0]
+    return parts[0] + parts[1] if combine == "sum" else cp.maximum(parts[0], parts[1])
+
+
+def _widest_bits(a: Any) -> Any:
+    """A contiguous 1-D unsigned-integer view of ``a``'s bytes with the widest element that divides its size."""
+    cp = _cp()
+    b = cp.ascontiguousarray(a).reshape(-1).view(cp.uint8)
+    for t in (cp.uint64, cp.uint32, cp.uint16):
+        if b.size % np.dtype(t).itemsize == 0:
+            return b.view(t)
+    return b
+
+
 def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float) -> int:
     """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref|`` (NaN included);
     ``ref`` float64 of the same shape."""
-    return int(_count_bad_kernel(dtype, float(atol), float(rtol))(out, ref))
+    if out.size == 0:
+        return 0
+    return int(_two_level(_count_bad_kernel(dtype, float(atol), float(rtol)), (out, ref), "sum"))
 
 
 def max_abs_err(out: Any, ref: Any, dtype: str) -> float:
@@ -92,12 +131,19 @@ def max_abs_err(out: Any, ref: Any, dtype: str) -> float:
 
 def max_abs_err_array(out: Any, ref: Any, dtype: str) -> Any:
     """``max_abs_err`` as a 0-d float64 device array (no synchronisation; ``out`` must not be empty)."""
-    return _max_err_kernel(dtype)(out, ref)
+    return _two_level(_max_err_kernel(dtype), (out, ref), "max")
 
 
 def count_differ(a: Any, b: Any) -> int:
     """Positions where two arrays of one dtype and shape differ (compare bit views for bitwise equality)."""
-    return int(_count_differ_kernel()(a, b))
+    if a.size == 0:
+        return 0
+    return int(_two_level(_count_differ_kernel(), (a, b), "sum"))
+
+
+def bytes_differ(a: Any, b: Any) -> bool:
+    """True when two arrays of the same byte size differ in any byte (compared as the widest words that fit)."""
+    return count_differ(_widest_bits(a), _widest_bits(b)) > 0
 
 
 def row_sum_squares(x: Any, dtype: str) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from evaluators.gpu.gate import bitwise_equal, compare, run_gate
 from evaluators.types import Status
 from evaluators.workloads.dtypes import bits_dtype, from_float
+from evaluators.workloads.fused import count_differ
 from evaluators.workloads.rmsnorm import RMSNorm
 
 pytestmark = pytest.mark.gpu
@@ -57,11 +58,16 @@ def test_compare_fast_path_agrees_with_numpy(cp, dtype):
         got = compare(dev, cp.asarray(ref), dtype, atol, rtol, cp, pattern=1)
         assert (got.ok, got.n_bad, got.n_nan, got.n_poison) == (want.ok, want.n_bad, want.n_nan, want.n_poison)
         assert got.max_abs_err == pytest.approx(want.max_abs_err, rel=1e-12)
-    a = cp.arange(1000, dtype=cp.uint16)
-    b = a.copy()
-    assert bitwise_equal(a, b, cp)
-    b[999] = 7
-    assert not bitwise_equal(a, b, cp)
+    for n in (1000, 8192 * 3, 8192 * 3 + 5):  # the tail alone, whole rows of the two-level reduction, both
+        a = cp.arange(n, dtype=cp.uint16)
+        b = a.copy()
+        assert bitwise_equal(a, b, cp)
+        b[n - 1] = 7
+        assert not bitwise_equal(a, b, cp)
+        b[n - 1] = a[n - 1]
+        b[0] = 9
+        assert not bitwise_equal(a, b, cp)
+        assert count_differ(a, b) == 1 and count_differ(a, a) == 0
 
 
 def test_device_inputs_follow_the_distributions(cp):
