@@ -86,12 +86,40 @@ def table(wl: RMSNorm, rows: dict[str, EvalResult], copy_gbps: float) -> str:
     return "\n".join(lines)
 
 
+def dispatch_table(wl: RMSNorm, variants: dict[str, EvalResult], copy_gbps: float) -> str:
+    """Markdown: per shape, the fastest variant that passed (what a per-row-length dispatch over the variants
+    would run), its µs / GB/s / % of copy and its speedup over each baseline timed beside it; geomean last."""
+    ok = {k: v for k, v in variants.items() if v.status == Status.OK and v.shapes}
+    if not ok:
+        return "(no variant passed)"
+    shapes = [s.shape for s in next(iter(ok.values())).shapes]
+    names = [n for n in ("torch", "torch_compile", "liger") if any(n in s.baseline_us for r in ok.values()
+                                                                   for s in r.shapes)]
+    lines = ["| M x N | fastest variant | µs | GB/s | % copy | " + " | ".join(f"vs {n}" for n in names) + " |",
+             "|---|---|---|---|---|" + "---|" * len(names)]
+    speed: dict[str, list[float]] = {n: [] for n in names}
+    for i, shape in enumerate(shapes):
+        label, r = min(ok.items(), key=lambda kv: kv[1].shapes[i].time_us)
+        s = r.shapes[i]
+        cells = [f"{shape[0]} x {shape[1]}", f"`{label}`", f"{s.time_us:.1f}", f"{s.gbps:.0f}",
+                 f"{100 * s.gbps / copy_gbps:.0f}"]
+        for n in names:
+            sp = s.speedups.get(n)
+            if sp:
+                speed[n].append(sp)
+            cells.append(f"{sp:.2f}x" if sp else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| geomean | | | | | " + " | ".join(f"{geomean(v):.2f}x" if v else "-" for v in speed.values()) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--shapes", default="benchmark", help="benchmark | search | heldout")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--variants", type=int, default=len(VARIANTS), help="how many of VARIANTS to try")
+    ap.add_argument("--only", default="", help="comma-separated indices into VARIANTS to try instead")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="extra folder for the table and JSON")
     args = ap.parse_args()
 
@@ -103,7 +131,9 @@ def main() -> int:
                  seed=2026) as pool:
         results: dict[str, EvalResult] = {"naive seed": pool.evaluate(wl.seeds()[0])}
         variants = {}
-        for knobs in VARIANTS[: args.variants]:
+        chosen = ([VARIANTS[int(i)] for i in args.only.split(",")] if args.only
+                  else VARIANTS[: args.variants])
+        for knobs in chosen:
             k = wl.instantiate(knobs)
             label = " ".join(f"{n}={v}" for n, v in sorted(dict(k.launch.knobs).items()))
             variants[label] = pool.evaluate(k)
@@ -139,11 +169,15 @@ def main() -> int:
           f"GPU {device}; {started}; device-to-device copy {copy:.0f} GB/s (read + write, 1 GiB, median).",
           f"Versions: {json.dumps(versions())}.",
           "Method: ptxas sm_90 cubin loaded with cupy.cuda.Module().load; gate first (poisoned outputs, fresh "
-          "inputs, float64 reference, bitwise determinism); timing = CUDA events around each launch after a "
-          f"2 x L2 memset, {args.repeats} repeats after 3 warm-ups, median; candidate and baselines round-robin "
-          "in one process. GB/s = (2*M*N*elt + 4*N) / time. torch baselines take w in x's dtype.",
+          "inputs, float64 reference, bitwise determinism); timing = CUDA events around each launch after reading "
+          f"2 x L2 and a 200 µs stream hold, {args.repeats} repeats after 3 warm-ups, median; candidate and "
+          "baselines round-robin in one process; every benchmarked output re-checked against float64. "
+          "GB/s = (2*M*N*elt + 4*N) / time. torch baselines take w in x's dtype.",
           f"Best template variant (by geomean speedup over torch eager): `{best_label}`.", "",
-          table(wl, results, copy), "", "Variants (geomean speedup over torch eager on these shapes):", ""]
+          table(wl, results, copy), "",
+          "Fastest passing variant per shape (what a dispatch on the row length over these variants would run; "
+          "speedups against the baselines timed beside that variant):", "",
+          dispatch_table(wl, variants, copy), "", "Variants (geomean speedup over torch eager on these shapes):", ""]
     for label, r in sorted(variants.items(), key=lambda kv: -(kv[1].objective or 0)):
         md.append(f"- `{label}`: {r.status.value}, {r.objective and round(r.objective, 3)}"
                   + (f" ({r.reason[:120]})" if r.status != Status.OK else ""))

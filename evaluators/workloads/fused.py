@@ -2,8 +2,8 @@
 
 Written with plain CuPy operators, the gate's comparison of one output against its float64 reference is a
 chain of about fifteen kernels with float64 temporaries (about 100 bytes of memory traffic per element) and a
-bf16 rounding is six; each function here is one kernel (a ``cupy.ReductionKernel`` or
-``cupy.ElementwiseKernel``) that reads its operands once. They compute exactly what the numpy formulas in
+bf16 rounding is six; each function here reads its operands once, in one ``cupy.ElementwiseKernel`` or a
+``cupy.ReductionKernel`` (full reductions in two levels, see REDUCE_CHUNK). They compute exactly what the numpy formulas in
 ``evaluators.gpu.gate`` and ``evaluators.workloads.dtypes`` compute (tests/gpu checks the pairs against each
 other), and are used only where the array module is CuPy. Kernels are built on first use, per element type.
 
