@@ -33,23 +33,23 @@ KNOB_MACROS = {"threads": "THREADS", "rows_per_cta": "ROWS_PER_CTA", "vec": "VEC
                "w_regs": "W_REGS", "cluster": "CLUSTER", "min_blocks": "MIN_BLOCKS"}
 
 # Recommended template knob sets for bf16 x / fp32 w, by the largest N each serves (rows of up to that many
-# elements). Every set holds the whole row in registers (max_chunks * 8 * threads-per-row * cluster >= N), uses
-# 40-60 registers (ptxas 13.0, no spills: >= 2 CTAs and >= 64 KiB of x in flight per SM) and 16-byte accesses.
-# Small N: several rows per CTA with 8/16/32-lane row groups and a row loop; large N: a thread-block cluster
-# per row (distributed shared memory for the partial sums). w_regs=1 (w held over the row loop) costs ~80
-# registers at max_chunks 4, so these sets read w per row (L1 hits). Same table in seeds/rmsnorm_template.cu.
+# elements): the fastest of experiments/rmsnorm_baselines.py's variants at each benchmark shape, measured on an
+# H200 (2026-11-30, experiments/results/rmsnorm_baselines_bf16.md; % of the 4258 GB/s device-to-device copy in
+# the comments). Every set holds the whole row in registers (max_chunks * 8 * threads-per-row * cluster >= N)
+# with 16-byte accesses; small N takes several rows per CTA (16/32-lane row groups), large N a thread-block
+# cluster per row (distributed shared memory for the partial sums). Same table in seeds/rmsnorm_template.cu.
 TUNED_KNOBS: dict[int, dict[str, int]] = {
-    256: {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 2},
-    512: {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},
-    1024: {"threads": 256, "rows_per_cta": 8, "max_chunks": 4, "row_iters": 2},
-    2048: {"threads": 256, "rows_per_cta": 4, "max_chunks": 4, "row_iters": 2},
-    4096: {"threads": 256, "rows_per_cta": 2, "max_chunks": 4, "row_iters": 2},
-    8192: {"threads": 256, "rows_per_cta": 1, "max_chunks": 4},
-    16384: {"threads": 512, "rows_per_cta": 1, "max_chunks": 4},
-    32768: {"threads": 512, "rows_per_cta": 1, "max_chunks": 8},
-    65536: {"threads": 512, "cluster": 2, "max_chunks": 8},
-    131072: {"threads": 512, "cluster": 4, "max_chunks": 8},
-    262144: {"threads": 512, "cluster": 8, "max_chunks": 8},
+    256: {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},  # 63%
+    512: {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},  # 79%
+    1024: {"threads": 128, "rows_per_cta": 4, "max_chunks": 8},  # 93%
+    2048: {"threads": 128, "rows_per_cta": 4, "max_chunks": 8},  # 98%
+    4096: {"threads": 256, "rows_per_cta": 1, "max_chunks": 4},  # 97%
+    8192: {"threads": 256, "rows_per_cta": 1, "max_chunks": 4},  # 98%
+    16384: {"threads": 512, "rows_per_cta": 1, "max_chunks": 4},  # 98%
+    32768: {"threads": 512, "rows_per_cta": 1, "max_chunks": 8},  # 98%
+    65536: {"threads": 256, "cluster": 4, "max_chunks": 8},  # 84%
+    131072: {"threads": 512, "cluster": 4, "max_chunks": 8},  # 81%
+    262144: {"threads": 512, "cluster": 8, "max_chunks": 8},  # 76%
 }
 
 

@@ -34,21 +34,18 @@
 // Deterministic: every sum is added in a fixed order (shuffle tree, warp partials in warp order, CTA partials
 // in cluster-rank order).
 //
-// Recommended knob sets per N range (bf16 x, fp32 w; rmsnorm.py TUNED_KNOBS holds the same table; registers
-// from ptxas 13.0 sm_90, no spills; TPR = threads per row):
-//   N <= 256      threads 256, rows_per_cta 32 (TPR 8),   max_chunks 4, row_iters 2    48 regs
-//   N <= 512      threads 256, rows_per_cta 16 (TPR 16),  max_chunks 4, row_iters 4    48 regs
-//   N <= 1024     threads 256, rows_per_cta 8  (TPR 32),  max_chunks 4, row_iters 2    54 regs
-//   N <= 2048     threads 256, rows_per_cta 4  (TPR 64),  max_chunks 4, row_iters 2    54 regs
-//   N <= 4096     threads 256, rows_per_cta 2  (TPR 128), max_chunks 4, row_iters 2    48 regs
-//   N <= 8192     threads 256, rows_per_cta 1,            max_chunks 4                 40 regs
-//   N <= 16384    threads 512, rows_per_cta 1,            max_chunks 4                 40 regs
-//   N <= 32768    threads 512, rows_per_cta 1,            max_chunks 8                 58 regs
-//   N <= 65536    threads 512, cluster 2,                 max_chunks 8                 59 regs
-//   N <= 131072   threads 512, cluster 4,                 max_chunks 8                 60 regs
-//   N <= 262144   threads 512, cluster 8,                 max_chunks 8                 60 regs
-// w_regs 1 holds max_chunks * 8 floats of w per thread (about 80 registers at max_chunks 4): worth it only
-// when w misses L1, which the GPU benchmark decides.
+// Recommended knob sets per N range (bf16 x, fp32 w; rmsnorm.py TUNED_KNOBS holds the same table): the fastest
+// measured variant at each benchmark shape on an H200 (experiments/results/rmsnorm_baselines_bf16.md, 2026-11-30;
+// % of the device-to-device copy bandwidth; TPR = threads per row):
+//   N <= 512      threads 256, rows_per_cta 16 (TPR 16),  max_chunks 4, row_iters 4    63% (256), 79% (512)
+//   N <= 2048     threads 128, rows_per_cta 4  (TPR 32),  max_chunks 8                 93% (1024), 98% (2048)
+//   N <= 8192     threads 256, rows_per_cta 1,            max_chunks 4                 97-98%
+//   N <= 16384    threads 512, rows_per_cta 1,            max_chunks 4                 98%
+//   N <= 32768    threads 512, rows_per_cta 1,            max_chunks 8                 98%
+//   N <= 65536    threads 256, cluster 4,                 max_chunks 8                 84%
+//   N <= 131072   threads 512, cluster 4,                 max_chunks 8                 81%
+//   N <= 262144   threads 512, cluster 8,                 max_chunks 8                 76%
+// w_regs 1 (w held over the row loop) measured slower at every shape.
 #include <stdint.h>
 #include <cooperative_groups.h>
 #include "rmsnorm_common.cuh"
