@@ -246,3 +246,20 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
     assert res.status == Status.OK and len(res.checks) == 3 * 2 + 1
     # batch: 6 checks x 2 runs, in plan order per run; then the large check's two runs
     assert seen[:6] == [(1, 192)] * 3 + [(7, 192)] * 3 and seen[12:] == [(199, 192)] * 2
+
+
+def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():
+    """Seen on the H200: 1 of 268M elements rejected, got 16.125 for 16.0706 (the correctly rounded bf16 value;
+    its error 0.054 is under half the bf16 spacing at 16, 0.0625, but over atol 0.03 + rtol 1e-3 * 16)."""
+    from evaluators.workloads.dtypes import half_ulp
+
+    ref = np.array([[16.0706, 1.0, 0.0, -3.3]])
+    assert half_ulp(ref, "bf16").tolist() == [[0.0625, 2.0**-8, 0.0, 2.0**-7]]
+    assert half_ulp(np.array([1.0]), "fp32")[0] == 2.0**-24 and half_ulp(np.array([8.5]), "fp16")[0] == 2.0**-8
+    out = from_float(ref.astype(np.float32), "bf16")
+    assert float(out[0, 0]) == 16.125
+    c = compare(out, ref, "bf16", 3e-2, 1e-3)
+    assert c.ok and c.max_abs_err == pytest.approx(0.0544, abs=1e-6)
+    off_by_one_ulp = out.copy()
+    off_by_one_ulp[0, 0] = 16.25  # a whole bf16 spacing past the right value: still wrong
+    assert compare(off_by_one_ulp, ref, "bf16", 3e-2, 1e-3).n_bad == 1

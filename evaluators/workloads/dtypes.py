@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 
 ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+# Explicit mantissa (fraction) bits: the spacing of values in [2^e, 2^(e+1)) is 2^(e - bits).
+MANTISSA_BITS: dict[str, int] = {"bf16": 7, "fp16": 10, "fp32": 23}
 
 # NaNs with a payload no arithmetic produces (hardware and casts give canonical NaNs such as 0x7FFF / 0x7FC0):
 # the first poison pattern the gate writes into outputs, so "never written" and "computed NaN" stay apart.
@@ -74,3 +76,13 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
 
         return round_bf16(a.astype(xp.float32, copy=False))
     return a.astype(storage_dtype(dtype, xp))
+
+
+def half_ulp(ref: Any, dtype: str, xp: ModuleType = np) -> Any:
+    """Half the spacing of ``dtype`` values around each element of the float64 array ``ref`` (0 where ref is 0):
+    the largest error of a correctly rounded ``dtype`` result. For bf16 it is 2^-9 relative (0.0625 at
+    |ref| in [16, 32)), above the published rtol of 1e-3, so the gate adds it to its tolerance."""
+    _, e = xp.frexp(xp.abs(ref))  # |ref| = m * 2^e, m in [0.5, 1): the binade is [2^(e-1), 2^e)
+    h = xp.ldexp(xp.float64(0.5), e - 1 - MANTISSA_BITS[check_dtype(dtype)])
+    return xp.where(ref == 0, 0.0, h)
+

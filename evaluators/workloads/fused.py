@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from evaluators.workloads.dtypes import MANTISSA_BITS
+
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
 
@@ -38,14 +40,21 @@ def _cp() -> Any:
     return cupy
 
 
+def _half_ulp_function(dtype: str) -> str:
+    """CUDA source of ``half_ulp_<dtype>(double r)``: dtypes.half_ulp for one value."""
+    return (f"__device__ double half_ulp_{dtype}(double r) {{\n"
+            f"    if (r == 0.0) return 0.0;\n    int e;\n    frexp(fabs(r), &e);\n"
+            f"    return ldexp(0.5, e - 1 - {MANTISSA_BITS[dtype]});\n}}\n")
+
+
 @cache
 def _count_bad_kernel(dtype: str, atol: float, rtol: float) -> Any:
     v = as_double("o", dtype)
     # NaN compares false, so a NaN (computed or the gate's poison) counts as bad.
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "int64 n",
-        f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r)) ? 0 : 1", "a + b", "n = a", "0",
-        f"count_bad_{dtype}", reduce_type="long long")
+        f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r)) ? 0 : 1", "a + b", "n = a", "0",
+        f"count_bad_{dtype}", reduce_type="long long", preamble=_half_ulp_function(dtype))
 
 
 @cache
@@ -115,8 +124,8 @@ def _widest_bits(a: Any) -> Any:
 
 
 def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float) -> int:
-    """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref|`` (NaN included);
-    ``ref`` float64 of the same shape."""
+    """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref| + half_ulp(ref)``
+    (NaN included; see dtypes.half_ulp); ``ref`` float64 of the same shape."""
     if out.size == 0:
         return 0
     return int(_two_level(_count_bad_kernel(dtype, float(atol), float(rtol)), (out, ref), "sum"))

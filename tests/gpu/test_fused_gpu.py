@@ -98,3 +98,13 @@ def test_gate_on_device_with_a_cupy_launcher(cp):
     assert ok.status == Status.OK and len(ok.checks) == 9, ok.reason
     bad = run_gate(wl, skips_last_row, 1, shapes, cp)
     assert bad.status == Status.WRONG_RESULT and "unwritten" in bad.reason and "1x192" in bad.reason
+
+
+def test_half_ulp_allowance_matches_numpy(cp):
+    ref = np.array([16.0706, 16.2, 1.0, 0.0, -3.3, 31.9, 1e-3] * 4000)
+    out = from_float(ref.astype(np.float32), "bf16")
+    out[1::7] = from_float(np.array([16.5], np.float32), "bf16")[0]  # two spacings past 16.25: wrong
+    want = compare(out, ref, "bf16", 3e-2, 1e-3, np)
+    got = compare(cp.asarray(out.view(np.uint16)), cp.asarray(ref), "bf16", 3e-2, 1e-3, cp)
+    assert (got.n_bad, want.n_bad) == (4000, 4000)
+    assert got.max_abs_err == pytest.approx(want.max_abs_err)
