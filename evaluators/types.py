@@ -147,7 +147,8 @@ def geomean(xs: list[float]) -> float:
 
 class Evaluator(Protocol):
     """What the engine calls. ``evaluate`` blocks until the result is in and must be safe to call from as many
-    threads as ``capacity`` says (one per GPU worker, or CPU processes for the static evaluator)."""
+    threads as ``capacity`` says (two per GPU worker, so ptxas overlaps the GPU; CPU processes for the static
+    evaluator)."""
 
     capacity: int
 

@@ -1,9 +1,10 @@
 """Where one GPU evaluation of an RMSNorm candidate spends its time: gate steps, timing, output audit.
 
 Runs in one process on the GPU (no worker pool, no baselines): the template seed at its default knobs is
-compiled with ptxas and then, for every gate shape (one input distribution each, as in ``gate_plan``), the
-steps of ``evaluators.gpu.gate.check_shape`` (the one-by-one path) are timed one by one with a device synchronisation around each
-(input generation, the input snapshot, the float64 reference, poisoning, the launch, the guard/unchanged
+compiled with ptxas and then, for every check of ``gate_plan`` (small shapes under every input distribution,
+full-size ones under one), the steps of ``evaluators.gpu.gate.check_shape`` (the one-by-one path) are timed
+with a device synchronisation around each (input generation, the input snapshot, the float64 reference,
+poisoning, the launch, the guard/unchanged
 checks, the comparison, the determinism check), next to the wall time of ``check_shape`` itself. Then, per
 search shape, the wall time of the benchmark's timing loop for the candidate alone (warm-up 3, 20 repeats,
 L2 flush + stream hold) and of the post-benchmark output audit (``audit_output``). Prints markdown tables
@@ -142,7 +143,8 @@ def main() -> int:
         for _ in range(args.repeats):
             sync()
             t0 = time.perf_counter()
-            times = time_interleaved({"c": lambda i=inputs, o=out, s=shape: run.enqueue(i, {"y": o}, s)}, flush, warmup=3, repeats=20)
+            fns = {"c": lambda i=inputs, o=out, s=shape: run.enqueue(i, {"y": o}, s)}
+            times = time_interleaved(fns, flush, warmup=3, repeats=20)
             loop.append(1e3 * (time.perf_counter() - t0))
             kern.append(statistics.median(times["c"]))
             sync()

@@ -1,7 +1,7 @@
 """Does the gate judge a kernel the same way every time? Gate-only evaluations of template variants, repeated.
 
-Each of ``--variants`` template variants (the knob sets experiments/gpu_throughput.py draws: the first
-``2 * --variants`` of the valid knob space shuffled with ``--seed``, by default the same 32) is gated
+Each of ``--variants`` template variants (the first ``--variants`` of the valid knob space shuffled with
+``--seed``: by default the 32 that experiments/gpu_throughput.py draws for its two batches of 16) is gated
 ``--repeats`` times through GPUPool (fresh inputs each time, no benchmark). A variant that passes sometimes and
 fails sometimes is either racy (the gate caught it once) or the gate is wrong about it: the table prints every
 distinct failure reason so the two can be told apart.

@@ -94,7 +94,7 @@ def dispatch_table(wl: RMSNorm, variants: dict[str, EvalResult], copy_gbps: floa
     if not ok:
         return "(no variant passed)"
     shapes = [s.shape for s in next(iter(ok.values())).shapes]
-    names = [n for n in ("torch", "torch_compile", "liger") if any(n in s.baseline_us for r in ok.values()
+    names = [n for n in ("torch", "torch_compile", "liger", "quack") if any(n in s.baseline_us for r in ok.values()
                                                                    for s in r.shapes)]
     lines = ["| M x N | fastest variant | µs | GB/s | % copy | " + " | ".join(f"vs {n}" for n in names) + " |",
              "|---|---|---|---|---|" + "---|" * len(names)]

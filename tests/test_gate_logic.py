@@ -195,7 +195,7 @@ def test_batch_bounds_failure_names_the_shape_that_overflowed(where):
 
     res = run_gate(wl, overflow_at_7x760, seed=13, shapes=SMALL)
     assert res.status == Status.WRONG_RESULT and "bounds check failed" in res.reason
-    assert "7x760" in res.reason if where == "after" else ("7x760" in res.reason or "1x192" in res.reason)
+    assert "7x760" in res.reason  # the one-by-one re-run after the batch failure attributes it exactly
 
 
 def test_batch_and_one_by_one_judge_the_same_inputs_alike():
@@ -263,3 +263,36 @@ def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():
     off_by_one_ulp = out.copy()
     off_by_one_ulp[0, 0] = 16.25  # a whole bf16 spacing past the right value: still wrong
     assert compare(off_by_one_ulp, ref, "bf16", 3e-2, 1e-3).n_bad == 1
+
+
+def test_batch_failure_verdict_is_the_first_check_in_plan_order():
+    """A value error at the first check and an out-of-bounds store at a later one: the batch sees the store first
+    (bounds before values), the one-by-one re-run reports the first check, as check_shape in plan order would."""
+    wl = RMSNorm("bf16")
+
+    def two_defects(inputs, outputs, shape):
+        y = rmsnorm_f32(inputs["x"], inputs["w"])
+        if shape == (1, 192):
+            y[0, 0] += np.float32(5)
+        outputs["y"][...] = from_float(y, "bf16")
+        if shape == (199, 1001):
+            out = outputs["y"]
+            out.base.view(np.uint16)[_element_offset(out) + out.size] = 0
+
+    res = run_gate(wl, two_defects, seed=17, shapes=SMALL)
+    assert res.status == Status.WRONG_RESULT and "correctness check failed" in res.reason and "1x192" in res.reason
+    assert len(res.checks) == 1
+
+
+def test_store_into_padding_between_inputs_is_caught():
+    wl = RMSNorm("bf16")
+
+    def past_x(inputs, outputs, shape):
+        correct("bf16")(inputs, outputs, shape)
+        x = inputs["x"]
+        if shape == (7, 760) and x.base is not None:  # in the batch: 10640 bytes of x, padded to 10752
+            x.base[_element_offset(x) * x.itemsize + x.nbytes] = 1
+
+    res = run_gate(wl, past_x, seed=18, shapes=SMALL)
+    assert res.status == Status.WRONG_RESULT and "bounds check failed" in res.reason
+    assert "past an input buffer" in res.reason and "7x760" in res.reason and "re-run one at a time" in res.reason

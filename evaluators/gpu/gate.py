@@ -240,7 +240,8 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
         launch(inputs, {k: b.view for k, b in bufs.items()}, shape)
         for name, b in bufs.items():
             if not b.guards_intact(xp):
-                chk.failed, chk.detail = "bounds", f"out-of-bounds store: guard zone around output {name} overwritten at {where}"
+                chk.failed = "bounds"
+                chk.detail = f"out-of-bounds store: guard zone around output {name} overwritten at {where}"
                 return chk
         changed = changed_inputs(before, inputs, xp)
         if changed:
@@ -270,7 +271,7 @@ def _align(nbytes: int) -> int:
 
 @dataclass
 class OutputArena:
-    """The outputs named ``spec_name`` of every check in a batch, in one poisoned allocation: GUARD_ELEMENTS
+    """One output (one name) of every check in a batch, in one poisoned allocation: GUARD_ELEMENTS
     (or more, for alignment) of guard before, between and after the outputs. ``views[i]``: check i's output;
     ``guard``: boolean mask of the guard elements (numpy, host)."""
 
@@ -364,18 +365,24 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
     verification is a handful of array operations for the whole batch instead of a dozen per check.
 
     The stages run in check_shape's order over the whole batch (run 1: bounds, inputs unchanged, values; run 2:
-    bounds, inputs unchanged; determinism); on a failure the failing check is found and judged on its own
-    slices, so the reason is the one check_shape gives. Returns the checks up to and including the first that
-    failed (all of them when none did).
+    bounds, inputs unchanged; determinism), so the check a failure is first seen at may not be the first check
+    that ``check_shape`` would fail; ``run_gate`` therefore re-runs the checks one by one after a batch failure.
+    Returns the checks up to and including the one a failure was attributed to (all of them when none failed).
+    ValueError when the checks' outputs differ in names or element types (one arena per output name).
     """
     atol, rtol = workload.tolerance
     checks = [GateCheck(tuple(sh), d, s) for sh, d, s in items]
     wheres = [_where(c.shape, c.distribution, c.seed) for c in checks]
+    specs = [workload.outputs(c.shape) for c in checks]
+    names = [sp.name for sp in specs[0]]
+    layout = [(sp.name, sp.dtype) for sp in specs[0]]
+    for c, spc in zip(checks, specs):
+        if [(sp.name, sp.dtype) for sp in spc] != layout:
+            raise ValueError(f"{workload.name}: outputs at shape {c.shape} are {[(sp.name, sp.dtype) for sp in spc]}, "
+                             f"at {checks[0].shape} {layout}; a gate batch needs the same names and types")
     arena_in, inputs = _pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
     before = arena_in.copy()
     refs = [workload.reference(inp, xp) for inp in inputs]
-    specs = [workload.outputs(c.shape) for c in checks]
-    names = [sp.name for sp in specs[0]]
 
     def fail(i: int) -> list[GateCheck]:
         return checks[: i + 1]
@@ -390,17 +397,24 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
             hits = arena.guard_hits(xp)
             if hits:
                 i = arena.owner(hits[0])
+                count = f"{len(hits)}+" if len(hits) >= 16 else str(len(hits))
                 checks[i].failed = "bounds"
                 checks[i].detail = (f"out-of-bounds store: guard zone around output {n} overwritten at {wheres[i]} "
-                                    f"(batched gate: {len(hits)}+ guard elements changed)")
+                                    f"(batched gate: {count} guard elements changed)")
                 return fail(i)
         if not bitwise_equal(arena_in, before, xp):
             for i, inp in enumerate(inputs):
-                changed = [k for k, v in inp.items() if not bitwise_equal(v, _snapshot_view(before, arena_in, v, xp), xp)]
+                changed = [k for k, v in inp.items()
+                           if not bitwise_equal(v, _snapshot_view(before, arena_in, v, xp), xp)]
                 if changed:
                     checks[i].failed = "inputs_unchanged"
                     checks[i].detail = f"input(s) {changed} modified by the kernel at {wheres[i]}"
                     return fail(i)
+            # Only the padding between inputs changed: a store past the end of an input buffer.
+            i = _input_owner(arena_in, before, inputs, xp)
+            checks[i].failed = "bounds"
+            checks[i].detail = f"out-of-bounds store past an input buffer at {wheres[i]} (batched gate)"
+            return fail(i)
         if pattern == 0 or workload.uses_atomics:
             for n in names:
                 dtype = arenas[n].dtype
@@ -426,6 +440,18 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                 if not _judge_determinism(checks[i], a.views[i], b.views[i], spec, wheres[i], xp):
                     return fail(i)
     return checks
+
+
+def _input_owner(arena: Any, before: Any, inputs: list[dict[str, Any]], xp: ModuleType) -> int:
+    """The check whose inputs start nearest before the first byte of ``arena`` that differs from ``before``."""
+    diff = (arena != before).nonzero()[0]
+    first = int(diff[0]) if diff.size else 0
+    owner = 0
+    for i, inp in enumerate(inputs):
+        starts = [_byte_offset(v, xp) - _byte_offset(arena, xp) for v in inp.values()]
+        if starts and min(starts) <= first:
+            owner = i
+    return owner
 
 
 def _snapshot_view(before: Any, arena: Any, view: Any, xp: ModuleType) -> Any:
@@ -456,9 +482,10 @@ def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape
              xp: ModuleType = np) -> GateResult:
     """Run every check of ``gate_plan(workload, seed, shapes)``; stop at the first failure.
 
-    Checks of at most SMALL_CHECK_ELEMENTS elements run as one batch (``check_batch``), larger ones one by one
-    (``check_shape``). launch(inputs, outputs, shape) runs the kernel to completion (synchronised); exceptions
-    it raises (CUDA errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when
+    Checks of at most SMALL_CHECK_ELEMENTS elements run as one batch (``check_batch``; after a batch failure
+    they are re-run one by one so the verdict is check_shape's), larger ones one by one (``check_shape``).
+    launch(inputs, outputs, shape) runs the kernel to completion (synchronised); exceptions it raises (CUDA
+    errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when
     all passed).
     """
     plan = gate_plan(workload, seed, shapes)
@@ -471,9 +498,21 @@ def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape
         return GateResult(status, f"gate: {bad.failed} check failed: {bad.detail}", checks)
 
     if small:
-        checks.extend(check_batch(workload, launch, small, xp))
-        if checks[-1].failed:
+        batch = check_batch(workload, launch, small, xp)
+        if batch[-1].failed:
+            # The batch judges stage by stage; re-run in plan order, one check at a time with buffers of its own,
+            # so the verdict names the first check that fails and how (what check_shape alone would say).
+            for shape, dist, s in small:
+                checks.append(check_shape(workload, launch, shape, dist, s, xp))
+                if checks[-1].failed:
+                    return verdict()
+            # Not reproduced one by one (a store between buffers, or a kernel that depends on its neighbours):
+            # the batch's failure stands.
+            bad = batch[-1]
+            bad.detail += "; the checks passed when re-run one at a time"
+            checks[:] = batch
             return verdict()
+        checks.extend(batch)
     for shape, dist, s in plan:
         if int(np.prod(shape)) <= SMALL_CHECK_ELEMENTS:
             continue

@@ -111,6 +111,7 @@ class GPUPool:
                  baselines: str | None = None, gate: bool | None = None,
                  check_output: str | None = None) -> EvalResult:
         """Compile, gate and benchmark ``kernel``; never raises for a bad kernel (the status says what failed).
+        ``eval_seconds`` leaves out the time spent waiting for a free worker (``extra["queue_seconds"]``).
 
         shapes / baselines / gate / check_output override the pool's settings for this call (final verification
         uses ``shapes="benchmark", baselines="interleaved"``).
@@ -121,8 +122,10 @@ class GPUPool:
         wl = self.workload
         bench = self.shapes if shapes is None else _shape_list(wl, shapes)
 
+        waited = 0.0  # seconds queued behind another candidate for the worker: not this candidate's cost
+
         def done(status: Status, reason: str, **kw: Any) -> EvalResult:
-            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0, **kw)
+            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
 
         try:
             compiled = compile_ptx(kernel, self.arch)
@@ -150,7 +153,10 @@ class GPUPool:
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
                "warmup": self.warmup, "repeats": self.repeats,
                "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output}
+        t_wait = time.perf_counter()
         sup = self._free.get()
+        waited = time.perf_counter() - t_wait
+        extra["queue_seconds"] = waited
         try:
             reply = sup.request(req, self.timeout_s)
         except WorkerStartError as e:

@@ -86,7 +86,8 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
 def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape: tuple[int, ...]) -> str | None:
     """Poison the outputs, ``run`` once more on ``inputs`` and compare with the float64 reference, block by
     block (CHECK_BLOCK_ELEMENTS): catches a kernel that stops working after the gate (counters in global
-    memory, pointer caches). Returns None when right, else the reason (str)."""
+    memory, pointer caches). Returns None when right, else the reason (str; counts are of the first wrong
+    block). KernelFault from ``run`` propagates (the caller owns the process)."""
     from evaluators.gpu.gate import allocate_poisoned, compare
 
     wl = workload
@@ -97,8 +98,9 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
         for s in wl.outputs(shape):
             c = compare(bufs[s.name].view[idx], ref[s.name], s.dtype, atol, rtol, cp, pattern=1)
             if not c.ok:
-                return (f"benchmark output check: {c.n_bad} of {c.total} elements of {s.name} wrong at shape "
-                        f"{shape} after the timed launches (max |err| {c.max_abs_err:.4g}; "
+                part = f" (rows {idx[0].start}-{idx[0].stop - 1})" if idx and isinstance(idx[0], slice) else ""
+                return (f"benchmark output check: {c.n_bad} of {c.total} elements of {s.name}{part} wrong at "
+                        f"shape {shape} after the timed launches (max |err| {c.max_abs_err:.4g}; "
                         f"{c.n_poison} never written)")
     return None
 
@@ -183,6 +185,7 @@ class WorkerState:
                 for s in self.workload.outputs(shape)}
 
     def _check_output(self, run: Any, shape: tuple[int, ...]) -> str | None:
+        """``audit_output`` on this worker's benchmark inputs for ``shape``."""
         return audit_output(self.workload, self.cp, run, self._inputs_for(shape), shape)
 
     def benchmark(self, fn: Any, types: list[str], launch_json: dict[str, Any], req: dict[str, Any],

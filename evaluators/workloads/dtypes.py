@@ -68,8 +68,8 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
     """Round a float32/float64 array to ``dtype`` (round to nearest even), in ``xp``'s storage representation.
 
     For bf16 under CuPy the float32 value is rounded on its bit pattern in one fused kernel
-    (``fused.round_bf16``): add 0x7FFF plus the lowest kept bit, drop the low 16 bits (the rounding ml_dtypes and CUDA's __float2bfloat16_rn use). NaN inputs are not
-    expected (inputs are finite by construction).
+    (``fused.round_bf16``): add 0x7FFF plus the lowest kept bit, drop the low 16 bits (the rounding ml_dtypes
+    and CUDA's __float2bfloat16_rn use). NaN inputs are not expected (inputs are finite by construction).
     """
     if dtype == "bf16" and xp is not np:
         from evaluators.workloads.fused import round_bf16
@@ -80,8 +80,10 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
 
 def half_ulp(ref: Any, dtype: str, xp: ModuleType = np) -> Any:
     """Half the spacing of ``dtype`` values around each element of the float64 array ``ref`` (0 where ref is 0):
-    the largest error of a correctly rounded ``dtype`` result. For bf16 it is 2^-9 relative (0.0625 at
-    |ref| in [16, 32)), above the published rtol of 1e-3, so the gate adds it to its tolerance."""
+    the largest error of a correctly rounded ``dtype`` result. For bf16 it is between 2^-9 and 2^-8 of |ref|
+    (0.0625 for |ref| in [16, 32)), above the published rtol of 1e-3, so the gate adds it to its tolerance.
+    Normal numbers only: below the smallest normal of ``dtype`` the true spacing is constant and larger than
+    this formula gives, a stricter bound that the gate's atol covers."""
     _, e = xp.frexp(xp.abs(ref))  # |ref| = m * 2^e, m in [0.5, 1): the binade is [2^(e-1), 2^e)
     h = xp.ldexp(xp.float64(0.5), e - 1 - MANTISSA_BITS[check_dtype(dtype)])
     return xp.where(ref == 0, 0.0, h)

@@ -3,9 +3,10 @@
 Written with plain CuPy operators, the gate's comparison of one output against its float64 reference is a
 chain of about fifteen kernels with float64 temporaries (about 100 bytes of memory traffic per element) and a
 bf16 rounding is six; each function here reads its operands once, in one ``cupy.ElementwiseKernel`` or a
-``cupy.ReductionKernel`` (full reductions in two levels, see REDUCE_CHUNK). They compute exactly what the numpy formulas in
-``evaluators.gpu.gate`` and ``evaluators.workloads.dtypes`` compute (tests/gpu checks the pairs against each
-other), and are used only where the array module is CuPy. Kernels are built on first use, per element type.
+``cupy.ReductionKernel`` (full reductions in two levels, see REDUCE_CHUNK). They compute what the numpy
+formulas in ``evaluators.gpu.gate`` and ``evaluators.workloads.dtypes`` compute, to within the rounding of
+double sums taken in another order (tests/gpu checks the pairs against each other), and are used only where
+the array module is CuPy. Kernels are built on first use, per element type.
 
 Element types (``dtype``): "bf16" (stored as uint16 bits on the device), "fp16", "fp32".
 """
@@ -53,6 +54,7 @@ def _count_bad_kernel(dtype: str, atol: float, rtol: float) -> Any:
     # NaN compares false, so a NaN (computed or the gate's poison) counts as bad.
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "int64 n",
+        # NVRTC may contract the bound into an FMA: it can differ from numpy's by an ulp of a double.
         f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r)) ? 0 : 1", "a + b", "n = a", "0",
         f"count_bad_{dtype}", reduce_type="long long", preamble=_half_ulp_function(dtype))
 
@@ -118,7 +120,8 @@ def _widest_bits(a: Any) -> Any:
     cp = _cp()
     b = cp.ascontiguousarray(a).reshape(-1).view(cp.uint8)
     for t in (cp.uint64, cp.uint32, cp.uint16):
-        if b.size % np.dtype(t).itemsize == 0:
+        size = np.dtype(t).itemsize
+        if b.size % size == 0 and b.data.ptr % size == 0:  # a misaligned wide load is a sticky CUDA error
             return b.view(t)
     return b
 
