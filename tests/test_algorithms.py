@@ -39,18 +39,7 @@ def drive(alg, archive: GridArchive | None, steps: int, seed: int = 0, next_id: 
             r = archive.add(sid, obj, feats)
             added, cell = r.status, r.cell
         alg.tell(Told(Ask((), SEED), sid, True, obj, feats, added, cell))
-    asks = []
-    for n in range(steps):
-        ask = alg.ask(rng)
-        asks.append(ask)
-        obj, feats = child_of(int(ask.parents[0]), n)
-        added, cell = "not_added", None
-        if archive is not None:
-            r = archive.add(next_id, obj, feats)
-            added, cell = r.status, r.cell
-        alg.tell(Told(ask, next_id, True, obj, feats, added, cell))
-        next_id += 1
-    return asks, next_id
+    return continue_drive(alg, archive, rng, steps, 0, next_id), next_id + steps
 
 
 def test_no_seed_raises_noparent():
