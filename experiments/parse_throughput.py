@@ -25,21 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from population import ast  # noqa: E402
-from population.parser import parse_module, reference_parser  # noqa: E402
+from population.cfg import flat_instructions  # noqa: E402
+from population.parser import parse_module, reference_parse_module  # noqa: E402
 from population.printer import print_module  # noqa: E402
 
 
 def count_instructions(module: ast.Module) -> int:
     """Instruction statements in all function bodies, nested scopes included."""
-    n = 0
-    stack = [f.body for f in module.functions if f.body]
-    while stack:
-        for s in stack.pop():
-            if isinstance(s, ast.Instruction):
-                n += 1
-            elif isinstance(s, ast.Scope):
-                stack.append(s.body)
-    return n
+    return sum(len(flat_instructions(f)) for f in module.functions)
 
 
 def timed(fn, repeats: int) -> list[float]:
@@ -51,15 +44,6 @@ def timed(fn, repeats: int) -> list[float]:
         fn()
         out.append(time.process_time() - t0)
     return out
-
-
-def reference_parse(text: str) -> ast.Module:
-    parser, builder = reference_parser()
-    builder.reset(text, None, ())
-    try:
-        return parser.parse(text, start="start")
-    finally:
-        builder.reset("", None, ())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         n = count_instructions(module)
         both = timed(lambda text=text: print_module(parse_module(text)), args.repeats)
         canon = timed(lambda module=module: print_module(module, canonical=True), args.repeats)
-        ref = timed(lambda text=text: reference_parse(text), max(3, args.repeats // 4))
+        ref = timed(lambda text=text: reference_parse_module(text), max(3, args.repeats // 4))
         med = statistics.median(both)
         rate = n / med
         if path == largest:

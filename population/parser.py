@@ -923,6 +923,21 @@ def reference_parser() -> tuple[Lark, _Builder]:
     return _REF_PARSER, _REF_BUILDER
 
 
+def reference_parse_module(text: str, file: str | None = None) -> ast.Module:
+    """``text`` parsed with the token-level reference grammar only (no whole-instruction fast path): the
+    oracle the fast path is checked against, and the slow side of experiments/parse_throughput.py.
+    Raises PTXSyntaxError like ``parse_module``."""
+    parser, builder = reference_parser()
+    with _REF_LOCK:
+        builder.reset(text, file, ())
+        try:
+            return parser.parse(text, start="start")
+        except UnexpectedInput as e:
+            raise _convert(e, text, file, whole_module=True) from None
+        finally:
+            builder.reset("", None, ())
+
+
 def _reference_statements(text: str, registers: Iterable[str], file: str | None) -> list:
     parser, builder = reference_parser()
     with _REF_LOCK:

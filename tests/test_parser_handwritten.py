@@ -8,7 +8,13 @@ import re
 import pytest
 
 from population import ast
-from population.parser import GRAMMAR_PATH, RUN_PATTERN, parse_module, reference_grammar, reference_parser
+from population.parser import (
+    GRAMMAR_PATH,
+    RUN_PATTERN,
+    parse_module,
+    reference_grammar,
+    reference_parse_module,
+)
 from population.printer import print_module, without_debug
 
 HANDWRITTEN = """// hand-written copy kernel
@@ -57,21 +63,12 @@ DONE:
 """
 
 
-def reference_parse(text: str) -> ast.Module:
-    parser, builder = reference_parser()
-    builder.reset(text, None, ())
-    try:
-        return parser.parse(text, start="start")
-    finally:
-        builder.reset("", None, ())
-
-
 def test_handwritten_round_trip() -> None:
     m = parse_module(HANDWRITTEN, "copy.ptx")
     assert print_module(m) == HANDWRITTEN
     assert parse_module(print_module(m)) == m
     assert parse_module(print_module(m, canonical=True)) == without_debug(m)
-    assert reference_parse(HANDWRITTEN) == m
+    assert reference_parse_module(HANDWRITTEN) == m
 
 
 def test_handwritten_values() -> None:
@@ -126,7 +123,7 @@ def test_fast_path_equals_reference_per_line(line: str) -> None:
             "\t.reg .b32 %r<5>;\n\t.reg .b64 %rd<3>;\n\t.reg .pred %p<3>;\n\t.reg .f32 %f<3>;\n"
             f"\t.shared .align 16 .b8 sbuf[64];\n\t{line}\n}}\n")
     m = parse_module(text)
-    assert m == reference_parse(text)
+    assert m == reference_parse_module(text)
     assert print_module(m) == text
     assert parse_module(print_module(m, canonical=True)) == m
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from population import ast
-from population.parser import parse_module, reference_parser
+from population.parser import parse_module, reference_parse_module
 from population.printer import is_debug_directive, listing, print_module, without_debug
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,12 +76,7 @@ def test_debug_directives_kept_in_faithful_print(corpus) -> None:
 
 def test_fast_path_equals_reference_grammar(corpus) -> None:
     _, text, module = corpus
-    parser, builder = reference_parser()
-    builder.reset(text, None, ())
-    try:
-        ref = parser.parse(text, start="start")
-    finally:
-        builder.reset("", None, ())
+    ref = reference_parse_module(text)
     assert ref == module
     assert print_module(ref) == text
 
