@@ -26,6 +26,7 @@ checks run one by one (``check_shape``). On the GPU the comparisons are fused ke
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -272,14 +273,13 @@ def _align(nbytes: int) -> int:
 @dataclass
 class OutputArena:
     """One output (one name) of every check in a batch, in one poisoned allocation: GUARD_ELEMENTS
-    (or more, for alignment) of guard before, between and after the outputs. ``views[i]``: check i's output;
-    ``guard``: boolean mask of the guard elements (numpy, host)."""
+    (or more, for alignment) of guard before, between and after the outputs. ``views[i]``: check i's output,
+    ``spans[i]``: its [start, end) in the arena (elements)."""
 
     dtype: str
     base: Any
     views: list[Any]
     spans: list[tuple[int, int]]
-    guard: np.ndarray
     pattern: int
 
     @classmethod
@@ -292,23 +292,17 @@ class OutputArena:
             n = int(np.prod(sp.shape))
             spans.append((pos, pos + n))
             pos = -(-(pos + n + GUARD_ELEMENTS) // step) * step
-        total = pos
-        base = xp.empty(total, dtype=storage_dtype(dtype, xp))
+        base = xp.empty(pos, dtype=storage_dtype(dtype, xp))
         base.view(bits_dtype(dtype)).fill(poison_bits(dtype, pattern))
-        guard = np.ones(total, dtype=bool)
-        for a, b in spans:
-            guard[a:b] = False
         views = [base[a:b].reshape(sp.shape) for (a, b), sp in zip(spans, specs)]
-        return cls(dtype, base, views, spans, guard, pattern)
+        return cls(dtype, base, views, spans, pattern)
 
     def guard_hits(self, xp: ModuleType = np) -> list[int]:
         """Indices (into the arena) of guard elements that no longer hold the poison, empty when intact."""
         bits = self.base.view(bits_dtype(self.dtype))
-        changed = bits != poison_bits(self.dtype, self.pattern)
-        mask = _device_mask(self, xp)
-        if not bool((changed & mask).any()):
+        hits = (bits != poison_bits(self.dtype, self.pattern)) & _guard_mask(xp, tuple(self.spans), int(bits.size))
+        if not bool(hits.any()):
             return []
-        hits = changed & mask
         return [int(i) for i in (hits.nonzero()[0] if xp is np else hits.nonzero()[0].get())[:16]]
 
     def owner(self, index: int) -> int:
@@ -320,19 +314,14 @@ class OutputArena:
         return best
 
 
-_MASKS: dict[tuple[Any, ...], Any] = {}
-
-
-def _device_mask(arena: OutputArena, xp: ModuleType) -> Any:
-    """The arena's guard mask in ``xp``; on the GPU kept across gates (the layout repeats with the shapes)."""
-    if xp is np:
-        return arena.guard
-    key = (id(xp), arena.guard.size, tuple(arena.spans))
-    if key not in _MASKS:
-        if len(_MASKS) >= 8:
-            _MASKS.clear()
-        _MASKS[key] = xp.asarray(arena.guard)
-    return _MASKS[key]
+@functools.lru_cache(maxsize=8)
+def _guard_mask(xp: ModuleType, spans: tuple[tuple[int, int], ...], total: int) -> Any:
+    """Boolean mask (in ``xp``) of the guard elements of an arena laid out as ``spans``; built once per layout
+    (the layout repeats with the gate shapes), never written to."""
+    guard = np.ones(total, dtype=bool)
+    for a, b in spans:
+        guard[a:b] = False
+    return xp.asarray(guard)
 
 
 def _pack_inputs(all_inputs: list[dict[str, Any]], xp: ModuleType) -> tuple[Any, list[dict[str, Any]]]:
