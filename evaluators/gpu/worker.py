@@ -185,10 +185,6 @@ class WorkerState:
         return {s.name: self.cp.empty(s.shape, dtype=storage_dtype(s.dtype, self.cp))
                 for s in self.workload.outputs(shape)}
 
-    def _check_output(self, run: Any, shape: tuple[int, ...]) -> str | None:
-        """``audit_output`` on this worker's benchmark inputs for ``shape``."""
-        return audit_output(self.workload, self.cp, run, self._inputs_for(shape), shape)
-
     def benchmark(self, fn: Any, types: list[str], launch_json: dict[str, Any], req: dict[str, Any],
                   seconds: dict[str, float] | None = None) -> tuple[list[ShapeResult], str | None, Status]:
         """Time ``fn`` at ``req["bench_shapes"]`` (and audit the output as ``req["check_output"]`` says);
@@ -229,7 +225,7 @@ class WorkerState:
                                  f"{self.copy_gbps:.0f} GB/s"), Status.TOO_FAST_TO_BE_TRUE
             if audit == "all" or (audit == "one" and i == audited):
                 t0 = time.perf_counter()
-                bad = self._check_output(run, shape)
+                bad = audit_output(wl, self.cp, run, inputs, shape)
                 if seconds is not None:
                     seconds["audit"] = seconds.get("audit", 0.0) + time.perf_counter() - t0
                 if bad:
