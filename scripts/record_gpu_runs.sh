@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Record GPU factory runs for the CPU models (static calibration, replay evaluator): on the H200, run
+# `python -m evolve experiment=rmsnorm_h200` once per (algorithm, seed) given, each for SEARCH_S seconds, and
+# pack each run's store with the cubins dropped (ptxas rebuilds them from the stored PTX) as
+# $OUT/<name>.sqlite.gz, plus record.log (GPU, driver, versions, settings, UTC times).
+#   RUNS="map_elites:0 random:1" SEARCH_S=220 bash scripts/record_gpu_runs.sh
+# Environment: RUNS (space-separated algorithm:seed pairs), SEARCH_S (search seconds per run), EVOLVE_ARGS
+# (extra Hydra overrides), OUT (output folder). Carry .whl/ (scripts/fetch_device_wheels.sh) to the machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/ptxforge-record}
+mkdir -p "$out"
+RUNS=${RUNS:-"map_elites:0 random:1"}
+SEARCH_S=${SEARCH_S:-220}
+exec > >(tee -a "$out/record.log") 2>&1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
+export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
+[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+date -u
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+python3 -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"
+ptxas --version | tail -1
+git log -1 --format='commit %H %s' 2>/dev/null || true
+for r in $RUNS; do
+  alg=${r%%:*}; seed=${r##*:}; name="rmsnorm_${alg}_s${seed}"; dir=/tmp/ptxforge-record-runs/$name
+  echo "[$(date -u +%H:%M:%S)] $name: algorithm=$alg seed=$seed budget.seconds=$SEARCH_S ${EVOLVE_ARGS:-}"
+  # shellcheck disable=SC2086
+  timeout -s INT -k 20 $((SEARCH_S + 120)) python3 -m evolve experiment=rmsnorm_h200 "hydra.run.dir=$dir" \
+    "algorithm=$alg" "seed=$seed" "budget.seconds=$SEARCH_S" logger=none ${EVOLVE_ARGS:-} 2>&1 | tail -5
+  [ -f "$dir/store.sqlite" ] || { echo "no store for $name"; continue; }
+  python3 - "$dir/store.sqlite" "/tmp/$name.sqlite" <<'PY'
+import sqlite3, sys
+src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
+src.backup(dst)  # a consistent copy, WAL included
+dst.execute("UPDATE candidates SET cubin = NULL")
+dst.commit()
+dst.execute("VACUUM")
+n = dst.execute("SELECT count(*), sum(status = 'ok') FROM candidates").fetchone()
+print(f"candidates {n[0]}, ok {n[1]}")
+PY
+  gzip -9 -c "/tmp/$name.sqlite" > "$out/$name.sqlite.gz"
+  ls -l "$out/$name.sqlite.gz"
+done
+date -u
