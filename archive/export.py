@@ -82,7 +82,7 @@ def workload_from_meta(meta: dict[str, Any]) -> Any:
     if not name:
         return None
     try:
-        from evaluators.workloads.registry import get_workload
+        from workloads.registry import get_workload
 
         return get_workload(str(name), **dict(_config(meta, "workload", "options") or {}))
     except Exception:  # unknown or unbuildable workload: the card is written without ABI details

@@ -49,7 +49,7 @@ CURIOSITY_FAILURE = -0.5
 # sm_90 occupancy cliffs in registers/thread (65536 registers per SM, allocated per warp in units of 256,
 # cuda_occupancy.h): the register file holds 64 warps at 32 regs, 51 at 40, 42 at 48, 32 at 64, 25 at 80, 21 at
 # 96, 16 at 128, 12 at 168; one register more loses resident warps (for 128-thread CTAs at every edge, checked in
-# tests against evaluators.occupancy). 255 is the per-thread maximum (CUDA Programming Guide, "Technical
+# tests against targets.occupancy). 255 is the per-thread maximum (CUDA Programming Guide, "Technical
 # Specifications per Compute Capability").
 REGISTER_EDGES: tuple[float, ...] = (0.0, 32.0, 40.0, 48.0, 64.0, 80.0, 96.0, 128.0, 168.0, 255.0)
 
@@ -117,7 +117,7 @@ def _fmt(x: float) -> str:
 
 def _resolve_gpu(gpu: Any) -> Any:
     if isinstance(gpu, str) and not gpu.startswith("sm_") and not gpu[:1].isdigit():
-        from evaluators.hardware import get_gpu  # a GPU name such as "h200"
+        from targets.spec import get_gpu  # a GPU name such as "h200"
 
         return get_gpu(gpu)
     return gpu
@@ -139,8 +139,8 @@ def default_dimensions(gpu: Any = (9, 0), *, warp_bins: int = 8, traffic_bins: i
                        traffic_max: float = 4.0) -> list[Dimension]:
     """The default descriptors: registers/thread, active warps/SM, DRAM traffic ratio.
 
-    gpu: a ``evaluators.hardware.GPUSpec`` (its ``cc`` and ``max_warps_per_sm``), a GPU name for
-        ``evaluators.hardware.get_gpu`` (``"h200"``), a ``(major, minor)`` tuple or ``"sm_90"``; ValueError for
+    gpu: a ``targets.spec.GPUSpec`` (its ``cc`` and ``max_warps_per_sm``), a GPU name for
+        ``targets.spec.get_gpu`` (``"h200"``), a ``(major, minor)`` tuple or ``"sm_90"``; ValueError for
         an unknown compute capability.
     - ``registers``: edges at the sm_90 occupancy cliffs ``REGISTER_EDGES`` (0, 32, ..., 168, 255).
       The 64K-register file and the 255 registers/thread cap hold for every cc >= 7.0, so the edges are shared.

@@ -9,8 +9,6 @@ Public surface::
 """
 
 from evaluators.factory import make_evaluator
-from evaluators.hardware import GPUSpec, get_gpu
-from evaluators.occupancy import occupancy
 from evaluators.toolchain import CompileResult, compile_ptx, find_nvcc, find_ptxas
 from evaluators.types import (
     CompileError,
@@ -22,7 +20,9 @@ from evaluators.types import (
     Status,
     geomean,
 )
-from evaluators.workloads.registry import get_workload
+from targets.occupancy import occupancy
+from targets.spec import GPUSpec, get_gpu
+from workloads.registry import get_workload
 
 __all__ = [
     "CompileError",

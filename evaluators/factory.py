@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from evaluators.types import Evaluator
-from evaluators.workloads.base import Workload
+from workloads.base import Workload
 
 KINDS = ("auto", "gpu", "static")
 

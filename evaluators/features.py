@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from evaluators.occupancy import device_props
 from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import Occupancy, ResourceUsage
-from evaluators.workloads.dtypes import ELEMENT_BYTES
 from population.kernel import Kernel
+from targets.occupancy import device_props
+from workloads.dtypes import ELEMENT_BYTES
 
 Shape = tuple[int, ...]
 

@@ -4,10 +4,10 @@ Used when no GPU is visible. Nothing here is measured on a GPU: every ``EvalResu
 ``estimate=True``, every ``ShapeResult`` too, and the reason starts with ``"estimate:"``.
 
 The cost model, per shape (all times in µs; bandwidths in bytes/s; the GPU's numbers from
-``evaluators.hardware``):
+``targets.spec``):
 
 1. Launch. ``grid, block, dynamic smem = workload.launch_dims(shape, kernel.launch)``; occupancy from ptxas'
-   registers, static shared memory and barriers (``evaluators.occupancy``). Zero CTAs per SM -> the result is
+   registers, static shared memory and barriers (``targets.occupancy``). Zero CTAs per SM -> the result is
    ``launch_error``. ``slots = blocks_per_sm * sm_count``; ``concurrent = min(CTAs, slots)``.
 2. DRAM bytes. ``requested`` = the static traffic estimate (``evaluators.traffic``). Bytes requested beyond the
    workload's minimum (``workload.bytes_moved``: a second pass over a row, a weight vector every CTA reads) are
@@ -46,12 +46,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluators.features import element_bytes, kernel_features, kernel_traffic
-from evaluators.hardware import GPUSpec, get_gpu
-from evaluators.occupancy import occupancy_detail
 from evaluators.toolchain import CompileResult, compile_ptx
 from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import CompileError, EvalResult, Occupancy, ResourceUsage, ShapeResult, Status, geomean
 from population.kernel import Kernel
+from targets.occupancy import occupancy_detail
+from targets.spec import GPUSpec, get_gpu
 
 LAUNCH_OVERHEAD_US = 2.0
 L2_REUSE_FRACTION = 0.5
@@ -147,7 +147,7 @@ class _Analysis:
 class StaticEvaluator:
     """``types.Evaluator`` without a GPU: compile with ptxas, then estimate (module docstring).
 
-    workload: a ``Workload`` (``evaluators.workloads``); gpu: ``"h200"`` (default), ``"h100"``, ``"b200"``;
+    workload: a ``Workload`` (``workloads``); gpu: ``"h200"`` (default), ``"h100"``, ``"b200"``;
     arch: ptxas target (default the GPU's, ``sm_90`` for h200); processes: how many ``evaluate`` calls may run
     at once (``capacity``; ptxas runs as a subprocess per call; default min(4, CPUs)); cache_dir: on-disk
     ptxas cache. Deterministic: the same kernel always gets the same result (``eval_seconds`` aside).
@@ -173,7 +173,7 @@ class StaticEvaluator:
         fn = kernel.module.function(kernel.entry)
         abi = getattr(wl, "abi", None)
         if abi:
-            from evaluators.workloads.base import check_abi
+            from workloads.base import check_abi
 
             check_abi(abi, [p.type for p in fn.params], kernel.entry)
         compiled = compile_ptx(kernel, self.arch, cache_dir=self.cache_dir)

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from population.kernel import Kernel
+from targets.occupancy import Occupancy
 
 
 class Status(StrEnum):
@@ -65,22 +66,6 @@ class CompileError(Exception):
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line is not None else ""
         return f"{where}{self.message}"
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """Theoretical occupancy of one kernel on one SM (cuda_occupancy.h, ``cudaOccMaxActiveBlocksPerMultiprocessor``).
-
-    blocks_per_sm: resident CTAs per SM; active_warps: blocks_per_sm * warps per CTA; max_warps: the SM's limit;
-    occupancy: active_warps / max_warps in [0, 1]; limiter: which limit bound it
-    (``"warps" | "registers" | "shared_memory" | "blocks" | "barriers" | "cannot_launch"``).
-    """
-
-    blocks_per_sm: int
-    active_warps: int
-    max_warps: int
-    occupancy: float
-    limiter: str
 
 
 @dataclass

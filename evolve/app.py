@@ -169,9 +169,9 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     check_resume_compatible(cfg, run_dir / str(cfg.store))
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    from evaluators.hardware import get_gpu
-    from evaluators.workloads.registry import get_workload
     from evolve.operators.registry import build_operators
+    from targets.spec import get_gpu
+    from workloads.registry import get_workload
 
     try:
         workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))

@@ -21,7 +21,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from evaluators.hardware import GPUS
+from targets.spec import GPUS
 
 
 class AlgorithmName(StrEnum):
@@ -70,7 +70,7 @@ class AlgorithmConfig:
 
 @dataclass
 class WorkloadConfig:
-    """name: a workload of ``evaluators.workloads.registry``; options: keyword arguments of ``get_workload``
+    """name: a workload of ``workloads.registry``; options: keyword arguments of ``get_workload``
     (e.g. ``dtype: bf16``)."""
 
     name: str = "rmsnorm"
@@ -132,7 +132,7 @@ class LoggerConfig:
 
 @dataclass
 class HardwareConfig:
-    """name: a GPU of ``evaluators.hardware`` (h200, h100, b200); arch: the ptxas target;
+    """name: a GPU of ``targets.spec`` (h200, h100, b200); arch: the ptxas target;
     compile_only: no GPU of this kind is expected (only static evaluation makes sense)."""
 
     name: str = "h200"
@@ -198,7 +198,7 @@ class ConfigError(ValueError):
 
 
 ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
-HARDWARE = tuple(GPUS)  # the GPUs evaluators.hardware describes
+HARDWARE = tuple(GPUS)  # the GPUs targets.spec describes
 WANDB_MODES = ("online", "offline", "disabled", "shared", "run", "dryrun")  # wandb.init(mode=...)
 
 _UID = f"{os.getpid()}-{secrets.token_hex(2)}"
@@ -279,7 +279,7 @@ def validate(cfg: DictConfig) -> None:
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
     try:
-        from evaluators.workloads.registry import available_workloads
+        from workloads.registry import available_workloads
     except ImportError:
         available_workloads = None
     if available_workloads is not None:

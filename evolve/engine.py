@@ -155,7 +155,7 @@ class Snapshot:
 class Engine:
     """Drives one run (module docstring). The caller builds the parts and owns closing the evaluator/store.
 
-    workload: ``evaluators.workloads`` Workload (seeds(), instantiate()); evaluator: ``evaluators.types.Evaluator``;
+    workload: ``workloads`` Workload (seeds(), instantiate()); evaluator: ``evaluators.types.Evaluator``;
     algorithm: an ``evolve.algorithms`` ask/tell algorithm; archive: ``archive.grid.GridArchive`` (the run's
     archive: QD metrics, export; MAP-Elites selects from it); operators: objects with ``name`` and ``propose``
     (optionally ``repair`` and ``reflect``); selector: the bandit over ``operators`` by name; store: the run's

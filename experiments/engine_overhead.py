@@ -29,12 +29,12 @@ from archive.grid import GridArchive, default_dimensions
 from archive.lessons import Lessons
 from archive.store import Store
 from evaluators.types import EvalResult, Status
-from evaluators.workloads.registry import get_workload
 from evolve.algorithms.map_elites import MapElites
 from evolve.budget import Budget
 from evolve.engine import Engine, EngineSettings
 from evolve.operators.registry import build_operators
 from evolve.selection import OperatorSelector
+from workloads.registry import get_workload
 
 OPERATORS = ["hints", "mathops", "schedule", "unroll", "launch", "prefetch", "template"]
 

@@ -52,7 +52,7 @@ def main() -> int:
     from evaluators.gpu.worker import audit_output, make_launcher
     from evaluators.provenance import versions
     from evaluators.toolchain import compile_ptx
-    from evaluators.workloads.rmsnorm import RMSNorm
+    from workloads.rmsnorm import RMSNorm
 
     wl = RMSNorm("bf16")
     kernel = wl.seeds()[1]

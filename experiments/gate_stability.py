@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evaluators.types import Status
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 
 def main() -> int:

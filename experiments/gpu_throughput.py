@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.types import Status
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 
 def candidates(wl: RMSNorm, n: int, seed: int) -> list:

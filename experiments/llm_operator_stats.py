@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from evaluators.factory import make_evaluator
-from evaluators.workloads.registry import get_workload
 from evolve.llm.base import LLMBackend
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.llm import LLMOperator
 from population.edits import apply_script
+from workloads.registry import get_workload
 
 
 def measure(name: str, backend: LLMBackend, workload: Any, evaluator: Any, n: int, seed: int,

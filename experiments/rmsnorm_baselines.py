@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.provenance import versions as package_versions
 from evaluators.types import EvalResult, Status, geomean
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 # A handful of template knob sets spanning threads per row, registers vs re-read, and cache hints.
 VARIANTS: list[dict[str, int]] = [
     # The template v2 sets predicted per N range before any measurement (GPU_NOTES.md), smallest N first;
-    # evaluators.workloads.rmsnorm.TUNED_KNOBS now holds the fastest of all these variants per N.
+    # workloads.rmsnorm.TUNED_KNOBS now holds the fastest of all these variants per N.
     {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "row_iters": 2},  # N <= 256
     {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4},  # N <= 512
     {"threads": 256, "rows_per_cta": 8, "max_chunks": 4, "row_iters": 2},  # N <= 1024

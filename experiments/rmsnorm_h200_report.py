@@ -53,7 +53,7 @@ class ReportError(ValueError):
 
 # ------------------------------------------------------------------------------------------------- numbers
 def bytes_moved(shape: tuple[int, int], elt: int) -> int:
-    """RMSNorm bytes: 2*M*N*elt (x read, y written) + 4*N (fp32 w); evaluators.workloads.rmsnorm."""
+    """RMSNorm bytes: 2*M*N*elt (x read, y written) + 4*N (fp32 w); workloads.rmsnorm."""
     m, n = shape
     return 2 * m * n * elt + 4 * n
 

@@ -232,9 +232,9 @@ class StaticVerifier:
     estimate = True
 
     def __init__(self, workload_name: str, options: dict[str, Any], gpu: str):
-        from evaluators.hardware import get_gpu
         from evaluators.static import StaticEvaluator
-        from evaluators.workloads.registry import get_workload
+        from targets.spec import get_gpu
+        from workloads.registry import get_workload
 
         self._evals = {}
         for which in ("benchmark", "heldout"):

@@ -60,9 +60,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
     from evaluators.gpu.args import build_args
     from evaluators.gpu.gate import compare
-    from evaluators.workloads.dtypes import as_bits, storage_dtype
-    from evaluators.workloads.registry import get_workload
     from population.kernel import LaunchConfig
+    from workloads.dtypes import as_bits, storage_dtype
+    from workloads.registry import get_workload
 
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
     wl = get_workload(spec["workload"], **spec["options"])

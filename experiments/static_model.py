@@ -18,8 +18,8 @@ from rich.table import Table
 
 from evaluators.static import StaticEvaluator
 from evaluators.toolchain import clear_cache, compile_ptx, ptxas_version
-from evaluators.workloads.registry import get_workload
 from population.kernel import Kernel
+from workloads.registry import get_workload
 
 VARIANTS = [
     {"vec": 1},

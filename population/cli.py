@@ -4,7 +4,7 @@ Per ``.entry``: instruction count; registers declared and used (by type, from th
 ``population.analysis``); memory instructions by kind, state space and bytes per thread
 (``population.analysis.memory_sites``); the ptxas resource report (``evaluators.toolchain.compile_ptx``:
 registers, spills, stack, static shared memory, barriers); theoretical occupancy for the block size
-(``evaluators.occupancy``, the ``cuda_occupancy.h`` algorithm); and the static global-memory traffic estimate
+(``targets.occupancy``, the ``cuda_occupancy.h`` algorithm); and the static global-memory traffic estimate
 for a launch of ``--grid`` CTAs that each stream ``--elements`` elements per pass (``evaluators.traffic``,
 an estimate from the PTX, not a measurement).
 
@@ -30,7 +30,7 @@ from population.errors import PTXSyntaxError
 from population.parser import parse_module
 
 DEFAULT_BLOCK = 256
-DEFAULT_GRID = 132  # CTAs: one per SM of an H200 (evaluators.hardware)
+DEFAULT_GRID = 132  # CTAs: one per SM of an H200 (targets.spec)
 DEFAULT_ELEMENTS = 4096
 
 
@@ -125,8 +125,8 @@ def inspect_module(
             r.notes.append(f"ptxas not found: {e}")
         return reports
 
-    from evaluators.occupancy import occupancy
     from evaluators.traffic import estimate_traffic
+    from targets.occupancy import occupancy
 
     for r, fn in zip(reports, module.entries):
         ru = compiled.resources.get(r.name)

@@ -1,7 +1,7 @@
-"""Regenerate the committed seed PTX under evaluators/workloads/seeds/ from the CUDA sources.
+"""Regenerate the committed seed PTX under workloads/seeds/ from the CUDA sources.
 
 Writes, for bf16 / fp16 / fp32: rmsnorm_naive[_DTYPE].ptx and rmsnorm_template[_DTYPE].ptx (default knobs).
-The nvcc flags are fixed (evaluators.workloads.cuda_build.NVCC_FLAGS), so a second run with the same nvcc
+The nvcc flags are fixed (workloads.cuda_build.NVCC_FLAGS), so a second run with the same nvcc
 rewrites identical bytes. Usage: ``python scripts/gen_seeds.py [--check]`` (--check: exit 1 if a committed
 file differs from a fresh build, writing nothing).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluators.workloads.cuda_build import SEEDS_DIR, build_ptx
-from evaluators.workloads.rmsnorm import DTYPE_MACRO, KNOB_MACROS, RMSNorm, _seed_file
+from workloads.cuda_build import SEEDS_DIR, build_ptx
+from workloads.rmsnorm import DTYPE_MACRO, KNOB_MACROS, RMSNorm, _seed_file
 
 
 def main() -> int:

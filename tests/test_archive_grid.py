@@ -43,7 +43,7 @@ def test_register_bins_at_occupancy_cliffs():
 
 
 def test_register_edges_are_occupancy_cliffs():
-    from evaluators.occupancy import occupancy
+    from targets.occupancy import occupancy
 
     for e in REGISTER_EDGES[1:-1]:
         assert occupancy(128, int(e)).active_warps > occupancy(128, int(e) + 1).active_warps, e

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from evaluators.gpu.args import build_args, pack_scalar
-from evaluators.workloads.base import AbiMismatch
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.base import AbiMismatch
+from workloads.rmsnorm import RMSNorm
 
 
 def test_build_args_types_follow_params():

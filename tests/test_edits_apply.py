@@ -122,7 +122,7 @@ LAUNCH block=128 smem=256 rows=2
 
 
 def test_maxnreg_directive_reaches_ptxas() -> None:
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     k = get_workload("rmsnorm").seeds()[-1]  # the template at default knobs: 53 registers unconstrained
     free = compile_ptx(k.ptx).resources[k.entry]
@@ -230,7 +230,7 @@ def test_overlaps_are_rejected(poly: Kernel) -> None:
 
 
 def test_knobs_reinstantiate_template() -> None:
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     w = get_workload("rmsnorm")
     parent = w.seeds()[-1]

@@ -16,7 +16,6 @@ from archive.grid import GridArchive, default_dimensions
 from archive.lessons import Lessons
 from archive.store import Store
 from evaluators.types import CompileError, EvalResult, Status
-from evaluators.workloads.registry import get_workload
 from evolve.algorithms.hill_climb import HillClimb
 from evolve.algorithms.map_elites import MapElites
 from evolve.budget import Budget
@@ -26,6 +25,7 @@ from evolve.operators.registry import build_operators
 from evolve.selection import OperatorSelector
 from population.edits import EditScript, Insert, Replace
 from population.printer import listing
+from workloads.registry import get_workload
 
 OPS = ["launch", "template", "hints"]
 

@@ -8,7 +8,7 @@ from archive.export import export_best
 from archive.grid import Dimension, GridArchive
 from archive.store import CandidateRow, Store
 from evaluators.types import EvalResult, ShapeResult, Status
-from evaluators.workloads.registry import get_workload
+from workloads.registry import get_workload
 
 
 @pytest.fixture(scope="module")

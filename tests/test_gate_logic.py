@@ -15,8 +15,8 @@ from evaluators.gpu.gate import (
     run_gate,
 )
 from evaluators.types import Status
-from evaluators.workloads.dtypes import from_float
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.dtypes import from_float
+from workloads.rmsnorm import RMSNorm
 
 SMALL = [(1, 192), (7, 760), (199, 1001)]
 
@@ -251,7 +251,7 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
 def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():
     """Seen on the H200: 1 of 268M elements rejected, got 16.125 for 16.0706 (the correctly rounded bf16 value;
     its error 0.054 is under half the bf16 spacing at 16, 0.0625, but over atol 0.03 + rtol 1e-3 * 16)."""
-    from evaluators.workloads.dtypes import half_ulp
+    from workloads.dtypes import half_ulp
 
     ref = np.array([[16.0706, 1.0, 0.0, -3.3]])
     assert half_ulp(ref, "bf16").tolist() == [[0.0625, 2.0**-8, 0.0, 2.0**-7]]

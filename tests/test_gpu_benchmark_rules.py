@@ -7,7 +7,7 @@ import pytest
 from evaluators.gpu.benchmark import ROOFLINE_SLACK, median_us, too_fast
 from evaluators.gpu.pool import GPUPool
 from evaluators.types import ShapeResult
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 
 def test_too_fast_is_relative_to_measured_copy():

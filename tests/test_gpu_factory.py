@@ -6,7 +6,7 @@ import pytest
 
 from evaluators.factory import STATIC_BANNER, make_evaluator
 from evaluators.gpu.devices import gpu_count
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 pytestmark = pytest.mark.skipif(gpu_count() > 0, reason="checks the CPU-only fallback")
 

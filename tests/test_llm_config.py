@@ -25,7 +25,7 @@ def cfg_of(*overrides: str):
 
 @pytest.fixture(scope="module")
 def workload():
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     return get_workload("rmsnorm")
 

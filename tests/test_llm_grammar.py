@@ -27,7 +27,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def workload():
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     return get_workload("rmsnorm")
 

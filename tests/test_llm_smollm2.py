@@ -77,7 +77,7 @@ def backend():
 
 @pytest.fixture(scope="module")
 def workload():
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     return get_workload("rmsnorm")
 

@@ -7,7 +7,7 @@ reserved per CTA, 128-byte granularity; 2 barrier sets per CTA slot (64 barriers
 
 import pytest
 
-from evaluators.occupancy import align_up_smem_config, occupancy, occupancy_detail
+from targets.occupancy import align_up_smem_config, occupancy, occupancy_detail
 
 
 def test_32_registers_256_threads_is_full():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from evaluators.occupancy import occupancy
 from evaluators.toolchain import compile_ptx
+from targets.occupancy import occupancy
 
 _spec = importlib.util.spec_from_file_location(
     "occupancy_gpu_kernels", Path(__file__).resolve().parent / "gpu" / "test_occupancy_gpu.py")

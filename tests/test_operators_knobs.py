@@ -18,7 +18,7 @@ from population.kernel import Kernel, LaunchConfig
 
 @pytest.fixture(scope="module")
 def workload():
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     return get_workload("rmsnorm")
 

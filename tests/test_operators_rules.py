@@ -44,7 +44,7 @@ def _corpus_kernels() -> list[Kernel]:
 
 @pytest.fixture(scope="module")
 def workload():
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     return get_workload("rmsnorm")
 

@@ -26,7 +26,7 @@ import sanitize_replay  # noqa: E402
 from archive.lessons import Lessons  # noqa: E402
 from archive.lineage import lineage_steps  # noqa: E402
 from archive.store import Store  # noqa: E402
-from evaluators.workloads.rmsnorm import BENCHMARK_SHAPES, HELDOUT_SHAPES, RMSNorm  # noqa: E402
+from workloads.rmsnorm import BENCHMARK_SHAPES, HELDOUT_SHAPES, RMSNorm  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

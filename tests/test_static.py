@@ -7,14 +7,14 @@ import math
 import pytest
 
 from evaluators.features import FEATURE_RANGES, kernel_features, kernel_traffic
-from evaluators.hardware import get_gpu
-from evaluators.occupancy import occupancy
 from evaluators.static import LAUNCH_OVERHEAD_US, StaticEvaluator, estimate_shape
 from evaluators.traffic import BodyTraffic, TrafficEstimate
 from evaluators.types import Status
-from evaluators.workloads.registry import get_workload
 from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
+from targets.occupancy import occupancy
+from targets.spec import get_gpu
+from workloads.registry import get_workload
 
 
 @pytest.fixture(scope="module")

@@ -215,7 +215,7 @@ def test_kill_minus_9_leaves_whole_batches(tmp_path):
 
 def test_kernel_round_trip_through_the_store(tmp_path):
     from evaluators.types import EvalResult, Status
-    from evaluators.workloads.registry import get_workload
+    from workloads.registry import get_workload
 
     seed = get_workload("rmsnorm").seeds()[1]
     s = Store(tmp_path / "run.sqlite")

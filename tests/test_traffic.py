@@ -101,7 +101,7 @@ def _entry(text: str) -> Function:
 def _seed(name: str) -> Function:
     from pathlib import Path
 
-    import evaluators.workloads.rmsnorm as rms
+    import workloads.rmsnorm as rms
 
     path = Path(rms.__file__).parent / "seeds" / f"{name}.ptx"
     return parse_module(path.read_text()).entries[0]

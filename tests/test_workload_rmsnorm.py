@@ -6,11 +6,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from evaluators.workloads.base import AbiMismatch, check_abi
-from evaluators.workloads.dtypes import from_float, to_float64
-from evaluators.workloads.registry import available_workloads, get_workload
-from evaluators.workloads.rmsnorm import BENCHMARK_SHAPES, RMSNorm
 from population.kernel import LaunchConfig
+from workloads.base import AbiMismatch, check_abi
+from workloads.dtypes import from_float, to_float64
+from workloads.registry import available_workloads, get_workload
+from workloads.rmsnorm import BENCHMARK_SHAPES, RMSNorm
 
 
 def test_registry_builds_and_rejects():
@@ -141,7 +141,7 @@ def test_seeds_compile_with_ptxas_and_match_the_abi(dtype):
 
 def test_instantiate_other_knobs_and_committed_ptx_is_reproducible(tmp_path, monkeypatch):
     from evaluators.toolchain import compile_ptx
-    from evaluators.workloads.cuda_build import SEEDS_DIR, build_ptx
+    from workloads.cuda_build import SEEDS_DIR, build_ptx
 
     monkeypatch.setenv("PTXFORGE_CACHE", str(tmp_path))
     wl = RMSNorm("bf16")

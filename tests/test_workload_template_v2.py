@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from evaluators.workloads.dtypes import from_float, to_float64
-from evaluators.workloads.rmsnorm import GATE_SHAPES, TUNED_KNOBS, RMSNorm, tuned_knobs
 from population.kernel import LaunchConfig
+from workloads.dtypes import from_float, to_float64
+from workloads.rmsnorm import GATE_SHAPES, TUNED_KNOBS, RMSNorm, tuned_knobs
 
 # ----------------------------------------------------------------------------------------- knobs and launch
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.workloads.base import POINTER_TYPES, ParamSpec, check_abi
+from workloads.base import POINTER_TYPES, ParamSpec, check_abi
 
 # PTX fundamental type -> numpy scalar type of the same width and kind.
 PTX_TO_NUMPY: dict[str, type[np.generic]] = {

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluators.workloads.base import Shape, Workload
+from workloads.base import Shape, Workload
 
 Baseline = Callable[[], Any]
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluators.features import kernel_features, kernel_traffic
-from evaluators.occupancy import occupancy
 from evaluators.traffic import TrafficModel
 from evaluators.types import Occupancy, ResourceUsage
-from evaluators.workloads.base import Shape, Workload
 from population.kernel import Kernel
+from targets.occupancy import occupancy
+from workloads.base import Shape, Workload
 
 
 @dataclass

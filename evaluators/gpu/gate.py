@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from evaluators.types import Status
-from evaluators.workloads import fused
-from evaluators.workloads.base import OutputSpec, Shape, Workload
-from evaluators.workloads.dtypes import POISON_NAN_BITS, bits_dtype, half_ulp, storage_dtype, to_float64
+from workloads import fused
+from workloads.base import OutputSpec, Shape, Workload
+from workloads.dtypes import POISON_NAN_BITS, bits_dtype, half_ulp, storage_dtype, to_float64
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluators.gpu.args import param_types
-from evaluators.workloads.base import Shape, Workload
 from population.kernel import Kernel
+from workloads.base import Shape, Workload
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
 
@@ -32,8 +32,8 @@ import json, sys
 sys.path[:0] = {paths!r}
 import cupy as cp
 from evaluators.gpu.args import build_args
-from evaluators.workloads.dtypes import storage_dtype
-from evaluators.workloads.registry import get_workload
+from workloads.dtypes import storage_dtype
+from workloads.registry import get_workload
 from population.kernel import LaunchConfig
 spec = json.loads({spec!r})
 wl = get_workload(spec["workload"], **spec["options"])

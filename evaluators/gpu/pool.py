@@ -27,8 +27,8 @@ from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
-from evaluators.workloads.base import AbiMismatch, Shape, Workload, check_abi
 from population.kernel import Kernel
+from workloads.base import AbiMismatch, Shape, Workload, check_abi
 
 
 class NoGPU(RuntimeError):

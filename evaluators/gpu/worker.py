@@ -115,7 +115,7 @@ class WorkerState:
 
         from evaluators.gpu.baselines import BaselineSet
         from evaluators.gpu.benchmark import L2Flusher, copy_bandwidth_gbps
-        from evaluators.workloads.registry import get_workload
+        from workloads.registry import get_workload
 
         self.cp = cp
         self.workload = get_workload(workload_name, **workload_options)
@@ -180,7 +180,7 @@ class WorkerState:
         return self.baseline_fns[shape]
 
     def _alloc_outputs(self, shape: tuple[int, ...]) -> dict[str, Any]:
-        from evaluators.workloads.dtypes import storage_dtype
+        from workloads.dtypes import storage_dtype
 
         return {s.name: self.cp.empty(s.shape, dtype=storage_dtype(s.dtype, self.cp))
                 for s in self.workload.outputs(shape)}

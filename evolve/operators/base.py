@@ -23,7 +23,7 @@ class NoProposal(Exception):
 class OperatorContext:
     """What an operator may read when proposing.
 
-    workload: the ``evaluators.workloads`` Workload being optimised (seeds, knob space, shapes).
+    workload: the ``workloads`` Workload being optimised (seeds, knob space, shapes).
     parent_result: the parent's EvalResult (measurements), or None for an unevaluated seed.
     inspirations: other elites (Kernel, EvalResult) pairs, e.g. from other archive cells.
     lessons: short text lines from the lessons memory, most useful first.

@@ -187,7 +187,7 @@ class LLMOperator:
     inspirations / lessons: how many to show; critic_every: run the critic on every n-th reflect (0 = never);
     cost_unit: "tokens" | "seconds"; cost_ref: tokens (or seconds) of one "unit" proposal; gain_scale: the
     relative gain that earns the full improvement reward; ucb_c, reward_validity, reward_improvement: bandit;
-    gpu: ``evaluators.hardware`` name whose achievable copy bandwidth is the prompt's roofline when a result
+    gpu: ``targets.spec`` name whose achievable copy bandwidth is the prompt's roofline when a result
     carries no measured fraction (None: leave it out).
     Raises ValueError on a bad setting, naming it.
     """
@@ -418,7 +418,7 @@ class LLMOperator:
         """System + user messages of the optimizer role for ``parent``."""
         gpu_gbps = None
         if self.gpu:
-            from evaluators.hardware import get_gpu
+            from targets.spec import get_gpu
 
             gpu_gbps = get_gpu(self.gpu).copy_gbps  # roofline when the evaluator gives no measured copy rate
         user = assemble(

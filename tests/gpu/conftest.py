@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from evaluators.gpu.devices import gpu_count
-from evaluators.workloads.cuda_build import build_ptx
 from population.kernel import Kernel, LaunchConfig
+from workloads.cuda_build import build_ptx
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 

@@ -7,9 +7,9 @@ import pytest
 
 from evaluators.gpu.gate import bitwise_equal, compare, run_gate
 from evaluators.types import Status
-from evaluators.workloads.dtypes import bits_dtype, from_float
-from evaluators.workloads.fused import count_differ
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.dtypes import bits_dtype, from_float
+from workloads.fused import count_differ
+from workloads.rmsnorm import RMSNorm
 
 pytestmark = pytest.mark.gpu
 

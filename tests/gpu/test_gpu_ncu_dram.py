@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 pytestmark = pytest.mark.gpu
 

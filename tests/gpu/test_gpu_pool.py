@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators.types import Status
-from evaluators.workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import RMSNorm
 
 pytestmark = pytest.mark.gpu
 
@@ -72,7 +72,7 @@ def test_broken_kernel_rejected_and_worker_survives(pool, workload, broken, defe
 def test_tuned_knob_sets_pass_gate(pool, workload, n):
     """The recommended template sets (row groups + row loop at small N, clusters with distributed shared memory
     at large N) pass the whole gate and run at the row length they were made for."""
-    from evaluators.workloads.rmsnorm import tuned_knobs
+    from workloads.rmsnorm import tuned_knobs
 
     k = workload.instantiate(tuned_knobs(n))
     shape = (max(8, (1 << 24) // n), n)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.occupancy import occupancy
 from evaluators.toolchain import compile_ptx
+from targets.occupancy import occupancy
 
 
 def pressure_ptx(live: int, smem_bytes: int = 0, barrier_id: int = 0, name: str = "pressure") -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evaluators.workloads.base import Workload
+from workloads.base import Workload
 
 
 def _rmsnorm(**options: Any) -> Workload:
-    from evaluators.workloads.rmsnorm import RMSNorm
+    from workloads.rmsnorm import RMSNorm
 
     return RMSNorm(**options)
 

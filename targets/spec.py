@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluators.occupancy import DeviceProps, device_props
+from targets.occupancy import DeviceProps, device_props
 
 MiB = 1024 * 1024
 

@@ -151,7 +151,7 @@ class Workload(ABC):
     @abstractmethod
     def tolerance(self) -> tuple[float, float]:
         """(atol, rtol): an output element passes when ``|out - ref| <= atol + rtol * |ref|`` plus half an ulp of
-        the output type at ``ref`` (evaluators.workloads.dtypes.half_ulp: no kernel can round better)."""
+        the output type at ``ref`` (workloads.dtypes.half_ulp: no kernel can round better)."""
 
     # -- shared helpers -----------------------------------------------------------------------------------------
     def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int,

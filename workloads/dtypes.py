@@ -72,7 +72,7 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
     and CUDA's __float2bfloat16_rn use). NaN inputs are not expected (inputs are finite by construction).
     """
     if dtype == "bf16" and xp is not np:
-        from evaluators.workloads.fused import round_bf16
+        from workloads.fused import round_bf16
 
         return round_bf16(a.astype(xp.float32, copy=False))
     return a.astype(storage_dtype(dtype, xp))

@@ -17,9 +17,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluators.types import Occupancy
-
 INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Theoretical occupancy of one kernel on one SM (cuda_occupancy.h, ``cudaOccMaxActiveBlocksPerMultiprocessor``).
+
+    blocks_per_sm: resident CTAs per SM; active_warps: blocks_per_sm * warps per CTA; max_warps: the SM's limit;
+    occupancy: active_warps / max_warps in [0, 1]; limiter: which limit bound it
+    (``"warps" | "registers" | "shared_memory" | "blocks" | "barriers" | "cannot_launch"``).
+    """
+
+    blocks_per_sm: int
+    active_warps: int
+    max_warps: int
+    occupancy: float
+    limiter: str
 
 
 @dataclass(frozen=True)

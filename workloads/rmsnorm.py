@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.workloads import fused
-from evaluators.workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
-from evaluators.workloads.cuda_build import SEEDS_DIR, build_ptx
-from evaluators.workloads.dtypes import ELEMENT_BYTES, check_dtype, from_float, to_float64
 from population.kernel import Kernel, LaunchConfig
+from workloads import fused
+from workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
+from workloads.cuda_build import SEEDS_DIR, build_ptx
+from workloads.dtypes import ELEMENT_BYTES, check_dtype, from_float, to_float64
 
 EPS = 1e-6
 ENTRY = "rmsnorm"

@@ -55,7 +55,7 @@ def build_ptx(source: str | Path, defines: Mapping[str, int] | None = None, arch
               *, use_cache: bool = True) -> str:
     """Compile a CUDA C++ file to PTX text for ``arch`` with ``-D NAME=VALUE`` for each entry of ``defines``.
 
-    source: a path, or a file name under ``evaluators/workloads/seeds``. Returns the PTX (str).
+    source: a path, or a file name under ``workloads/seeds``. Returns the PTX (str).
     Raises FileNotFoundError (no source), ``evaluators.toolchain.ToolchainNotFound`` (no nvcc) or
     SeedBuildError (nvcc failed; the log says why).
     """

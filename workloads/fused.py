@@ -4,7 +4,7 @@ Written with plain CuPy operators, the gate's comparison of one output against i
 chain of about fifteen kernels with float64 temporaries (about 100 bytes of memory traffic per element) and a
 bf16 rounding is six; each function here reads its operands once, in one ``cupy.ElementwiseKernel`` or a
 ``cupy.ReductionKernel`` (full reductions in two levels, see REDUCE_CHUNK). They compute what the numpy
-formulas in ``evaluators.gpu.gate`` and ``evaluators.workloads.dtypes`` compute, to within the rounding of
+formulas in ``evaluators.gpu.gate`` and ``workloads.dtypes`` compute, to within the rounding of
 double sums taken in another order (tests/gpu checks the pairs against each other), and are used only where
 the array module is CuPy. Kernels are built on first use, per element type.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.workloads.dtypes import MANTISSA_BITS
+from workloads.dtypes import MANTISSA_BITS
 
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
