@@ -2,7 +2,10 @@
 
 For RMSNorm: ``torch`` (eager ``torch.nn.functional.rms_norm``), ``torch_compile`` (the same function through
 ``torch.compile``, static shapes), ``liger`` (``liger_kernel.ops.rms_norm.LigerRMSNormFunction``) and
-``quack`` (``quack.rmsnorm``) when importable; a missing one is skipped with a note saying why.
+``quack`` (``quack.rmsnorm``, QuACK's default heuristic config) and ``quack_tuned``
+(``quack.rmsnorm.rmsnorm_fwd_tuned``, QuACK's exhaustive autotuner, run on the first call per shape: seconds to
+minutes) when importable; a missing one is skipped with a note saying why (per shape: ``notes["quack_tuned@MxN"]``
+when it fails at one shape only, e.g. the autotuner finding no config the driver accepts).
 The baselines read the very device buffers the candidate reads (shared through DLPack, no copy); the weight is
 handed to them in x's dtype because ``rms_norm`` takes one dtype (the weight is 4*N bytes either way, noise
 against 2*M*N elements).
@@ -83,4 +86,15 @@ class BaselineSet:
                 out["quack"] = lambda: quack_rmsnorm(x, w, eps=eps)
             except Exception as e:
                 self.notes["quack"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+        if "quack_tuned" in self.names:
+            try:
+                from quack.rmsnorm import rmsnorm_fwd_tuned
+
+                y = torch.empty_like(x)
+                rmsnorm_fwd_tuned(x, w, y, eps=eps)  # autotunes now, outside any timed region
+                torch.cuda.synchronize()
+                out["quack_tuned"] = lambda: rmsnorm_fwd_tuned(x, w, y, eps=eps)
+            except Exception as e:
+                self.notes[f"quack_tuned@{'x'.join(map(str, shape))}"] = (
+                    f"skipped: {type(e).__name__}: {str(e)[:200]}")
         return out

@@ -6,9 +6,10 @@ the cubin to a free worker (blocking while all are busy) which gates and benchma
 is two per worker, so an engine that keeps that many evaluations in flight overlaps one candidate's ptxas and
 static analysis with another's time on the GPU.
 
-Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
-(``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
-and ``extra["objective_baseline"]`` says so.
+Objective: ``evaluators.objective``: by default the geometric mean over the benchmarked shapes of the speedup
+over the fastest library measured at each shape (``objective={"baseline": "best"}``); ``{"baseline": "torch"}``
+takes eager ``rms_norm`` instead. ``extra["objective_baseline"]`` names what it was taken against and
+``extra["objective"]`` holds the reference per shape and the libraries missing there.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from evaluators.gpu.args import param_types
 from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.objective import ObjectiveSpec, evaluate_objective
 from evaluators.toolchain import compile_ptx
-from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
+from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from workloads.base import AbiMismatch, Shape, Workload, check_abi
 
@@ -50,7 +52,8 @@ class GPUPool:
     ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
-    gate inputs from the OS per evaluation; an int: a reproducible sequence).
+    gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
+    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -62,12 +65,14 @@ class GPUPool:
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
                  startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
                  baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
-                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
+                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None,
+                 objective: Any = None):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.workload, self.arch = workload, arch
+        self.objective = ObjectiveSpec.from_config(objective)
         self.devices = list(devices) if devices is not None else visible_devices()
         if not self.devices:
             raise NoGPU("no GPU visible to CuPy; use the static evaluator (evaluator=static)")
@@ -170,7 +175,8 @@ class GPUPool:
         status = Status(reply["status"])
         objective = None
         if status == Status.OK and shape_results:
-            objective, extra["objective_baseline"] = self._objective(shape_results)
+            ov = evaluate_objective(shape_results, self.objective)
+            objective, extra["objective_baseline"], extra["objective"] = ov.value, ov.name, ov.to_json()
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
@@ -193,12 +199,6 @@ class GPUPool:
         except (NcuError, CompileError) as e:
             res.extra["ncu"] = f"not measured: {e}"
         return res
-
-    def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
-        for name in (self.workload.primary_baseline, "naive"):
-            if all(name in s.speedups for s in shapes):
-                return geomean([s.speedups[name] for s in shapes]), name
-        return geomean([s.frac_copy or 1e-9 for s in shapes]), "copy_roofline"
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""
