@@ -67,7 +67,8 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
 
     For bf16 under CuPy the float32 value is rounded on its bit pattern in one fused kernel
     (``fused.round_bf16``): add 0x7FFF plus the lowest kept bit, drop the low 16 bits (the rounding ml_dtypes
-    and CUDA's __float2bfloat16_rn use). NaN inputs are not expected (inputs are finite by construction).
+    and CUDA's __float2bfloat16_rn use). Infinities and the quiet NaN 0x7FC00000 (numpy's ``nan``) round
+    to the bf16 Inf / NaN; other NaN payloads are not expected (the workloads' generators use ``nan``).
     """
     if dtype == "bf16" and xp is not np:
         return fused.round_bf16(a.astype(xp.float32, copy=False))

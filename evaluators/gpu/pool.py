@@ -24,7 +24,9 @@ from typing import Any
 from evaluators.gpu.args import param_types
 from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
+from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.input_stores import check_input_stores
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
 from population.kernel import Kernel
@@ -133,7 +135,9 @@ class GPUPool:
         waited = 0.0  # seconds queued behind another candidate for the worker: not this candidate's cost
 
         def done(status: Status, reason: str, **kw: Any) -> EvalResult:
-            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r = EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r.extra.setdefault("gate_version", GATE_VERSION)
+            return r
 
         try:
             compiled = compile_ptx(kernel, self.arch)
@@ -153,6 +157,11 @@ class GPUPool:
                                  **{f"note_{k}": v for k, v in desc.notes.items()}}
         common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
                   "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
+        stores = check_input_stores(kernel, wl)  # before any GPU time: a write through an input pointer
+        if not stores.ok:
+            return done(Status.INPUT_MUTATED, stores.reason(), extra=extra, **common)
+        if stores.laundered:
+            extra["input_store_unproven_lines"] = stores.laundered[:16]
         if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
             return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
                         f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)

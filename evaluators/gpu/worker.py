@@ -61,9 +61,11 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
     launch = LaunchConfig.from_json(launch_json)
     wl = workload
 
-    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+                params: dict[str, float] | None = None) -> None:
         grid, block, smem = wl.launch_dims(shape, launch)
-        args = build_args(wl.abi, types, {**inputs, **outputs}, wl.scalars(shape), wl.entry)
+        scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
+        args = build_args(wl.abi, types, {**inputs, **outputs}, scalars, wl.entry)
         try:
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -72,8 +74,9 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
 
-    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
-        enqueue(inputs, outputs, shape)
+    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+            params: dict[str, float] | None = None) -> None:
+        enqueue(inputs, outputs, shape, params)
         try:
             cp.cuda.get_current_stream().synchronize()
         except Exception as e:
