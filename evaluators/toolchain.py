@@ -254,7 +254,7 @@ class CompileResult:
     log: str
     seconds: float
     cached: bool
-    arch: str = "sm_90"
+    arch: str
     verify_only: bool = False
     gmem_bytes: int = 0
     warnings: tuple[str, ...] = ()
@@ -414,6 +414,18 @@ def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
     return text_lines[line - 1].strip() if 0 < line <= len(text_lines) else None
 
 
+_TARGET_RE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
+
+
+def module_target(text: str) -> str:
+    """The ``sm_XY`` target named by the PTX text's ``.target`` directive (``.target sm_90a, debug`` ->
+    ``sm_90a``). ValueError when the module has none (a ``compute_XY``-only or missing target)."""
+    m = _TARGET_RE.search(text)
+    if m is None:
+        raise ValueError("the PTX module has no .target sm_XY directive; pass arch= (GPUSpec.arch)")
+    return m.group(1)
+
+
 def _check_arch(arch: str) -> None:
     if not _ARCH_RE.match(arch):
         raise ValueError(f"arch must look like sm_90, sm_90a or sm_100a, got {arch!r}")
@@ -531,7 +543,7 @@ def _run_ptxas(text: str, arch: str, verify_only: bool, max_registers: int | Non
 
 def compile_ptx(
     src: str | Module | Kernel,
-    arch: str = "sm_90",
+    arch: str | None = None,
     *,
     verify_only: bool = False,
     max_registers: int | None = None,
@@ -543,8 +555,9 @@ def compile_ptx(
     """Compile PTX to a cubin with ptxas and report per-entry resources.
 
     src: PTX text, a ``population.ast.Module`` or a ``Kernel`` (modules are printed canonically with
-    ``population.printer.listing`` so an error line maps back to its AST node); arch: ``sm_90`` (default),
-    ``sm_90a``, ``sm_100a`` or any ``sm_XY[a|f]`` ptxas accepts; verify_only: parse and check only against
+    ``population.printer.listing`` so an error line maps back to its AST node); arch: the ptxas target,
+    ``sm_90``, ``sm_90a``, ``sm_100a`` or any ``sm_XY[a|f]`` ptxas accepts (callers pass ``GPUSpec.arch``);
+    None: the module's own ``.target`` (ValueError when it names no ``sm_XY`` target); verify_only: parse and check only against
     the virtual target ``compute_XY`` (no cubin, no resources, faster); max_registers: ``-maxrregcount``;
     cache_dir: on-disk cache folder (default ``$PTXFORGE_PTXAS_CACHE`` if set); options: extra ptxas flags;
     timeout_s: wall-clock limit for ptxas (a CompileError past it, not cached); ptxas: the ptxas binary to
@@ -556,11 +569,13 @@ def compile_ptx(
     ``ValueError`` for a malformed ``arch``, ``ToolchainNotFound`` when no ptxas is found,
     ``PTXVersionUnsupported`` (a CompileError) when no installed ptxas reads the module's ``.version``.
     """
+    start = time.perf_counter()
+    text, module = _source_text(src)
+    if arch is None:
+        arch = module_target(text)
     _check_arch(arch)
     if max_registers is not None and not 16 <= max_registers <= 255:
         raise ValueError(f"max_registers must be in [16, 255], got {max_registers}")
-    start = time.perf_counter()
-    text, module = _source_text(src)
     note: str | None = None
     if ptxas is None:
         ptxas, note = select_ptxas(text, arch)

@@ -159,9 +159,9 @@ def smem_carveouts_kib(cc: tuple[int, int]) -> list[int]:
     if major == 7:
         return [32, 64] if minor == 5 else volta
     if major == 8:
-        return ampere + [132, 164] if minor in (0, 7) else ampere
+        return [*ampere, 132, 164] if minor in (0, 7) else ampere
     if major == 9 or (major in (10, 11) and minor in (0, 1, 3)):
-        return ampere + [132, 164, 196, 228]
+        return [*ampere, 132, 164, 196, 228]
     if major == 12 and minor in (0, 1):
         return ampere
     raise ValueError(f"cuda_occupancy.h has no shared-memory configuration for compute capability {cc}")

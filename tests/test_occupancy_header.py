@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from targets.occupancy import DEVICE_PROPS, INT_MAX, device_props, occupancy, occupancy_detail, smem_carveouts_kib
+from targets.occupancy import (
+    DEVICE_PROPS,
+    INT_MAX,
+    device_props,
+    occupancy,
+    occupancy_detail,
+    smem_carveouts_kib,
+)
 
 HARNESS = Path(__file__).parent / "data" / "occupancy" / "occ_harness.cpp"
 

@@ -121,6 +121,7 @@ class RMSNorm(Workload):
     nonfinite_distributions = ("nonfinite",)
     scalar_draws = {"eps": EPS_DRAWS}
     primary_baseline = "torch"
+    baseline_names = ("torch", "torch_compile", "liger", "quack")
     uses_atomics = False
 
     def __init__(self, dtype: str = "bf16", eps: float = EPS):
@@ -145,6 +146,14 @@ class RMSNorm(Workload):
 
     def __repr__(self) -> str:
         return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps})"
+
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """torch, torch_compile, liger and quack (those of ``names`` that import): see
+        ``workloads.rmsnorm_baselines``."""
+        from workloads.rmsnorm_baselines import rmsnorm_baselines
+
+        return rmsnorm_baselines(inputs, shape, self.dtype, self.eps, names, notes)
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
