@@ -37,6 +37,7 @@ from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.selection import OperatorSelector
 from evolve.tracking import make_tracker
+from targets.spec import gpu_from_config
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +135,33 @@ def _job_num() -> int | None:
         return None
 
 
-def make_evaluator_from(cfg: DictConfig, workload: Any, tasks: Any = None) -> tuple[Any, bool]:
+def build_workload_from(cfg: DictConfig) -> Any:
+    """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``).
+    Raises ConfigError naming ``workload._target_`` or the option the workload rejected."""
+    from workloads.registry import WorkloadConfigError, build_workload
+
+    try:
+        return build_workload(cfg.workload)
+    except WorkloadConfigError as e:  # e.g. dtype=int8 or a misspelt class path: a config error, not a traceback
+        raise ConfigError(str(e)) from None
+
+
+def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: Any = None) -> tuple[Any, bool]:
     """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
-    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. The GPU evaluator gets
-    ``cfg.objective`` and, in a multi-task run, every task's shapes as the shapes its workers warm up on."""
+    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. gpu: the run's
+    ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator. The GPU evaluator gets
+    ``cfg.objective`` and, in a multi-task run (``tasks``), every task's shapes as the shapes its workers warm up
+    on."""
     from evaluators.factory import make_evaluator
 
+    gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
     kind = str(cfg.evaluator.kind)
     gpus = visible_gpus() if kind != "static" else []
     if kind == "auto":
-        kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
+        kind = "gpu" if gpus and gpu.runnable else "static"
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
-    if kind == "static":
-        options.setdefault("gpu", str(cfg.hardware.name))
-        options.setdefault("arch", str(cfg.hardware.arch))
-    else:
+    options.setdefault("gpu", gpu)
+    if kind != "static":
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
@@ -221,18 +234,13 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
 
     from evolve.operators.registry import build_operators
-    from targets.spec import get_gpu
-    from workloads.registry import get_workload
 
-    try:
-        workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
-    except ValueError as e:  # an option the workload rejects (e.g. dtype=int8): a config error, not a traceback
-        raise ConfigError(f"workload.options: {e}") from None
-    gpu = get_gpu(str(cfg.hardware.name))
+    workload = build_workload_from(cfg)
+    gpu = gpu_from_config(cfg.hardware)
     tasks = make_tasks(cfg.tasks, workload) if "tasks" in cfg else None
     estimate = False
     if evaluator is None:
-        evaluator, estimate = make_evaluator_from(cfg, workload, tasks)
+        evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
     if estimate:
         print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
         log.warning(ESTIMATE_BANNER)
@@ -282,7 +290,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
         algo = str(cfg.algorithm.name)
         tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
                                name=f"{algo}-s{cfg.seed}-{run_dir.name}",
-                               tags=[algo, f"seed={cfg.seed}", str(cfg.workload.name), str(cfg.hardware.name)],
+                               tags=[algo, f"seed={cfg.seed}", str(workload.name), gpu.name],
                                job_type=algo, config=plain_cfg, run_id=store.get_meta("wandb_run_id"))
         if getattr(tracker, "run_id", None):
             store.set_meta("wandb_run_id", tracker.run_id)
