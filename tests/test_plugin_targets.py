@@ -14,7 +14,7 @@ from workloads.registry import get_workload
 OPERATOR = '''
 from dataclasses import dataclass
 
-from population.edit_script import EditScript
+from population.edit_script import EditScript, SetLaunch
 
 
 @dataclass
@@ -26,7 +26,7 @@ class NoOpLaunch:
     label: str = "x"
 
     def propose(self, parent, ctx, rng):
-        return EditScript.parse(f"LAUNCH block={parent.launch.block[0]},1,1")
+        return EditScript((SetLaunch(block=parent.launch.block),))
 '''
 
 
@@ -50,6 +50,8 @@ def test_operator_by_target(tmp_path, monkeypatch):
                            {"name": "hints"}], wl)
     assert [(o.name, o.weight) for o in ops] == [("mine", 0.5), ("hints", 1.0)]
     assert type(ops[0]).__name__ == "NoOpLaunch" and ops[0].label == "y"
+    seed = wl.seeds()[0]
+    assert ops[0].propose(seed, None, None).to_text() == f"LAUNCH block={','.join(map(str, seed.launch.block))}\n"
     with pytest.raises(ValueError, match=r"operator 'mine': _target_ 'my_ops\.Nope' cannot be imported"):
         build_operators([{"name": "mine", "_target_": "my_ops.Nope"}], wl)
     with pytest.raises(ValueError, match=r"operator 'mine': unknown parameter\(s\) \['colour'\]"):
