@@ -163,7 +163,7 @@ class StaticEvaluator:
         self.arch = arch or self.gpu.arch
         self.capacity = max(1, processes if processes is not None else min(4, os.cpu_count() or 1))
         self.cache_dir = cache_dir
-        self._baseline: dict[tuple[int, ...], float] | None = None
+        self._baseline: dict[tuple[int, ...], float] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ model
@@ -185,24 +185,26 @@ class StaticEvaluator:
         }
         return _Analysis(p.compiled, ru, occ, p.traffic, estimates, p)
 
-    def baseline_times(self) -> dict[tuple[int, ...], float]:
-        """Estimated µs of the workload's naive seed at each search shape (computed once, thread-safe)."""
+    def baseline_times(self, shapes: list[tuple[int, ...]] | None = None) -> dict[tuple[int, ...], float]:
+        """Estimated µs of the workload's naive seed at ``shapes`` (default: the search shapes); computed once per
+        shape, thread-safe."""
+        shapes = [tuple(s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         with self._lock:
-            if self._baseline is None:
-                shapes = [tuple(s) for s in self.workload.search_shapes]
-                naive = self.workload.seeds()[0]
-                a = self._analyse(naive, shapes)
-                self._baseline = {s: a.estimates[s].time_us for s in shapes}
-            return self._baseline
+            todo = [s for s in shapes if s not in self._baseline]
+            if todo:
+                a = self._analyse(self.workload.seeds()[0], todo)
+                self._baseline.update({s: a.estimates[s].time_us for s in todo})
+            return {s: self._baseline[s] for s in shapes}
 
     # ------------------------------------------------------------------------------------------- evaluator
 
-    def evaluate(self, kernel: Kernel) -> EvalResult:
-        """Estimate one kernel. Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and
-        line), LOAD_ERROR (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never
-        raises for a bad kernel."""
+    def evaluate(self, kernel: Kernel, *, shapes: list[tuple[int, ...]] | None = None) -> EvalResult:
+        """Estimate one kernel at ``shapes`` (default: the workload's search shapes; a multi-task run passes a
+        task's). Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and line), LOAD_ERROR
+        (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never raises for a bad
+        kernel."""
         start = time.perf_counter()
-        shapes = [tuple(s) for s in self.workload.search_shapes]
+        shapes = [tuple(int(v) for v in s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         try:
             a = self._analyse(kernel, shapes)
         except Rejected as r:
@@ -210,7 +212,7 @@ class StaticEvaluator:
         except _NoEstimate as e:
             return EvalResult(status=Status.SKIPPED, reason=f"estimate: {e}", estimate=True,
                               eval_seconds=time.perf_counter() - start)
-        base = self.baseline_times()
+        base = self.baseline_times(shapes)
         results = []
         for s in shapes:
             est = a.estimates[s]

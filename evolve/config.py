@@ -97,6 +97,36 @@ class EvaluatorConfig:
 
 
 @dataclass
+class TasksConfig:
+    """Multi-task search over shape buckets (``evolve.tasks``). enabled: off by default (one objective over the
+    evaluator's shapes); shapes: the named shape list (``benchmark``, ``search``, ``heldout``) or an explicit
+    list of shapes the buckets hold; edges: increasing row-length upper bounds of every bucket but the last (null:
+    one bucket per distinct row length of ``shapes``); neighbour_rate: probability that a child is evaluated on
+    a task other than its parent's; radius: how far (buckets) that task may be; transfer: neighbours on each side
+    a new elite is tried on."""
+
+    enabled: bool = False
+    shapes: Any = "benchmark"
+    edges: list[int] | None = None
+    neighbour_rate: float = 0.2
+    radius: int = 1
+    transfer: int = 1
+
+
+@dataclass
+class ObjectiveConfig:
+    """What the GPU evaluator's speedup is taken against (``evaluators.objective.ObjectiveSpec``): baseline
+    ``best`` (the fastest of ``libraries`` measured at each shape) or one baseline name (``torch``,
+    ``torch_compile``, ``liger``, ``quack``, ``quack_tuned``, ``naive``); fallback: used in order at a shape where
+    none of them ran. The static evaluator keeps its own labelled objective (speedup over the naive seed under its
+    model)."""
+
+    baseline: str = "best"
+    libraries: list[str] = field(default_factory=lambda: ["torch_compile", "liger", "quack", "quack_tuned"])
+    fallback: list[str] = field(default_factory=lambda: ["torch", "naive"])
+
+
+@dataclass
 class ArchiveConfig:
     """dims: descriptor axes ``{name, edges}`` or ``{name, lo, hi, bins, log}`` (archive.grid.dims_from_config);
     empty = ``archive.grid.default_dimensions`` for the hardware's compute capability; qd_offset: subtracted from
@@ -178,6 +208,8 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     llm: Any = None
     seed: int = 0
     experiment_name: str = "default"
@@ -262,6 +294,14 @@ def validate(cfg: DictConfig) -> None:
           and m.reward_validity + m.reward_improvement <= 1.0 + 1e-12,
           "mutator.reward_validity/reward_improvement", "must be >= 0 and sum to <= 1")
     _need(m.max_repairs >= 0, "mutator.max_repairs", f"must be >= 0, got {m.max_repairs}")
+
+    t = cfg.tasks
+    _need(0.0 <= t.neighbour_rate <= 1.0, "tasks.neighbour_rate", f"must be in [0, 1], got {t.neighbour_rate}")
+    _need(t.radius >= 1, "tasks.radius", f"must be >= 1, got {t.radius}")
+    _need(t.transfer >= 0, "tasks.transfer", f"must be >= 0, got {t.transfer}")
+    o = cfg.objective
+    _need(bool(o.baseline), "objective.baseline", "is empty; give 'best' or a baseline name such as 'torch'")
+    _need(o.baseline != "best" or len(o.libraries) > 0, "objective.libraries", "is empty; 'best' needs a library")
 
     h = cfg.hardware
     _need(h.name in HARDWARE, "hardware.name", f"{h.name!r} is not one of {list(HARDWARE)}")

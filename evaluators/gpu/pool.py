@@ -6,9 +6,10 @@ the cubin to a free worker (blocking while all are busy) which gates and benchma
 is two per worker, so an engine that keeps that many evaluations in flight overlaps one candidate's ptxas and
 static analysis with another's time on the GPU.
 
-Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
-(``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
-and ``extra["objective_baseline"]`` says so.
+Objective: ``evaluators.objective``: by default the geometric mean over the benchmarked shapes of the speedup
+over the fastest library measured at each shape (``objective={"baseline": "best"}``); ``{"baseline": "torch"}``
+takes eager ``rms_norm`` instead. ``extra["objective_baseline"]`` names what it was taken against and
+``extra["objective"]`` holds the reference per shape and the libraries missing there.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
+from evaluators.objective import ObjectiveSpec, evaluate_objective
 from evaluators.pipeline import Rejected, prepare
 from evaluators.toolchain import compile_ptx
-from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
+from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
 from workloads.base import Shape, Workload
@@ -56,7 +58,8 @@ class GPUPool:
     defines, ``workload.baseline_names``); naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
-    gate inputs from the OS per evaluation; an int: a reproducible sequence).
+    gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
+    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -70,13 +73,15 @@ class GPUPool:
                  startup_timeout_s: float = 900.0, warmup: int = REQUEST_DEFAULTS["warmup"],
                  repeats: int = REQUEST_DEFAULTS["repeats"], baselines: str = REQUEST_DEFAULTS["baselines"],
                  baseline_names: Sequence[str] | None = None,
-                 naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"], seed: int | None = None):
+                 naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
+                 seed: int | None = None, objective: Any = None):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
+        self.objective = ObjectiveSpec.from_config(objective)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
@@ -171,7 +176,8 @@ class GPUPool:
         status = Status(reply["status"])
         objective = None
         if status == Status.OK and shape_results:
-            objective, extra["objective_baseline"] = self._objective(shape_results)
+            ov = evaluate_objective(shape_results, self.objective)
+            objective, extra["objective_baseline"], extra["objective"] = ov.value, ov.name, ov.to_json()
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
@@ -194,12 +200,6 @@ class GPUPool:
         except (NcuError, CompileError) as e:
             res.extra["ncu"] = f"not measured: {e}"
         return res
-
-    def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
-        for name in (self.workload.primary_baseline, "naive"):
-            if all(name in s.speedups for s in shapes):
-                return geomean([s.speedups[name] for s in shapes]), name
-        return geomean([s.frac_copy or 1e-9 for s in shapes]), "copy_roofline"
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""
