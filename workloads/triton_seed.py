@@ -271,6 +271,10 @@ def triton_seed(fn: Any, workload: Workload, *, grid: Sequence[str | int], const
     workload's scalars). TritonSeedError / SeedConfigError on a mismatch."""
     runtime = [n for n in fn.arg_names if n not in (constexprs or {})]
     pmap = dict(param_map) if param_map is not None else default_param_map(runtime, workload)
+    unmapped = [a for a in runtime if a not in pmap]
+    if unmapped:
+        raise TritonSeedError(f"Triton argument(s) {unmapped} of {fn.__name__} map to no ABI parameter; name them "
+                              f"with --map ARG=ABI_NAME (ABI: {[p.name for p in workload.abi]})")
     compiled = compile_triton(fn, workload_signature(workload, pmap), constexprs, num_warps=num_warps,
                               num_stages=num_stages, capability=capability, ptx_version=project_ptx_version())
     text = adapt_to_abi(compiled, workload, pmap, arch=arch)
