@@ -24,14 +24,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from targets.spec import GPUS
 
 
-class AlgorithmName(StrEnum):
-    map_elites = "map_elites"
-    random = "random"
-    hill_climb = "hill_climb"
-    ga = "ga"
-    islands = "islands"
-
-
 class ParentSelection(StrEnum):
     uniform = "uniform"
     curiosity = "curiosity"
@@ -55,10 +47,15 @@ class SelectionKind(StrEnum):
 
 @dataclass
 class AlgorithmConfig:
-    """name: which algorithm; selection: parent selection of map_elites/islands; GA: population_size,
-    tournament_size, crossover_rate; islands: n_islands, migration_interval (non-seed tells), migrants."""
+    """_target_: the algorithm class (``evolve.algorithms.*``, or any importable class with the ask/tell
+    protocol of ``evolve.algorithms.base.Algorithm``); name: its label in tags, tables and the store;
+    selection: parent selection of map_elites/islands; GA: population_size, tournament_size, crossover_rate;
+    islands: n_islands, migration_interval (non-seed tells), migrants; options: further keyword arguments of an
+    out-of-tree class. ``evolve.app.make_algorithm`` passes each class only the keys its constructor names,
+    plus ``archive`` / ``make_archive`` when it asks for them."""
 
-    name: AlgorithmName = AlgorithmName.map_elites
+    _target_: str = "evolve.algorithms.map_elites.MapElites"
+    name: str = "map_elites"
     selection: ParentSelection = ParentSelection.uniform
     population_size: int = 16
     tournament_size: int = 3
@@ -66,6 +63,7 @@ class AlgorithmConfig:
     n_islands: int = 4
     migration_interval: int = 50
     migrants: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,8 +86,10 @@ class EvaluatorConfig:
     """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
-    ``evaluators.factory.make_evaluator``."""
+    ``evaluators.factory.make_evaluator``; _target_: an evaluator class of one's own (``evaluators.types.
+    Evaluator`` protocol), built as ``cls(workload, gpu=GPUSpec, **options)`` instead of the ``kind``."""
 
+    _target_: str | None = None
     kind: EvaluatorKind = EvaluatorKind.auto
     devices: list[int] | None = None
     gpus_per_job: int = 0
@@ -294,8 +294,9 @@ def validate(cfg: DictConfig) -> None:
     _need(len(set(names)) == len(names), "mutator.operators", f"names must be unique, got {names}")
     from evolve.operators.registry import OPERATORS
 
-    for i, name in enumerate(names):
-        _need(name in OPERATORS, f"mutator.operators[{i}].name", f"{name!r} is not one of {sorted(OPERATORS)}")
+    for i, (name, spec) in enumerate(zip(names, m.operators)):
+        _need(name in OPERATORS or spec.get("_target_") is not None, f"mutator.operators[{i}].name",
+              f"{name!r} is not one of {sorted(OPERATORS)} (or give the class as _target_)")
     _need(sum(float(spec.get("weight", 1.0)) for spec in m.operators) > 0, "mutator.operators",
           "every weight is 0; give at least one operator a weight > 0")
     _need(m.ucb_c >= 0, "mutator.ucb_c", f"must be >= 0, got {m.ucb_c}")
