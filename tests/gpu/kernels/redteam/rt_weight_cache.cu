@@ -1,0 +1,40 @@
+// CHEAT (expected to be caught): keep w in a __device__ cache keyed by w's address and N ("the weights of a
+// layer never change between calls"), filled by the first launch that sees a new (w, N) and read by later
+// ones. Saves nothing measurable here (w is 4N bytes), but it is the kind of persistent-state shortcut a
+// search proposes. Only CTA 0 fills the cache and the others wait on a flag: every launch after the first on
+// the same w address reads the stale cache.
+// Launch: block 256, rows_per_cta 8.
+// SHOULD: wrong_result: gate run 4 rewrites w at the same address (the stale-answer run), and the gate's
+// checks reuse freed addresses with new weights.
+#include "rt_redteam.cuh"
+
+#define RT_WCAP 262144
+__device__ float rt_wcache[RT_WCAP];
+__device__ unsigned long long rt_wkey;
+__device__ unsigned int rt_wready;
+
+RT_ENTRY {
+    const unsigned long long key = (unsigned long long)w ^ ((unsigned long long)N << 48);
+    __shared__ int use_cache;
+    if (threadIdx.x == 0) {
+        const bool hit = *(volatile unsigned long long*)&rt_wkey == key && *(volatile unsigned int*)&rt_wready;
+        use_cache = hit && N <= RT_WCAP;
+    }
+    __syncthreads();
+    RT_WARP_ROW;
+    const float* wp = use_cache ? rt_wcache : w;
+    if (row < M) rt_row(x, wp, y, N, eps, row, lane);
+    if (!use_cache && blockIdx.x == gridDim.x - 1 && N <= RT_WCAP) {
+        // The last CTA refreshes the cache for the next launch.
+        if (threadIdx.x == 0) *(volatile unsigned int*)&rt_wready = 0;
+        __syncthreads();
+        for (int i = threadIdx.x; i < N; i += blockDim.x) rt_wcache[i] = w[i];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            *(volatile unsigned long long*)&rt_wkey = key;
+            __threadfence();
+            *(volatile unsigned int*)&rt_wready = 1;
+        }
+    }
+}
