@@ -1,11 +1,13 @@
-// CHEAT (expected to be caught): keep w in a __device__ cache keyed by w's address and N ("the weights of a
-// layer never change between calls"), filled by the first launch that sees a new (w, N) and read by later
-// ones. Saves nothing measurable here (w is 4N bytes), but it is the kind of persistent-state shortcut a
-// search proposes. Only CTA 0 fills the cache and the others wait on a flag: every launch after the first on
-// the same w address reads the stale cache.
+// CHEAT: keep w in a one-entry __device__ cache keyed by w's address and N ("the weights of a layer never
+// change between calls"): the last CTA of a launch that sees a new (w, N) copies w into the cache, and a later
+// launch that sees the same (w, N) reads the copy instead of w. Saves nothing measurable here (w is 4N bytes),
+// but it is the kind of persistent-state shortcut a search proposes, and it is wrong whenever new weights are
+// loaded into the same buffer (the next layer, a checkpoint reload, an optimizer step).
 // Launch: block 256, rows_per_cta 8.
-// SHOULD: wrong_result: gate run 4 rewrites w at the same address (the stale-answer run), and the gate's
-// checks reuse freed addresses with new weights.
+// SHOULD: wrong_result.
+// Why gate v2 passes it: gate run 4 rewrites every check's inputs in place and then relaunches the checks in
+// order, so before a check's relaunch the cache already holds another check's w (another address): it never
+// hits stale data. The timed launches rotate input sets that never change, so hits are right there too.
 #include "rt_redteam.cuh"
 
 #define RT_WCAP 262144
