@@ -230,6 +230,15 @@ def test_octal_offset_from_parse_statements_and_edits() -> None:
     assert print_module(child.module, canonical=True).count("[%rd2+8]") == 2
 
 
+def test_empty_return_parameter_list() -> None:
+    """``.func () f ()`` (ZLUDA's tests; ptxas accepts an empty return list) keeps its empty list."""
+    text = HEADER + ".func () f ()\n{\n\t.reg.u64 t;\n\tmov.u64 t, 1234567890U;\n\tret;\n}\n"
+    m = parse_module(text)
+    assert m.function("f").return_params == [] and print_module(m) == text
+    assert "func () f()" in print_module(m, canonical=True)
+    assert compile_ptx(print_module(m, canonical=True), "sm_90").resources == {}
+
+
 # ----------------------------------------------------------------------------------- kind 9: deep nesting
 
 
