@@ -291,10 +291,12 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               max_repairs=int(cfg.mutator.max_repairs),
                               reward_validity=float(cfg.mutator.reward_validity),
                               reward_improvement=float(cfg.mutator.reward_improvement),
-                              log_every=int(cfg.logger.get("log_every", 10)))
+                              log_every=int(cfg.logger.get("log_every", 10)),
+                              ahead=int(cfg.engine.get("ahead", 0) or 0))
 
     store = Store(run_dir / str(cfg.store))
     knowledge = None
+    compile_executor = None
     tracker = None
     try:
         try:
@@ -326,9 +328,14 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             tracker.log(flat)
             progress.update(snap)
 
+        if settings.ahead > 0:
+            from evaluators.compile_executor import make_compile_executor
+
+            compile_executor = make_compile_executor(str(cfg.engine.compile_executor), cfg.engine.compile_workers)
         engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
-                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks)
+                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks,
+                        compile_executor=compile_executor)
         if cfg.resume:
             engine.try_resume()
         with progress:
@@ -366,6 +373,8 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             except Exception:
                 pass
         store.close()
+        if compile_executor is not None:
+            compile_executor.shutdown(wait=False, cancel_futures=True)
         if knowledge is not None:
             knowledge.close()
         close = getattr(evaluator, "close", None)

@@ -178,7 +178,9 @@ class EngineConfig:
     they were asked (deterministic for any capacity) instead of as they complete; inspirations: elites from
     other cells shown to an operator; lessons: lesson lines shown to an operator; checkpoint_every: tells
     between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
-    the best kernels at the end."""
+    the best kernels at the end; ahead: proposals made beyond ``capacity`` whose template instantiations (nvcc) run
+    on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread`` or
+    ``inline`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -187,6 +189,9 @@ class EngineConfig:
     checkpoint_every: int = 1
     progress: bool = True
     export: bool = True
+    ahead: int = 0
+    compile_executor: str = "process"
+    compile_workers: int | None = None
 
 
 @dataclass
@@ -271,6 +276,11 @@ def validate(cfg: DictConfig) -> None:
     _need(e.checkpoint_every >= 1, "engine.checkpoint_every", f"must be >= 1, got {e.checkpoint_every}")
     _need(e.inspirations >= 0, "engine.inspirations", f"must be >= 0, got {e.inspirations}")
     _need(e.lessons >= 0, "engine.lessons", f"must be >= 0, got {e.lessons}")
+    _need(e.ahead >= 0, "engine.ahead", f"must be >= 0, got {e.ahead}")
+    _need(e.compile_executor in ("process", "thread", "inline"), "engine.compile_executor",
+          f"{e.compile_executor!r} is not one of ['process', 'thread', 'inline']")
+    _need(e.compile_workers is None or e.compile_workers >= 1, "engine.compile_workers",
+          f"must be >= 1 or null, got {e.compile_workers}")
 
     m = cfg.mutator
     _need(len(m.operators) > 0, "mutator.operators", "is empty; choose a mutator (rules, template, llm, mixed)")

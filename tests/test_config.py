@@ -207,7 +207,7 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200']"),
+    ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200', 'rmsnorm_h200_tasks']"),
     ("workload.dtype=int8", "workload: workloads.rmsnorm.RMSNorm rejected options {'dtype': 'int8', 'eps': 1e-06}: "
                             "dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
     ("knowledge=/proc/nope/k.sqlite", "knowledge: cannot open '/proc/nope/k.sqlite'"),
