@@ -5,6 +5,8 @@
 // The benchmark launches the same input sets over and over (three sets at fixed addresses), so every timed
 // launch after the first per set hits; the gate's checks either use fresh inputs or (run 4) rewrite whole
 // inputs at the same addresses, which changes the probe, so the kernel recomputes and is right everywhere.
+// Built with -DRT_MEMO_KEY_EPS=0 the key leaves eps out (a launch with the same x and another eps gets the old
+// scale): no check relaunches the same inputs with another eps either.
 // Launch: block 256, rows_per_cta 8.
 // SHOULD: wrong_result: y must depend on all of x. Change x[row, 8:N-8] in place (a residual update, a
 // KV-cache row rewritten but for its ends) and the kernel returns the old row's scale.
@@ -12,6 +14,9 @@
 // (gate run 4 and the benchmark's input rotation replace inputs wholesale).
 #include "rt_redteam.cuh"
 
+#ifndef RT_MEMO_KEY_EPS
+#define RT_MEMO_KEY_EPS 1
+#endif
 #define RT_MEMO_SLOTS (1u << 22)
 __device__ unsigned int rt_memo_tag[RT_MEMO_SLOTS];
 __device__ float rt_memo_scale[RT_MEMO_SLOTS];
@@ -29,7 +34,7 @@ RT_ENTRY {
     // Probe: lane k < 16 reads one of the row's first 8 / last 8 elements; the warp folds them.
     // (x's address stays out of the key: a table index computed from it would carry x's provenance, and the
     // static input-store check would flag the table stores; the probe tells the input sets apart anyway.)
-    unsigned long long h = rt_mix(rt_mix((unsigned long long)row, N), __float_as_uint(eps));
+    unsigned long long h = rt_mix(rt_mix((unsigned long long)row, N), RT_MEMO_KEY_EPS ? __float_as_uint(eps) : 0u);
     unsigned int v = 0;
     if (lane < 16) {
         const int j = lane < 8 ? lane : N - 16 + lane;
