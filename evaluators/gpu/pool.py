@@ -36,6 +36,17 @@ from targets.spec import GPUSpec, resolve_gpu
 from workloads.base import Shape, Workload
 
 
+def default_objective(workload: Workload) -> ObjectiveSpec:
+    """The objective when none is configured: ``ObjectiveSpec()`` (the best of the default libraries) when the
+    workload defines one of those libraries (RMSNorm), else the best of the workload's own
+    ``baseline_names`` with its ``primary_baseline`` and the naive seed as fallbacks (softmax: torch; KDA: fla)."""
+    spec = ObjectiveSpec()
+    names = tuple(workload.baseline_names)
+    if not names or set(spec.libraries) & set(names):
+        return spec
+    return ObjectiveSpec(libraries=names, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
+
+
 class NoGPU(RuntimeError):
     """No GPU is visible to CuPy, so a GPUPool cannot start."""
 
@@ -81,7 +92,7 @@ class GPUPool:
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
-        self.objective = ObjectiveSpec.from_config(objective)
+        self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
