@@ -23,7 +23,8 @@ TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 @dataclass
 class BaselineSet:
-    """Baseline callables per shape, built on first use; ``notes`` says which were skipped and why."""
+    """Baseline callables per shape, built on first use; ``notes`` says which were skipped and why, keyed by
+    ``"<baseline> <M>x<N>"`` (a baseline can fail at one shape and run at the others)."""
 
     workload: Workload
     names: tuple[str, ...] = ("torch", "torch_compile", "liger", "quack")
@@ -53,6 +54,7 @@ class BaselineSet:
             return {}
         x, w = self._torch_views(inputs)
         n, eps = shape[-1], self.workload.eps
+        at = "x".join(str(v) for v in shape)
         out: dict[str, Baseline] = {}
         if "torch" in self.names:
             out["torch"] = lambda: F.rms_norm(x, (n,), w, eps)
@@ -66,7 +68,7 @@ class BaselineSet:
                 fn(x, w, eps)  # compile now, outside any timed region
                 out["torch_compile"] = lambda: fn(x, w, eps)
             except Exception as e:  # inductor/triton missing or failing: say so, keep the rest
-                self.notes["torch_compile"] = f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
+                self.notes[f"torch_compile {at}"] = f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
         if "liger" in self.names:
             try:
                 from liger_kernel.ops.rms_norm import LigerRMSNormFunction
@@ -74,7 +76,7 @@ class BaselineSet:
                 LigerRMSNormFunction.apply(x, w, eps)
                 out["liger"] = lambda: LigerRMSNormFunction.apply(x, w, eps)
             except Exception as e:
-                self.notes["liger"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+                self.notes[f"liger {at}"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
         if "quack" in self.names:
             try:
                 from quack import rmsnorm as quack_rmsnorm
@@ -82,5 +84,5 @@ class BaselineSet:
                 quack_rmsnorm(x, w, eps=eps)
                 out["quack"] = lambda: quack_rmsnorm(x, w, eps=eps)
             except Exception as e:
-                self.notes["quack"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+                self.notes[f"quack {at}"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
         return out
