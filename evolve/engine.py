@@ -268,6 +268,9 @@ class Engine:
         if dropped:
             log.warning("resume: dropped %d rows written after the last checkpoint", dropped)
         self.load_state(cp.state)
+        submit = getattr(self.evaluator, "submit_verdict", None)
+        for cid in self.archive.pending if submit is not None and hasattr(self.archive, "pending") else []:
+            submit(cid, self.kernel(cid))  # verdicts lost with the killed run are asked again
         self.resumed = True
         self._session_evals0 = self.budget.evaluations
         log.info("resumed from checkpoint: %d evaluations, %d candidates, %d untold", self.budget.evaluations,
@@ -416,10 +419,14 @@ class Engine:
             valid = result.status == Status.OK and result.objective is not None
             added, cell = "invalid", None
             if valid:
-                res = self.archive.add(cid, float(result.objective), result.features)
+                submit = getattr(self.evaluator, "submit_verdict", None)
+                res = self.archive.add(cid, float(result.objective), result.features, pending=submit is not None)
                 added, cell = res.status, res.cell
                 if res.added:  # joins this transaction
                     self.store.update_candidate(cid, cell=[int(c) for c in cell])
+                    if submit is not None:  # a sanitizer verdict before the elite counts (pending till then)
+                        submit(cid, item.kernel)
+            self._apply_verdicts()
             told = Told(item.ask, cid, valid, result.objective if valid else None, dict(result.features), added,
                         cell)
             self.algorithm.tell(told)
@@ -440,6 +447,23 @@ class Engine:
             if self.tells_since_checkpoint >= self.settings.checkpoint_every:
                 self._checkpoint(tx)
         self._after_commit()
+
+    def _apply_verdicts(self, wait: bool = False) -> None:
+        """Apply the evaluator's finished elite verdicts (compute-sanitizer): a failed one takes the elite out of
+        the archive, brings back the elite it displaced and turns its row's status into the verdict's; the
+        others are confirmed. Call inside a store transaction."""
+        collect = getattr(self.evaluator, "collect_verdicts", None)
+        if collect is None:
+            return
+        for cid, v in collect(wait=wait):
+            if v.status == Status.SANITIZER:
+                self.archive.reject(cid)
+                self.store.update_candidate(int(cid), status=str(v.status), reason=v.reason, cell=None)
+                self.statuses[str(Status.OK)] -= 1
+                self.statuses[str(v.status)] += 1
+                log.info("candidate %s rejected by compute-sanitizer: %s", cid, v.reason)
+            else:
+                self.archive.confirm(cid)
 
     def _after_commit(self) -> None:
         if self._committed and self.lessons is not None:
@@ -573,6 +597,11 @@ class Engine:
                     item = next(it for it in self.pending if it.future in done)
                     self.pending.remove(item)
                 self._tell(item, item.future.result(), pool)
+        if getattr(self.evaluator, "submit_verdict", None) is not None:
+            with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
+                self._apply_verdicts(wait=True)
+                self._checkpoint(tx)
+            self._after_commit()
         final = self.snapshot()
         if self.on_snapshot is not None:
             self.last_logged = -1

@@ -25,6 +25,7 @@ from evaluators.gpu.args import param_types
 from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
+from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.input_stores import check_input_stores
 from evaluators.toolchain import compile_ptx
@@ -52,7 +53,10 @@ class GPUPool:
     ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
-    gate inputs from the OS per evaluation; an int: a reproducible sequence).
+    gate inputs from the OS per evaluation; an int: a reproducible sequence); sanitize_elites (offer the
+    engine compute-sanitizer verdicts: ``submit_verdict`` / ``collect_verdicts``, run in a background thread
+    whose launches never overlap a timed interval on the same GPU); sanitizer_tools (default
+    ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -64,7 +68,9 @@ class GPUPool:
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
                  startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
                  baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
-                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
+                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None,
+                 sanitize_elites: bool = True, sanitizer_tools: Sequence[str] = ELITE_TOOLS,
+                 sanitizer_timeout_s: float = 120.0):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
@@ -97,6 +103,11 @@ class GPUPool:
         self.capacity = 2 * len(self._sups)
         self._lock = threading.Lock()
         self._closed = False
+        self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
+        self._verdicts: VerdictQueue | None = None
+        if not sanitize_elites:
+            self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
+        self._next_device = itertools.count()
 
     @property
     def copy_gbps(self) -> float:
@@ -203,6 +214,28 @@ class GPUPool:
             res.extra["ncu"] = f"not measured: {e}"
         return res
 
+    # -------------------------------------------------------------------------------------- sanitizer verdicts
+    def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
+        """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
+        robin), now; its launches wait while a worker of that GPU times a candidate (``TimingLock``)."""
+        from evaluators.gpu.devices import physical_device
+
+        device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
+        return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
+                        timeout_s=self.sanitizer_timeout_s, device=device)
+
+    def submit_verdict(self, key: Any, kernel: Kernel) -> None:
+        """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
+        if self._verdicts is None:
+            self._verdicts = VerdictQueue(self.sanitize)
+        self._verdicts.submit(key, kernel)
+
+    def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
+        """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one."""
+        if self._verdicts is None:
+            return []
+        return self._verdicts.collect(wait=wait, timeout=timeout)
+
     def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
         for name in (self.workload.primary_baseline, "naive"):
             if all(name in s.speedups for s in shapes):
@@ -212,6 +245,8 @@ class GPUPool:
     def close(self) -> None:
         """Stop every worker (idempotent)."""
         self._closed = True
+        if self._verdicts is not None:
+            self._verdicts.close()
         for s in self._sups:
             s.close()
 

@@ -23,6 +23,7 @@ Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeRe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -141,6 +142,7 @@ class WorkerState:
         self.bench_sets: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # shape -> timed_checks.InputSets
         self.bench_outputs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.set_builds = 0
+        self.timing_lock: Any = contextlib.nullcontext()  # worker_main sets the GPU's TimingLock
         self.baseline_us: dict[tuple[int, ...], dict[str, float]] = {}
         self.baseline_fns: dict[tuple[int, ...], dict[str, list[Any]]] = {}
         self.notes: dict[str, str] = {}
@@ -264,7 +266,8 @@ class WorkerState:
                 brng = np.random.default_rng([seed % (2**63), i, 2])
                 fns.update({n: baseline_call(v, sets, outputs, shape, wl, brng) for n, v in base.items()})
             try:
-                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", 3)), repeats=repeats)
+                with self.timing_lock:  # no sanitizer launch on this GPU while the intervals are open
+                    times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", 3)), repeats=repeats)
             except KernelFault:
                 raise
             except Exception as e:
@@ -356,6 +359,9 @@ def worker_main(conn: Any, device: str, workload_name: str, workload_options: di
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
         state = WorkerState(workload_name, workload_options, config)
+        from evaluators.gpu.sanitizer import TimingLock, timing_lock_path
+
+        state.timing_lock = TimingLock(timing_lock_path(str(device)))
     except BaseException:
         conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return
