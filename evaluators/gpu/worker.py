@@ -306,6 +306,26 @@ class WorkerState:
                     return results, bad, Status.WRONG_RESULT
         return results, None, Status.OK
 
+    def _fault_check(self, run: Any, seed: int, reply: dict[str, Any]) -> str | None:
+        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows. A fault
+        becomes KernelFault(WRONG_RESULT, fatal: the context is gone); a driver that refuses the mappings leaves
+        a note and no verdict."""
+        from evaluators.gpu.vmm import VMMError, fault_check
+
+        try:
+            bad, notes = fault_check(self.workload, run, seed)
+        except KernelFault as f:
+            raise KernelFault(Status.WRONG_RESULT, f"fault check: the kernel faulted with its inputs ending at an "
+                              f"unmapped page, mapped read-only (a read past an input or a store into one): {f}",
+                              fatal=f.fatal) from None
+        except (VMMError, ImportError) as e:
+            self.notes["fault_check"] = f"fault check not run: {e}"
+            reply["notes"]["fault_check"] = self.notes["fault_check"]
+            return None
+        if notes.get("refused"):
+            reply["notes"]["read_only_inputs"] = f"read-only mapping refused by the driver: {notes['refused'][0]}"
+        return bad
+
     # ---------------------------------------------------------------------------------------------- request
     def evaluate(self, req: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Handle one ``evaluate`` request; returns (reply, fatal)."""
@@ -330,6 +350,12 @@ class WorkerState:
                 if not g.passed:
                     reply.update(status=g.status.value, reason=g.reason)
                     return reply, False
+                if req.get("fault_check", True):
+                    bad = self._fault_check(run, int(req.get("gate_seed", 0)), reply)
+                    reply["seconds"]["gate"] = time.perf_counter() - t0
+                    if bad:
+                        reply.update(status=Status.WRONG_RESULT.value, reason=bad)
+                        return reply, False
             if req.get("bench_shapes"):
                 t0 = time.perf_counter()
                 shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req, reply["seconds"])
