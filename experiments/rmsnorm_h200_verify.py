@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.sanitizer import find_sanitizer, parse_sanitizer
 from evaluators.provenance import versions as package_versions
 
@@ -320,7 +321,7 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": evaluator, "estimate": evaluator == "static", "started_utc": utc_now(),
         "run_dir": str(run_dir), "deadline_s": deadline_s, "workload": wl.name, "dtype": wl.dtype,
-        "arch": arch, "versions": versions(), "store_status_counts": status_counts,
+        "arch": arch, "versions": versions(), "store_status_counts": status_counts, "gate_version": GATE_VERSION,
         "shapes": {"benchmark": [list(s) for s in wl.benchmark_shapes],
                    "heldout": [list(s) for s in wl.heldout_shapes], "sanitizer": [list(s) for s in SANITIZER_SHAPES],
                    "ncu": list(NCU_SHAPE)},
