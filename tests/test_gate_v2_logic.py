@@ -189,3 +189,28 @@ def test_inout_state_is_judged_by_its_final_value_and_restored_between_runs():
 
     with pytest.raises(ValueError, match="inout"):
         check_batch(Accumulate(), right, gate_plan(Accumulate(), 1))
+
+
+def test_large_checks_compare_sampled_rows_and_count_the_poison_everywhere(monkeypatch):
+    import evaluators.gpu.gate as gate
+
+    monkeypatch.setattr(gate, "SMALL_CHECK_ELEMENTS", 100)
+    monkeypatch.setattr(gate, "SAMPLE_ROWS", 40)
+    wl = RMSNorm("bf16")
+    shape = (400, 64)
+
+    def every_fourth_row_wrong(inputs, outputs, shape, params):
+        honest(inputs, outputs, shape, params)
+        outputs["y"][3::4] = outputs["y"][2::4]
+
+    chk = gate.check_shape(wl, every_fourth_row_wrong, shape, "normal", 3)
+    assert chk.failed == "correctness" and "sampled rows" in chk.detail
+
+    def one_element_unwritten(inputs, outputs, shape, params):
+        keep = outputs["y"][217, 5].copy()
+        honest(inputs, outputs, shape, params)
+        outputs["y"][217, 5] = keep  # row 217 is most likely not sampled: the poison count over all elements sees it
+
+    chk = gate.check_shape(wl, one_element_unwritten, shape, "normal", 3)
+    assert chk.failed == "unwritten" and "1 of 25600 elements" in chk.detail
+    assert gate.check_shape(wl, honest, shape, "normal", 3).failed is None

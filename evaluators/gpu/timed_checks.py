@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from evaluators.gpu.benchmark import TimedCall
-from evaluators.gpu.gate import compare, finite_fill, pack_inputs, poison_bits, within_tolerance
+from evaluators.gpu.gate import (
+    SAMPLE_ROWS,
+    compare,
+    finite_fill,
+    pack_inputs,
+    poison_bits,
+    sample_rows,
+    within_tolerance,
+)
 from workloads.base import Shape, Workload
 from workloads.dtypes import bits_dtype
 
@@ -33,7 +41,7 @@ from workloads.dtypes import bits_dtype
 PATTERNS = ("nan", "ones", "zeros", "random", "answer")
 # Rows of each output compared after a checked timed launch (plus the first and the last row): a kernel wrong at
 # a fraction f of the rows escapes one check with probability (1 - f)^1024 (f = 1/100: 3e-5).
-CHECK_ROWS = 1024
+CHECK_ROWS = SAMPLE_ROWS
 # Timed launches checked per shape.
 CHECKED_LAUNCHES = 4
 
@@ -94,15 +102,6 @@ class InputSets:
         """Indices of the sets whose bytes (padding included) differ from when they were made."""
         return [i for i, (a, p) in enumerate(zip(self.arenas, self.prints)) if not _same(fingerprint(a, self.xp), p,
                                                                                        self.xp)]
-
-
-def sample_rows(m: int, rng: np.random.Generator, count: int = CHECK_ROWS) -> np.ndarray:
-    """Sorted distinct row indices: ``count`` drawn uniformly from ``range(m)`` (all when ``m <= count``) plus the
-    first and the last row (where out-of-bounds tricks sit)."""
-    if m <= count + 2:
-        return np.arange(m)
-    rows = rng.choice(m, size=count, replace=False)
-    return np.unique(np.concatenate([rows, [0, m - 1]]))
 
 
 def refill(out: Any, dtype: str, pattern: str, seed: int, answer: Any | None, xp: ModuleType) -> None:
