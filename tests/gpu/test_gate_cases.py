@@ -63,7 +63,8 @@ def test_wrong_only_at_the_large_search_shape_is_rejected_at_every_evaluation(po
     for _ in range(3):
         r = pool.evaluate(k)
         assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
-        assert "16384" in r.reason and "131072" in r.reason
+        # the gate's large-regime shape or the checked timed launches at 16384 x 131072
+        assert "8192x65544" in r.reason or ("16384" in r.reason and "131072" in r.reason)
 
 
 def test_input_scratch_is_rejected_before_any_gpu_time(pool):
