@@ -51,7 +51,7 @@ from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import CompileError, EvalResult, Occupancy, ResourceUsage, ShapeResult, Status, geomean
 from population.kernel import Kernel
 from targets.occupancy import occupancy_detail
-from targets.spec import GPUSpec, get_gpu
+from targets.spec import GPUSpec, resolve_gpu
 
 LAUNCH_OVERHEAD_US = 2.0
 L2_REUSE_FRACTION = 0.5
@@ -147,21 +147,22 @@ class _Analysis:
 class StaticEvaluator:
     """``types.Evaluator`` without a GPU: compile with ptxas, then estimate (module docstring).
 
-    workload: a ``Workload`` (``workloads``); gpu: ``"h200"`` (default), ``"h100"``, ``"b200"``;
-    arch: ptxas target (default the GPU's, ``sm_90`` for h200); processes: how many ``evaluate`` calls may run
+    workload: a ``Workload`` (``workloads``); gpu: a ``targets.spec.GPUSpec`` (the run's, built from
+    ``conf/hardware``) or a GPU name (``"h200"``, ``"h100"``, ``"b200"``; None: ``targets.spec.DEFAULT_GPU``);
+    arch: ptxas target (default the GPU's ``arch``); processes: how many ``evaluate`` calls may run
     at once (``capacity``; ptxas runs as a subprocess per call; default min(4, CPUs)); cache_dir: on-disk
     ptxas cache. Deterministic: the same kernel always gets the same result (``eval_seconds`` aside).
     Raises ValueError for an unknown GPU.
     """
 
-    def __init__(self, workload, gpu: str = "h200", arch: str | None = None, processes: int | None = None,
+    def __init__(self, workload, gpu: GPUSpec | str | None = None, arch: str | None = None, processes: int | None = None,
                  cache_dir: str | None = None) -> None:
         self.workload = workload
-        self.gpu = get_gpu(gpu)
+        self.gpu = resolve_gpu(gpu)
         self.arch = arch or self.gpu.arch
         self.capacity = max(1, processes if processes is not None else min(4, os.cpu_count() or 1))
         self.cache_dir = cache_dir
-        self._baseline: dict[tuple[int, ...], float] | None = None
+        self._baseline: dict[tuple[int, ...], float] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ model
@@ -201,24 +202,26 @@ class StaticEvaluator:
         }
         return _Analysis(compiled, ru, occ, traffic, estimates)
 
-    def baseline_times(self) -> dict[tuple[int, ...], float]:
-        """Estimated µs of the workload's naive seed at each search shape (computed once, thread-safe)."""
+    def baseline_times(self, shapes: list[tuple[int, ...]] | None = None) -> dict[tuple[int, ...], float]:
+        """Estimated µs of the workload's naive seed at ``shapes`` (default: the search shapes); computed once per
+        shape, thread-safe."""
+        shapes = [tuple(s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         with self._lock:
-            if self._baseline is None:
-                shapes = [tuple(s) for s in self.workload.search_shapes]
-                naive = self.workload.seeds()[0]
-                a = self._analyse(naive, shapes)
-                self._baseline = {s: a.estimates[s].time_us for s in shapes}
-            return self._baseline
+            todo = [s for s in shapes if s not in self._baseline]
+            if todo:
+                a = self._analyse(self.workload.seeds()[0], todo)
+                self._baseline.update({s: a.estimates[s].time_us for s in todo})
+            return {s: self._baseline[s] for s in shapes}
 
     # ------------------------------------------------------------------------------------------- evaluator
 
-    def evaluate(self, kernel: Kernel) -> EvalResult:
-        """Estimate one kernel. Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and
-        line), LOAD_ERROR (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never
-        raises for a bad kernel."""
+    def evaluate(self, kernel: Kernel, *, shapes: list[tuple[int, ...]] | None = None) -> EvalResult:
+        """Estimate one kernel at ``shapes`` (default: the workload's search shapes; a multi-task run passes a
+        task's). Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and line), LOAD_ERROR
+        (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never raises for a bad
+        kernel."""
         start = time.perf_counter()
-        shapes = [tuple(s) for s in self.workload.search_shapes]
+        shapes = [tuple(int(v) for v in s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         try:
             a = self._analyse(kernel, shapes)
         except CompileError as e:
@@ -235,7 +238,7 @@ class StaticEvaluator:
         except ValueError as e:  # ABI mismatch or the workload's launch rule
             return EvalResult(status=Status.LAUNCH_ERROR, reason=f"estimate: {e}", estimate=True,
                               eval_seconds=time.perf_counter() - start)
-        base = self.baseline_times()
+        base = self.baseline_times(shapes)
         results = []
         for s in shapes:
             est = a.estimates[s]

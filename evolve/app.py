@@ -37,6 +37,7 @@ from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.selection import OperatorSelector
 from evolve.tracking import make_tracker
+from targets.spec import gpu_from_config
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,52 @@ def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
     return dims_from_config(dims) if dims else default_dimensions(gpu)
 
 
+def make_tasks(cfg: Any, workload: Any) -> Any:
+    """The ``evolve.tasks.TaskSet`` of ``cfg`` (the ``tasks`` node), or None when multi-task search is off.
+    ConfigError naming ``tasks.shapes`` / ``tasks.edges`` for a bad shape list or bucket edges."""
+    from evolve.tasks import build_tasks
+
+    if not cfg.enabled:
+        return None
+    shapes = cfg.shapes
+    try:
+        if isinstance(shapes, str):
+            shapes = workload.shape_list(shapes)
+        else:
+            shapes = [tuple(int(v) for v in s) for s in OmegaConf.to_container(shapes, resolve=True)]
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"tasks.shapes: {e}") from None
+    edges = None if cfg.edges is None else [int(e) for e in cfg.edges]
+    try:
+        return build_tasks(shapes, edges, neighbour_rate=float(cfg.neighbour_rate), radius=int(cfg.radius),
+                           transfer=int(cfg.transfer))
+    except ValueError as e:
+        raise ConfigError(str(e) if str(e).startswith("tasks") else f"tasks: {e}") from None
+
+
+def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: bool) -> dict[str, Any]:
+    """What every objective of this run means, for the store's meta ``objective`` and the exported cards: the
+    baselines (``evaluators.objective.ObjectiveSpec``), the shapes (per task in a multi-task run), the gate
+    version and whether it is an estimate."""
+    from evaluators.objective import ObjectiveSpec
+
+    try:
+        from evaluators.gpu.gate import GATE_VERSION as gate_version
+    except ImportError:
+        gate_version = None
+    if estimate:
+        spec: dict[str, Any] = {"baseline": "naive_seed", "definition": "ESTIMATE: geomean over shapes of the "
+                                "speedup over the naive seed under the static model (evaluators.static)"}
+    else:
+        spec = getattr(evaluator, "objective", None) or ObjectiveSpec.from_config(
+            OmegaConf.to_container(cfg.objective, resolve=True))
+        spec = spec.to_json() if hasattr(spec, "to_json") else dict(spec)
+    shapes = getattr(evaluator, "shapes", None)
+    return {**spec, "estimate": bool(estimate), "gate_version": gate_version,
+            "shapes": [list(s) for s in shapes] if shapes is not None and tasks is None else None,
+            "tasks": tasks.to_json() if tasks is not None else None}
+
+
 def visible_gpus() -> list[int]:
     """Indices of the GPUs the evaluators can see ([] without CuPy or a GPU). ``gpu_count`` probes CuPy in a
     subprocess, so this process never initialises CUDA before the GPU workers start."""
@@ -88,25 +135,42 @@ def _job_num() -> int | None:
         return None
 
 
-def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
+def build_workload_from(cfg: DictConfig) -> Any:
+    """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``).
+    Raises ConfigError naming ``workload._target_`` or the option the workload rejected."""
+    from workloads.registry import WorkloadConfigError, build_workload
+
+    try:
+        return build_workload(cfg.workload)
+    except WorkloadConfigError as e:  # e.g. dtype=int8 or a misspelt class path: a config error, not a traceback
+        raise ConfigError(str(e)) from None
+
+
+def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: Any = None) -> tuple[Any, bool]:
     """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
-    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static."""
+    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. gpu: the run's
+    ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator. The GPU evaluator gets
+    ``cfg.objective`` and, in a multi-task run (``tasks``), every task's shapes as the shapes its workers warm up
+    on."""
     from evaluators.factory import make_evaluator
 
+    gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
     kind = str(cfg.evaluator.kind)
     gpus = visible_gpus() if kind != "static" else []
     if kind == "auto":
-        kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
+        kind = "gpu" if gpus and gpu.runnable else "static"
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
-    if kind == "static":
-        options.setdefault("gpu", str(cfg.hardware.name))
-        options.setdefault("arch", str(cfg.hardware.arch))
-    else:
+    options.setdefault("gpu", gpu)
+    if kind != "static":
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
         if devices is not None:
             options.setdefault("devices", devices)
+        if "objective" in cfg:
+            options.setdefault("objective", OmegaConf.to_container(cfg.objective, resolve=True))
+        if tasks is not None:
+            options.setdefault("shapes", [list(s) for t in tasks.tasks for s in t.shapes])
     evaluator = make_evaluator(kind, workload, banner=False, **options)
     return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
 
@@ -118,7 +182,7 @@ def _versions() -> dict[str, str]:
 
 # What a resumed run must share with the run that started the store: the checkpoint's archive, algorithm state,
 # bandit arms and RNG only mean something under the same settings (the budget and engine knobs may change).
-RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware")
+RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware", "tasks", "objective")
 
 
 def _leaf_diffs(old: Any, new: Any, key: str) -> list[tuple[str, Any, Any]]:
@@ -170,22 +234,20 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
 
     from evolve.operators.registry import build_operators
-    from targets.spec import get_gpu
-    from workloads.registry import get_workload
 
-    try:
-        workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
-    except ValueError as e:  # an option the workload rejects (e.g. dtype=int8): a config error, not a traceback
-        raise ConfigError(f"workload.options: {e}") from None
-    gpu = get_gpu(str(cfg.hardware.name))
+    workload = build_workload_from(cfg)
+    gpu = gpu_from_config(cfg.hardware)
+    tasks = make_tasks(cfg.tasks, workload) if "tasks" in cfg else None
     estimate = False
     if evaluator is None:
-        evaluator, estimate = make_evaluator_from(cfg, workload)
+        evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
     if estimate:
         print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
         log.warning(ESTIMATE_BANNER)
 
     dims = archive_dimensions(cfg.archive, gpu)
+    if tasks is not None:
+        dims = [tasks.dimension(), *dims]
     qd_offset = float(cfg.archive.qd_offset)
     archive = GridArchive(dims, qd_offset=qd_offset)
     algorithm = make_algorithm(cfg.algorithm, archive, lambda: GridArchive(dims, qd_offset=qd_offset))
@@ -223,11 +285,12 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             store.set_meta("config", plain_cfg)
             store.set_meta("versions", _versions())
             store.set_meta("estimate", estimate)
+            store.set_meta("objective", objective_definition(cfg, tasks, evaluator, estimate))
         metrics_path = run_dir / "metrics.jsonl"
         algo = str(cfg.algorithm.name)
         tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
                                name=f"{algo}-s{cfg.seed}-{run_dir.name}",
-                               tags=[algo, f"seed={cfg.seed}", str(cfg.workload.name), str(cfg.hardware.name)],
+                               tags=[algo, f"seed={cfg.seed}", str(workload.name), gpu.name],
                                job_type=algo, config=plain_cfg, run_id=store.get_meta("wandb_run_id"))
         if getattr(tracker, "run_id", None):
             store.set_meta("wandb_run_id", tracker.run_id)
@@ -242,7 +305,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
 
         engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
-                        settings=settings, lessons=lessons, on_snapshot=on_snapshot)
+                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks)
         if cfg.resume:
             engine.try_resume()
         with progress:
@@ -254,9 +317,17 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             try:
                 from archive.export import export_best
 
-                export_best(store, archive, export_dir)
+                # A multi-task run's product is the dispatch below; its cells are exported through it.
+                export_best(store, archive, export_dir, cells=tasks is None)
             except Exception as e:  # the store holds everything; an export problem must not lose the run
                 log.warning("export of the best kernels failed: %s", e)
+            if tasks is not None:
+                try:
+                    from archive.dispatch import export_dispatch
+
+                    export_dispatch(store, archive, tasks, workload, export_dir / "dispatch")
+                except Exception as e:
+                    log.warning("export of the per-task dispatch failed: %s", e)
         summary = {**final.flat(), "algorithm": algo, "seed": int(cfg.seed), "estimate": estimate,
                    "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
                    "lessons": lessons.top_lines(8)}

@@ -69,15 +69,6 @@ class AlgorithmConfig:
 
 
 @dataclass
-class WorkloadConfig:
-    """name: a workload of ``workloads.registry``; options: keyword arguments of ``get_workload``
-    (e.g. ``dtype: bf16``)."""
-
-    name: str = "rmsnorm"
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class MutatorConfig:
     """operators: specs ``{name, weight, **params}`` for ``evolve.operators.registry.build_operators``;
     selection: ``ucb`` (UCB1 bandit) or ``weighted`` (sample by weight); ucb_c: UCB1 exploration constant;
@@ -103,6 +94,36 @@ class EvaluatorConfig:
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TasksConfig:
+    """Multi-task search over shape buckets (``evolve.tasks``). enabled: off by default (one objective over the
+    evaluator's shapes); shapes: the named shape list (``benchmark``, ``search``, ``heldout``) or an explicit
+    list of shapes the buckets hold; edges: increasing row-length upper bounds of every bucket but the last (null:
+    one bucket per distinct row length of ``shapes``); neighbour_rate: probability that a child is evaluated on
+    a task other than its parent's; radius: how far (buckets) that task may be; transfer: neighbours on each side
+    a new elite is tried on."""
+
+    enabled: bool = False
+    shapes: Any = "benchmark"
+    edges: list[int] | None = None
+    neighbour_rate: float = 0.2
+    radius: int = 1
+    transfer: int = 1
+
+
+@dataclass
+class ObjectiveConfig:
+    """What the GPU evaluator's speedup is taken against (``evaluators.objective.ObjectiveSpec``): baseline
+    ``best`` (the fastest of ``libraries`` measured at each shape) or one baseline name (``torch``,
+    ``torch_compile``, ``liger``, ``quack``, ``quack_tuned``, ``naive``); fallback: used in order at a shape where
+    none of them ran. The static evaluator keeps its own labelled objective (speedup over the naive seed under its
+    model)."""
+
+    baseline: str = "best"
+    libraries: list[str] = field(default_factory=lambda: ["torch_compile", "liger", "quack", "quack_tuned"])
+    fallback: list[str] = field(default_factory=lambda: ["torch", "naive"])
 
 
 @dataclass
@@ -133,10 +154,11 @@ class LoggerConfig:
 @dataclass
 class HardwareConfig:
     """name: a GPU of ``targets.spec`` (h200, h100, b200); arch: the ptxas target;
-    compile_only: no GPU of this kind is expected (only static evaluation makes sense)."""
+    compile_only: no GPU of this kind is expected (only static evaluation makes sense). The run builds one
+    ``targets.spec.GPUSpec`` from this node (``gpu_from_config``) and passes it to every consumer."""
 
-    name: str = "h200"
-    arch: str = "sm_90"
+    name: str = MISSING
+    arch: str = MISSING
     compile_only: bool = False
 
 
@@ -176,7 +198,9 @@ class Config:
     ``none`` for clean comparisons."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # ``_target_`` (a Workload class path) + its constructor's keyword arguments (conf/workload/<name>.yaml);
+    # any keys, so an out-of-tree workload needs no schema change.
+    workload: dict[str, Any] = field(default_factory=dict)
     mutator: MutatorConfig = field(default_factory=MutatorConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
@@ -184,6 +208,8 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     llm: Any = None
     seed: int = 0
     experiment_name: str = "default"
@@ -268,6 +294,14 @@ def validate(cfg: DictConfig) -> None:
           "mutator.reward_validity/reward_improvement", "must be >= 0 and sum to <= 1")
     _need(m.max_repairs >= 0, "mutator.max_repairs", f"must be >= 0, got {m.max_repairs}")
 
+    t = cfg.tasks
+    _need(0.0 <= t.neighbour_rate <= 1.0, "tasks.neighbour_rate", f"must be in [0, 1], got {t.neighbour_rate}")
+    _need(t.radius >= 1, "tasks.radius", f"must be >= 1, got {t.radius}")
+    _need(t.transfer >= 0, "tasks.transfer", f"must be >= 0, got {t.transfer}")
+    o = cfg.objective
+    _need(bool(o.baseline), "objective.baseline", "is empty; give 'best' or a baseline name such as 'torch'")
+    _need(o.baseline != "best" or len(o.libraries) > 0, "objective.libraries", "is empty; 'best' needs a library")
+
     h = cfg.hardware
     _need(h.name in HARDWARE, "hardware.name", f"{h.name!r} is not one of {list(HARDWARE)}")
     _need(h.arch in ARCHES, "hardware.arch", f"{h.arch!r} is not one of {list(ARCHES)}")
@@ -278,13 +312,10 @@ def validate(cfg: DictConfig) -> None:
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
-    try:
-        from workloads.registry import available_workloads
-    except ImportError:
-        available_workloads = None
-    if available_workloads is not None:
-        known = list(available_workloads())
-        _need(cfg.workload.name in known, "workload.name", f"{cfg.workload.name!r} is not one of {known}")
+    target = cfg.workload.get("_target_") if isinstance(cfg.workload, DictConfig | dict) else None
+    _need(isinstance(target, str) and "." in target, "workload._target_",
+          f"must be the dotted path of a Workload class (e.g. workloads.rmsnorm.RMSNorm), got {target!r}; "
+          f"choose a workload=<name> of conf/workload/ or give workload._target_")
 
 
 def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> list[int] | None:

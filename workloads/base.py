@@ -87,7 +87,8 @@ class Workload(ABC):
     Attributes: name, entry (the ``.entry`` every seed exports), dtype, abi (tuple[ParamSpec, ...]),
     knob_space (knob -> allowed values), default_knobs, search_shapes / benchmark_shapes / gate_shapes /
     heldout_shapes (lists of shapes), distributions (input generators by name; the gate runs every one),
-    primary_baseline (the baseline the objective's speedup is taken against), uses_atomics (True lets the gate
+    primary_baseline (the baseline the objective's speedup is taken against), baseline_names (the library
+    baselines ``baselines`` can build; the GPU evaluator times these unless told otherwise), uses_atomics (True lets the gate
     skip the bitwise determinism check), scalar_draws (runtime scalar -> the values the gate draws from per
     check, e.g. ``{"eps": (1e-6, 1e-5, 1e-3)}``: a kernel must honour the value it is passed, not a constant;
     a workload with draws must accept ``params`` in ``scalars``, ``reference`` and ``reference_rows``),
@@ -111,14 +112,35 @@ class Workload(ABC):
     heldout_shapes: list[Shape]
     distributions: tuple[str, ...]
     primary_baseline: str
+    baseline_names: tuple[str, ...] = ()
     uses_atomics: bool = False
     scalar_draws: Mapping[str, tuple[float, ...]] = {}
     nonfinite_distributions: tuple[str, ...] = ()
 
-    # -- construction options, so a worker process can rebuild the same workload -----------------------------
+    # -- construction spec, so a worker process can rebuild the same workload ---------------------------------
     def options(self) -> dict[str, Any]:
-        """Keyword arguments that ``registry.get_workload(self.name, **options)`` turns back into this workload."""
+        """The constructor's keyword arguments that rebuild this workload (plain data: str, int, float, lists).
+        Subclasses with more options than ``dtype`` override it."""
         return {"dtype": self.dtype}
+
+    def spec(self) -> dict[str, Any]:
+        """``{"_target_": "<module>.<Class>", **options()}``: what ``workloads.registry.build_workload`` (or
+        ``hydra.utils.instantiate``) turns back into an equal workload in another process. GPU workers, Ray
+        actors and replay scripts receive this, so a workload defined outside this repository works there as
+        long as its module is importable."""
+        cls = type(self)
+        return {"_target_": f"{cls.__module__}.{cls.__qualname__}", **self.options()}
+
+    # -- baselines ----------------------------------------------------------------------------------------------
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """Library implementations to time against, as zero-argument callables launching on ``inputs``
+        (device arrays, CuPy) at ``shape``: name -> callable. Only the ``names`` asked for are built; one that
+        cannot be (library missing, shape unsupported) is left out with the reason in ``notes[name]``.
+        ``primary_baseline`` should be among them. The default has none (a note says so), so the objective
+        falls back to the naive seed."""
+        notes["all"] = f"workload {self.name!r} defines no library baselines"
+        return {}
 
     # -- kernels ------------------------------------------------------------------------------------------------
     @abstractmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.dtypes import MANTISSA_BITS
+from workloads.elements import MANTISSA_BITS
 
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}

@@ -122,6 +122,7 @@ class RMSNorm(Workload):
     nonfinite_distributions = ("nonfinite",)
     scalar_draws = {"eps": EPS_DRAWS}
     primary_baseline = "torch"
+    baseline_names = ("torch", "torch_compile", "liger", "quack")
     uses_atomics = False
 
     def __init__(self, dtype: str = "bf16", eps: float = EPS):
@@ -146,6 +147,14 @@ class RMSNorm(Workload):
 
     def __repr__(self) -> str:
         return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps})"
+
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """torch, torch_compile, liger and quack (those of ``names`` that import): see
+        ``workloads.rmsnorm_baselines``."""
+        from workloads.rmsnorm_baselines import rmsnorm_baselines
+
+        return rmsnorm_baselines(inputs, shape, self.dtype, self.eps, names, notes)
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
@@ -179,6 +188,18 @@ class RMSNorm(Workload):
             raise ValueError(f"knob min_blocks={k['min_blocks']}: must be in [0, 32] with min_blocks * threads "
                              f"<= 2048, got {k['min_blocks']} * {t}")
         return k
+
+    def recommended_knobs(self, n: int | None = None) -> list[dict[str, int]]:
+        """Hand-tuned knob sets (``TUNED_KNOBS``, measured for bf16 on an H200), all ten knobs filled in: the one
+        for row length ``n`` (``tuned_knobs``), or every distinct set when ``n`` is None. Large-step operators
+        jump to these (evolve.operators.jump)."""
+        sets = [tuned_knobs(n)] if n is not None else list(TUNED_KNOBS.values())
+        out: list[dict[str, int]] = []
+        for k in sets:
+            full = self.check_knobs(k)
+            if full not in out:
+                out.append(full)
+        return out
 
     def template_ptx(self, knobs: Mapping[str, int]) -> str:
         """PTX of rmsnorm_template.cu for ``knobs`` (validated; the committed file for the default knobs of

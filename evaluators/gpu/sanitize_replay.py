@@ -6,7 +6,7 @@ float64 reference. CuPy's memory pool is switched off (``cupy.cuda.set_allocator
 its own ``cudaMalloc`` of the exact size: memcheck then sees a store one element past ``y`` as out of bounds
 instead of as a write into a pooled chunk.
 
-Spec (JSON file, ``--spec``): ``workload`` and ``options`` (registry name and constructor options), ``shapes``
+Spec (JSON file, ``--spec``): ``workload`` (``Workload.spec()``: ``_target_`` and constructor options), ``shapes``
 (list of [M, N]), ``seed`` (input seed, int), and either ``kernels`` (a list of {``id``, ``cubin`` (path),
 ``entry``, ``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top level (one
 kernel, id 0). ``build_spec`` writes one.
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 KERNEL_KEYS = ("cubin", "entry", "param_types", "launch")
-SPEC_KEYS = ("workload", "options", "shapes", "seed")
+SPEC_KEYS = ("workload", "shapes", "seed")
 
 
 def kernel_entry(kernel: Any, cubin_path: str | Path, kid: int | str = 0) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def build_spec(kernel: Any, workload: Any, cubin_path: str | Path, shapes: Seque
     KeyError when the kernel lacks its entry."""
     e = kernel_entry(kernel, cubin_path)
     e.pop("id")
-    return {"workload": workload.name, "options": workload.options(), **e,
+    return {"workload": workload.spec(), **e,
             "shapes": [list(s) for s in shapes], "seed": int(seed)}
 
 
@@ -91,11 +91,11 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from evaluators.gpu.sanitizer import TimingLock
     from population.kernel import LaunchConfig
     from workloads.dtypes import as_bits, storage_dtype
-    from workloads.registry import get_workload
+    from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
-    wl = get_workload(spec["workload"], **spec["options"])
+    wl = build_workload(spec["workload"])
     atol, rtol = wl.tolerance
     shapes = [tuple(int(v) for v in s) for s in spec["shapes"]]
     hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, shape in enumerate(shapes)]

@@ -161,7 +161,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
             path = Path(tmp) / f"k{i}.cubin"
             path.write_bytes(cubin)
             entries.append(kernel_entry(k, path, i))
-        base = {"workload": workload.name, "options": workload.options(), "shapes": [list(s) for s in shapes],
+        base = {"workload": workload.spec(), "shapes": [list(s) for s in shapes],
                 "seed": int(seed)}
 
         def spec_file(name: str, ks: list[dict[str, Any]]) -> Path:

@@ -123,22 +123,22 @@ class WorkerState:
     """Everything a worker keeps between requests: the workload, the copy roofline, the L2 flusher,
     benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too)."""
 
-    def __init__(self, workload_name: str, workload_options: dict[str, Any], config: dict[str, Any]):
+    def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
 
         from evaluators.gpu.baselines import BaselineSet
         from evaluators.gpu.benchmark import L2Flusher, copy_bandwidth_gbps
-        from workloads.registry import get_workload
+        from workloads.registry import build_workload
 
         self.cp = cp
-        self.workload = get_workload(workload_name, **workload_options)
+        self.workload = build_workload(workload_spec)
         cp.cuda.Device(0).use()
         props = cp.cuda.runtime.getDeviceProperties(0)
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.copy_gbps = copy_bandwidth_gbps()
         self.flush = L2Flusher.for_device()
         self.baselines = BaselineSet(self.workload, names=tuple(config.get("baseline_names",
-                                                                           ("torch", "torch_compile"))))
+                                                                           self.workload.baseline_names)))
         self.bench_sets: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # shape -> timed_checks.InputSets
         self.bench_outputs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.set_builds = 0
@@ -372,11 +372,11 @@ class WorkerState:
         return reply, False
 
 
-def worker_main(conn: Any, device: str, workload_name: str, workload_options: dict[str, Any],
-                config: dict[str, Any]) -> None:
+def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: dict[str, Any]) -> None:
     """Process entry point (spawned by the supervisor): serve requests on ``conn`` until ``stop`` or EOF.
 
-    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0).
+    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0);
+    workload_spec: ``Workload.spec()`` of the workload to rebuild here (``workloads.registry.build_workload``).
     """
     try:
         os.setpgrp()  # own process group: the supervisor kills the group at a deadline
@@ -384,7 +384,7 @@ def worker_main(conn: Any, device: str, workload_name: str, workload_options: di
         pass
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
-        state = WorkerState(workload_name, workload_options, config)
+        state = WorkerState(workload_spec, config)
         from evaluators.gpu.sanitizer import TimingLock, timing_lock_path
 
         state.timing_lock = TimingLock(timing_lock_path(str(device)))

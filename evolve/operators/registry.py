@@ -23,6 +23,8 @@ OPERATORS: dict[str, str] = {
     "launch": "evolve.operators.launch:LaunchOperator",
     "prefetch": "evolve.operators.prefetch:PrefetchOperator",
     "template": "evolve.operators.template:TemplateOperator",
+    "jump": "evolve.operators.jump:TemplateJumpOperator",
+    "cma": "evolve.operators.knob_es:KnobESOperator",
     "crossover": "evolve.operators.crossover:CrossoverOperator",
     "llm": "evolve.operators.llm:LLMOperator",
 }
