@@ -66,6 +66,9 @@ CHECKPOINT = "engine"
 TRANSFER = "transfer"
 # Statuses after which an operator's repair role gets a chance (compile or gate failures, DESIGN.md words).
 EVAL_STATUSES = frozenset(str(s) for s in Status)
+# Seconds the end of a run waits for outstanding elite verdicts (compute-sanitizer); those still out stay pending
+# in the archive checkpoint and are asked again on resume.
+VERDICT_WAIT_S = 900.0
 REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_ERROR, Status.WRONG_RESULT,
                         Status.NONDETERMINISTIC, Status.TOO_FAST_TO_BE_TRUE})
 
@@ -529,14 +532,14 @@ class Engine:
                 self._checkpoint(tx)
         self._after_commit()
 
-    def _apply_verdicts(self, wait: bool = False) -> None:
+    def _apply_verdicts(self, wait: bool = False, timeout: float | None = None) -> None:
         """Apply the evaluator's finished elite verdicts (compute-sanitizer): a failed one takes the elite out of
         the archive, brings back the elite it displaced and turns its row's status into the verdict's; the
         others are confirmed. Call inside a store transaction."""
         collect = getattr(self.evaluator, "collect_verdicts", None)
         if collect is None:
             return
-        for cid, v in collect(wait=wait):
+        for cid, v in collect(wait=wait, timeout=timeout):
             if v.status == Status.SANITIZER:
                 self.archive.reject(cid)
                 self.store.update_candidate(int(cid), status=str(v.status), reason=v.reason, cell=None)
@@ -686,7 +689,7 @@ class Engine:
                 self._tell(item, item.future.result(), pool)
         if getattr(self.evaluator, "submit_verdict", None) is not None:
             with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
-                self._apply_verdicts(wait=True)
+                self._apply_verdicts(wait=True, timeout=VERDICT_WAIT_S)
                 self._checkpoint(tx)
             self._after_commit()
         final = self.snapshot()

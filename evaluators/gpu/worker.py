@@ -17,6 +17,8 @@ timed launch drawn at random is checked at a random sample of rows, ``timed_chec
 full-output audit launch at every shape) or "none". Every timed launch, checked or not, gets its outputs
 refilled and its input set drawn (``timed_checks``); after the candidate the inputs' fingerprints are compared
 (status ``input_mutated``, inputs restored).
+After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
+small check with the inputs ending at an unmapped page, mapped read-only where the driver allows.
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
 ``gate_checks``, ``seconds`` {gate, benchmark (the checks included), audit}, ``notes``, ``gate_version``.
 """

@@ -105,3 +105,20 @@ def test_read_far_past_an_input_faults_in_the_fault_check_and_costs_one_restart(
     assert r.status in (Status.WRONG_RESULT, Status.CRASH), (r.status, r.reason)
     assert "fault" in r.reason
     assert r.extra["worker_restarts"] == before + 1
+
+
+def test_benchmark_inputs_written_during_timing_are_found_and_restored(pool, workload):
+    """tests/gpu/kernels/gate_extra/rt_x_write_laundered.cu: flips a bit of x through a laundered pointer, only
+    at the largest search shape; the fingerprints after the timed launches find it, and the inputs are restored
+    (an honest kernel evaluated next is not rejected for the changed inputs)."""
+    from population.parser import parse_module
+    from workloads.cuda_build import build_ptx
+
+    ptx = build_ptx(CASES.parent / "gate_extra" / "rt_x_write_laundered.cu", {})
+    k = Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    r = pool.evaluate(k)
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "benchmark inputs changed" in r.reason and "16384" in r.reason
+    assert r.extra.get("input_store_unproven_lines")  # the static check saw a store it could not attribute
+    after = pool.evaluate(case("rt_honest"))
+    assert after.status == Status.OK, after.reason
