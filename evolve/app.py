@@ -26,13 +26,8 @@ from archive.grid import GridArchive, default_dimensions, dims_from_config
 from archive.knowledge import open_knowledge
 from archive.lessons import Lessons
 from archive.store import Store
-from evolve.algorithms.ga import GeneticAlgorithm
-from evolve.algorithms.hill_climb import HillClimb
-from evolve.algorithms.islands import Islands
-from evolve.algorithms.map_elites import MapElites
-from evolve.algorithms.random_search import RandomSearch
 from evolve.budget import Budget
-from evolve.config import AlgorithmName, ConfigError, assign_devices, validate
+from evolve.config import ConfigError, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.selection import OperatorSelector
@@ -46,21 +41,29 @@ ESTIMATE_BANNER = ("No GPU evaluator: running with the static evaluator. Objecti
 
 
 def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], GridArchive]) -> Any:
-    """The algorithm named by ``cfg.name`` (``algorithm`` config group); ValueError for an unknown name."""
-    name = str(cfg.name)
-    if name == "map_elites":
-        return MapElites(archive, selection=str(cfg.selection))
-    if name == "random":
-        return RandomSearch()
-    if name == "hill_climb":
-        return HillClimb()
-    if name == "ga":
-        return GeneticAlgorithm(population_size=int(cfg.population_size), tournament_size=int(cfg.tournament_size),
-                                crossover_rate=float(cfg.crossover_rate))
-    if name == "islands":
-        return Islands(make_archive, n_islands=int(cfg.n_islands), migration_interval=int(cfg.migration_interval),
-                       migrants=int(cfg.migrants), selection=str(cfg.selection))
-    raise ValueError(f"algorithm.name: {name!r} is not one of {[a.value for a in AlgorithmName]}")
+    """The algorithm of the ``algorithm`` config node: its ``_target_`` class built with the node's keys that
+    the constructor names (``selection``, ``population_size``... and everything under ``options``), plus
+    ``archive`` (the run's archive) and ``make_archive`` (a factory of empty ones) when it asks for them.
+    Raises ConfigError naming ``algorithm._target_`` (not importable, not a class) or ``algorithm.options``
+    (a key the constructor does not take)."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    target = str(cfg._target_)
+    try:
+        cls = get_class(target)
+    except Exception as e:
+        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {e}") from None
+    params = inspect.signature(cls).parameters
+    node = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    extra = dict(node.pop("options", None) or {})
+    unknown = sorted(set(extra) - set(params))
+    if unknown:
+        raise ConfigError(f"algorithm.options: {target} takes no {unknown}; it takes {sorted(params)}")
+    context = {"archive": archive, "make_archive": make_archive}
+    kwargs = {k: v for k, v in {**node, **context, **extra}.items() if k in params and k != "name"}
+    return cls(**kwargs)
 
 
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
@@ -155,6 +158,8 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
     from evaluators.factory import make_evaluator
 
     gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
+    if cfg.evaluator.get("_target_"):
+        return _evaluator_from_target(cfg, workload, gpu)
     kind = str(cfg.evaluator.kind)
     gpus = visible_gpus() if kind != "static" else []
     if kind == "auto":
@@ -173,6 +178,24 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
             options.setdefault("shapes", [list(s) for t in tasks.tasks for s in t.shapes])
     evaluator = make_evaluator(kind, workload, banner=False, **options)
     return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
+
+
+def _evaluator_from_target(cfg: DictConfig, workload: Any, gpu: Any) -> tuple[Any, bool]:
+    """``cls(workload, gpu=gpu, **evaluator.options)`` for ``evaluator._target_``; its results are estimates
+    when it says so (``estimate`` attribute). ConfigError naming the key when it cannot be built."""
+    from hydra.utils import get_class
+
+    target = str(cfg.evaluator._target_)
+    try:
+        cls = get_class(target)
+    except Exception as e:
+        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {e}") from None
+    options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
+    try:
+        evaluator = cls(workload, gpu=gpu, **options)
+    except TypeError as e:
+        raise ConfigError(f"evaluator.options: {target} rejected {sorted(options)}: {e}") from None
+    return evaluator, bool(getattr(evaluator, "estimate", False))
 
 
 def _versions() -> dict[str, str]:
@@ -268,10 +291,12 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               max_repairs=int(cfg.mutator.max_repairs),
                               reward_validity=float(cfg.mutator.reward_validity),
                               reward_improvement=float(cfg.mutator.reward_improvement),
-                              log_every=int(cfg.logger.get("log_every", 10)))
+                              log_every=int(cfg.logger.get("log_every", 10)),
+                              ahead=int(cfg.engine.get("ahead", 0) or 0))
 
     store = Store(run_dir / str(cfg.store))
     knowledge = None
+    compile_executor = None
     tracker = None
     try:
         try:
@@ -303,9 +328,14 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             tracker.log(flat)
             progress.update(snap)
 
+        if settings.ahead > 0:
+            from evaluators.compile_executor import make_compile_executor
+
+            compile_executor = make_compile_executor(str(cfg.engine.compile_executor), cfg.engine.compile_workers)
         engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
-                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks)
+                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks,
+                        compile_executor=compile_executor)
         if cfg.resume:
             engine.try_resume()
         with progress:
@@ -343,6 +373,8 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             except Exception:
                 pass
         store.close()
+        if compile_executor is not None:
+            compile_executor.shutdown(wait=False, cancel_futures=True)
         if knowledge is not None:
             knowledge.close()
         close = getattr(evaluator, "close", None)

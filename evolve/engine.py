@@ -79,7 +79,10 @@ class EngineSettings:
     inspirations: elites from other cells put in ``OperatorContext.inspirations``; lessons: lines of the lessons
     memory given to operators; checkpoint_every: tells per checkpoint transaction; max_repairs: repair
     attempts per failed child; reward_validity / reward_improvement: bandit reward weights
-    (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots."""
+    (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots; ahead: proposals
+    made beyond ``capacity`` whose template instantiations (nvcc) run on the engine's compile executor while
+    earlier candidates are evaluated (0: every child is built in the engine's thread when proposed; needs a
+    ``compile_executor``)."""
 
     capacity: int = 1
     ordered: bool = True
@@ -90,6 +93,31 @@ class EngineSettings:
     reward_validity: float = 0.2
     reward_improvement: float = 0.8
     log_every: int = 10
+    ahead: int = 0
+
+
+@dataclass
+class _Staged:
+    """A proposal whose child is not built yet: the edit script waits for its template instantiation (nvcc,
+    submitted to the compile executor when proposed) and is applied when the item moves into the evaluation
+    window, in proposal order."""
+
+    ask: Ask
+    operator: str
+    parent_id: CandidateId
+    script_text: str
+    task: int | None
+    timings: dict[str, float] = field(default_factory=dict)
+    prep: Future | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ask": self.ask.to_json(), "operator": self.operator, "parent_id": self.parent_id,
+                "script": self.script_text, "task": self.task, "timings": self.timings}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> _Staged:
+        return cls(ask=Ask.from_json(d["ask"]), operator=d["operator"], parent_id=d["parent_id"],
+                   script_text=d["script"], task=d.get("task"), timings=dict(d.get("timings", {})))
 
 
 @dataclass
@@ -139,7 +167,10 @@ class Snapshot:
     best: best objective in the archive (None before any valid kernel); qd_score / coverage / n_elites: archive
     stats; evals_per_s: evaluations per wall second this session; seconds: wall seconds of search;
     statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator;
-    tasks: per task name, ``evolve.tasks.task_stats`` (qd_score, coverage, best, n_elites), empty without tasks.
+    tasks: per task name, ``evolve.tasks.task_stats`` (qd_score, coverage, best, n_elites), empty without tasks;
+    host_seconds: seconds the engine's thread spent per phase this session (propose: ask + operator; apply: edit
+    + instantiation when not staged; wait_instantiation: waiting for a staged one; tell: store, archive,
+    lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step).
     """
 
     evaluations: int
@@ -155,6 +186,7 @@ class Snapshot:
     duplicates: int
     operator_rewards: dict[str, float]
     tasks: dict[str, dict[str, float]] = field(default_factory=dict)
+    host_seconds: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
         """Scalars for a tracker: nested dicts become ``failures/<status>`` and ``operator_reward/<name>``."""
@@ -169,6 +201,8 @@ class Snapshot:
                 out[f"failures/{s}"] = n
         for op, r in self.operator_rewards.items():
             out[f"operator_reward/{op}"] = r
+        for k, v in self.host_seconds.items():
+            out[f"host/{k}_s"] = v
         for name, st in self.tasks.items():
             for k, v in st.items():
                 if v == v:  # NaN (no elite yet) is left out
@@ -186,7 +220,9 @@ class Engine:
     ``archive.store.Store``; budget: limits; seed: the numpy Generator seed; lessons: an ``archive.lessons``
     Lessons memory or None; on_snapshot: called with each Snapshot (tracker, progress line, metrics file);
     tasks: an ``evolve.tasks.TaskSet`` for a multi-task run (the archive must then have the ``"task"``
-    dimension), None for one objective over the evaluator's shapes.
+    dimension), None for one objective over the evaluator's shapes; compile_executor: a
+    ``concurrent.futures.Executor`` (``evaluators.compile_executor``) for the template instantiations of
+    proposals staged ahead (``EngineSettings.ahead``).
 
     Raises ValueError when an algorithm needs an operator that is not configured (the GA needs ``crossover``).
     """
@@ -194,7 +230,8 @@ class Engine:
     def __init__(self, *, workload: Any, evaluator: Any, algorithm: Any, archive: Any, operators: list[Any],
                  selector: OperatorSelector, store: Store, budget: Budget, seed: int,
                  settings: EngineSettings | None = None, lessons: Any = None,
-                 on_snapshot: Callable[[Snapshot], None] | None = None, tasks: TaskSet | None = None) -> None:
+                 on_snapshot: Callable[[Snapshot], None] | None = None, tasks: TaskSet | None = None,
+                 compile_executor: Any = None) -> None:
         self.workload, self.evaluator, self.algorithm, self.archive = workload, evaluator, algorithm, archive
         self.operators = {op.name: op for op in operators}
         self.selector, self.store, self.budget = selector, store, budget
@@ -206,6 +243,9 @@ class Engine:
             raise ValueError(f"a multi-task run needs an archive with the {TASK_FEATURE!r} dimension "
                              "(evolve.tasks.TaskSet.dimension())")
         self.transfers: deque[tuple[CandidateId, int, int | None]] = deque()
+        self.compile_executor = compile_executor
+        self.staged: deque[_Staged] = deque()
+        self.host_seconds: Counter[str] = Counter()
         for name in getattr(algorithm, "required_operators", ()):
             if name not in self.operators:
                 raise ValueError(f"algorithm {algorithm.name!r} needs operator {name!r}; add it to "
@@ -269,6 +309,7 @@ class Engine:
             "duplicates": self.duplicates,
             "last_logged": self.last_logged,
             "transfers": [list(t) for t in self.transfers],
+            "staged": [st.to_json() for st in self.staged],
             # operators that learn (e.g. the LLM operator's role/model bandit) checkpoint with the rest
             "operators": {n: op.state_dict() for n, op in self.operators.items() if hasattr(op, "state_dict")},
         }
@@ -287,6 +328,7 @@ class Engine:
         self.duplicates = int(state["duplicates"])
         self.last_logged = int(state["last_logged"])
         self.transfers = deque((t[0], int(t[1]), t[2]) for t in state.get("transfers", []))
+        self.staged = deque(_Staged.from_json(d) for d in state.get("staged", []))
         for name, op_state in state.get("operators", {}).items():
             if name in self.operators and hasattr(self.operators[name], "load_state"):
                 self.operators[name].load_state(op_state)
@@ -356,8 +398,10 @@ class Engine:
         return apply_script(parent, script, operator=operator,
                             instantiate=getattr(self.workload, "instantiate", None))
 
-    def _propose(self) -> _Item | None:
-        """One ask: returns an item to evaluate, or None when every tried operator failed (rows recorded)."""
+    def _propose(self, staged: bool = False) -> _Item | _Staged | None:
+        """One ask: returns an item to evaluate, or None when every tried operator failed (rows recorded).
+        staged: return the script as a ``_Staged`` proposal (built later by ``_build``) instead of applying it."""
+        t_ask = time.perf_counter()
         ask = self.algorithm.ask(self.rng)
         parent = self.kernel(ask.parents[0])
         ctx = self._context(ask, ask.parents[0])
@@ -391,7 +435,13 @@ class Engine:
                 self._reward(name, 0.0)
                 continue
             t1 = time.perf_counter()
+            self.host_seconds["propose"] += t1 - t_ask
             text = script.to_text() if hasattr(script, "to_text") else str(script)
+            if staged:
+                st = _Staged(ask=ask, operator=name, parent_id=ask.parents[0], script_text=text, task=task,
+                             timings={"propose": t1 - t0})
+                self._prepare(st, script)
+                return st
             try:
                 child = self._apply(parent, script, name)
             except Exception as e:
@@ -403,7 +453,47 @@ class Engine:
             item = _Item(ask=ask, operator=name, kernel=child, edit_kind=script_kind(script),
                          repairs_left=self.settings.max_repairs,
                          timings={"propose": t1 - t0, "apply": time.perf_counter() - t1}, task=task)
+            self.host_seconds["apply"] += time.perf_counter() - t1
             return self._admit(item)
+
+    def _prepare(self, st: _Staged, script: Any) -> None:
+        """Submit the template instantiation a staged script needs (its KNOBS edits) to the compile executor."""
+        from population.edits import SetKnobs
+
+        knobs = [dict(e.knobs) for e in getattr(script, "edits", ()) if isinstance(e, SetKnobs)]
+        spec = getattr(self.workload, "spec", None)
+        if knobs and self.compile_executor is not None and spec is not None:
+            from evaluators.compile_executor import instantiate_template
+
+            st.prep = self.compile_executor.submit(instantiate_template, spec(), knobs[-1])
+
+    def _build(self, st: _Staged) -> _Item | None:
+        """Apply a staged proposal (waiting for its instantiation), then the hash cache; None when it failed to
+        apply (an ``apply_error`` row) or is a duplicate."""
+        t0 = time.perf_counter()
+        if st.prep is not None:
+            try:
+                st.timings["instantiate"] = float(st.prep.result())
+            except Exception:  # the apply below raises the same error in this thread, with its message
+                pass
+        t1 = time.perf_counter()
+        self.host_seconds["wait_instantiation"] += t1 - t0
+        parent = self.kernel(st.parent_id)
+        try:
+            script = _parse_script(st.script_text)
+            child = self._apply(parent, script, st.operator)
+        except Exception as e:
+            self._failure_row(parent, st.operator, "apply_error", _short_exc(e), edit_text=st.script_text,
+                              island=st.ask.island)
+            self._reward(st.operator, 0.0)
+            return None
+        if len(st.ask.parents) > 1:
+            child = replace(child, parents=tuple(self.kernel(p).identity for p in st.ask.parents))
+        t2 = time.perf_counter()
+        self.host_seconds["apply"] += t2 - t1
+        item = _Item(ask=st.ask, operator=st.operator, kernel=child, edit_kind=script_kind(script),
+                     repairs_left=self.settings.max_repairs, timings={**st.timings, "apply": t2 - t1}, task=st.task)
+        return self._admit(item)
 
     def _task_best(self, task: int | None) -> float | None:
         """The best objective among the archive's elites of ``task`` (None: no elite, or no task)."""
@@ -620,7 +710,8 @@ class Engine:
             evals_per_s=(self.budget.evaluations - self._session_evals0) / secs, seconds=self.budget.seconds,
             statuses=dict(self.statuses), duplicates=self.duplicates,
             operator_rewards={a: self.selector.mean(a) for a in self.selector.arms},
-            tasks=task_stats(self.archive, self.tasks) if self.tasks is not None else {})
+            tasks=task_stats(self.archive, self.tasks) if self.tasks is not None else {},
+            host_seconds={k: round(v, 3) for k, v in self.host_seconds.items()})
 
     @property
     def evaluated(self) -> int:
@@ -657,13 +748,35 @@ class Engine:
                 for it in self._seed_items():
                     self.budget.candidates += 1
                     self._submit(it, pool)
+            ahead = max(0, int(self.settings.ahead)) if self.compile_executor is not None else 0
+            for st in self.staged:  # restored from a checkpoint: instantiate again
+                if st.prep is None:
+                    self._prepare(st, _parse_script(st.script_text))
             while True:
+                t_refill = time.perf_counter()
+                if ahead:
+                    while len(self.pending) + len(self.staged) < capacity + ahead and not self.budget.exhausted():
+                        try:
+                            st = self._propose(staged=True)
+                        except NoParent:
+                            if not self.pending and not self.staged:
+                                raise
+                            break
+                        if st is not None:
+                            self.staged.append(st)  # type: ignore[arg-type]
                 while len(self.pending) < capacity and not self.budget.exhausted():
                     if self.transfers:
                         item = self._transfer_item()
                         if item is not None:
                             self._submit(item, pool)
                         continue
+                    if self.staged:
+                        item = self._build(self.staged.popleft())
+                        if item is not None:
+                            self._submit(item, pool)
+                        continue
+                    if ahead:
+                        break  # the next proposals are staged on the next pass
                     try:
                         item = self._propose()
                     except NoParent:
@@ -671,8 +784,11 @@ class Engine:
                             raise
                         break
                     if item is not None:
-                        self._submit(item, pool)
+                        self._submit(item, pool)  # type: ignore[arg-type]
+                self.host_seconds["refill"] += time.perf_counter() - t_refill
                 if not self.pending:
+                    if ahead and self.staged and not self.budget.exhausted():
+                        continue
                     if self.buffer or self.tells_since_checkpoint:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
@@ -686,7 +802,12 @@ class Engine:
                     done, _ = wait([it.future for it in self.pending], return_when=FIRST_COMPLETED)
                     item = next(it for it in self.pending if it.future in done)
                     self.pending.remove(item)
-                self._tell(item, item.future.result(), pool)
+                t_wait = time.perf_counter()
+                result = item.future.result()
+                t_tell = time.perf_counter()
+                self.host_seconds["wait_evaluation"] += t_tell - t_wait
+                self._tell(item, result, pool)
+                self.host_seconds["tell"] += time.perf_counter() - t_tell
         if getattr(self.evaluator, "submit_verdict", None) is not None:
             with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
                 self._apply_verdicts(wait=True, timeout=VERDICT_WAIT_S)
@@ -729,6 +850,12 @@ def _timed_evaluate(evaluator: Any, kernel: Kernel, shapes: Any = None) -> EvalR
     if not res.eval_seconds:
         res.eval_seconds = time.perf_counter() - t0
     return res
+
+
+def _parse_script(text: str) -> Any:
+    from population.edit_script import parse_edit_script
+
+    return parse_edit_script(text)
 
 
 def _short_exc(e: BaseException) -> str:

@@ -216,3 +216,55 @@ def test_engine_refuses_tasks_without_task_dimension(workload, tmp_path):
         Engine(workload=workload, evaluator=ShapeHashEvaluator(), algorithm=MapElites(archive), archive=archive,
                operators=[], selector=OperatorSelector(["x"]), store=store, budget=Budget(max_evaluations=1),
                seed=0, tasks=tasks)
+
+
+def make_staged_engine(workload, store, tasks, *, budget, ahead=3):
+    from evaluators.compile_executor import make_compile_executor
+
+    eng = make_mt_engine(workload, store, tasks, budget=budget)
+    eng.settings.ahead = ahead
+    eng.compile_executor = make_compile_executor("inline")
+    return eng
+
+
+def test_staged_proposals_resume_like_an_uninterrupted_run(workload, tmp_path):
+    """Proposals made ahead of the evaluation window (engine.ahead) are checkpointed as edit scripts and rebuilt
+    on resume: the resumed run ends with the same rows as an uninterrupted one."""
+    tasks = build_tasks(BENCHMARK_SHAPES[:3], neighbour_rate=0.3)
+
+    def sig(store):
+        return [(r.identity, r.status, r.operator, r.objective, r.features.get(TASK_FEATURE))
+                for r in store.candidates(with_ptx=False)]
+
+    with Store(tmp_path / "a.sqlite") as a:
+        snap = make_staged_engine(workload, a, tasks, budget=30).run()
+        want = sig(a)
+        assert {"propose", "apply", "tell", "wait_evaluation"} <= set(snap.host_seconds)
+        assert "host/tell_s" in snap.flat()
+    with Store(tmp_path / "b.sqlite") as b:
+        eng = make_staged_engine(workload, b, tasks, budget=17)
+        eng.run()
+        assert eng.staged, "proposals beyond the budget stay staged in the checkpoint"
+        assert b.checkpoint(CHECKPOINT).state["staged"]
+    with Store(tmp_path / "b.sqlite") as b:
+        eng = make_staged_engine(workload, b, tasks, budget=30)
+        assert eng.try_resume()
+        eng.run()
+        assert sig(b) == want
+
+
+def test_compile_executor_instantiates_into_the_shared_cache(workload):
+    from evaluators.compile_executor import instantiate_template, make_compile_executor
+
+    with pytest.raises(ValueError, match="kind"):
+        make_compile_executor("gpu")
+    with pytest.raises(ValueError, match="workers"):
+        make_compile_executor("thread", 0)
+    ex = make_compile_executor("thread", 1)
+    try:
+        secs = ex.submit(instantiate_template, workload.spec(), workload.default_knobs).result(timeout=120)
+    finally:
+        ex.shutdown()
+    assert 0 <= secs < 120
+    with pytest.raises(ValueError, match="threads"):
+        instantiate_template(workload.spec(), {"threads": 48})

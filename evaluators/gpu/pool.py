@@ -23,18 +23,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluators.gpu.args import param_types
-from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
-from evaluators.input_stores import check_input_stores
+from evaluators.gpu.worker import REQUEST_DEFAULTS
 from evaluators.objective import ObjectiveSpec, evaluate_objective
+from evaluators.pipeline import Rejected, prepare
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
-from workloads.base import AbiMismatch, Shape, Workload, check_abi
+from workloads.base import Shape, Workload
+
+
+def default_objective(workload: Workload) -> ObjectiveSpec:
+    """The objective when none is configured: ``ObjectiveSpec()`` (the best of the default libraries) when the
+    workload defines one of those libraries (RMSNorm), else the best of the workload's own
+    ``baseline_names`` with its ``primary_baseline`` and the naive seed as fallbacks (softmax: torch; KDA: fla)."""
+    spec = ObjectiveSpec()
+    names = tuple(workload.baseline_names)
+    if not names or set(spec.libraries) & set(names):
+        return spec
+    return ObjectiveSpec(libraries=names, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
 
 
 class NoGPU(RuntimeError):
@@ -74,18 +85,19 @@ class GPUPool:
                  gpu: GPUSpec | str | None = None, arch: str | None = None,
                  shapes: str | Sequence[Shape] = "search", gate: bool = True,
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
+                 startup_timeout_s: float = 900.0, warmup: int = REQUEST_DEFAULTS["warmup"],
+                 repeats: int = REQUEST_DEFAULTS["repeats"], baselines: str = REQUEST_DEFAULTS["baselines"],
                  baseline_names: Sequence[str] | None = None,
-                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None,
-                 objective: Any = None, sanitize_elites: bool = True, sanitizer_tools: Sequence[str] = ELITE_TOOLS,
-                 sanitizer_timeout_s: float = 120.0):
+                 naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
+                 seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
+                 sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
-        self.objective = ObjectiveSpec.from_config(objective)
+        self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
@@ -155,31 +167,14 @@ class GPUPool:
             return r
 
         try:
-            compiled = compile_ptx(kernel, self.arch)
-        except CompileError as e:
-            return done(Status.COMPILE_ERROR, f"ptxas: {e}")
-        res = compiled.resources.get(kernel.entry)
-        if res is None:
-            return done(Status.COMPILE_ERROR, f"entry {kernel.entry!r} not in the compiled module "
-                        f"(have {sorted(compiled.resources)})")
-        try:
-            types = param_types(kernel)
-            check_abi(wl.abi, types, kernel.entry)
-            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0], self.gpu.cc)
-        except (AbiMismatch, KeyError, ValueError) as e:
-            return done(Status.LAUNCH_ERROR, f"ABI/launch: {e}", resources=res)
+            p = prepare(kernel, wl, self.gpu, bench or wl.search_shapes[:1], arch=self.arch)
+        except Rejected as r:
+            return r.result(estimate=False, eval_seconds=time.perf_counter() - t0,
+                            extra={"gate_version": GATE_VERSION})
+        compiled, types = p.compiled, p.param_types
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
-                                 **{f"note_{k}": v for k, v in desc.notes.items()}}
-        common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
-                  "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
-        stores = check_input_stores(kernel, wl)  # before any GPU time: a write through an input pointer
-        if not stores.ok:
-            return done(Status.INPUT_MUTATED, stores.reason(), extra=extra, **common)
-        if stores.laundered:
-            extra["input_store_unproven_lines"] = stores.laundered[:16]
-        if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
-            return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
-                        f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)
+                                 **p.extra, **{f"note_{k}": v for k, v in p.notes.items()}}
+        common = p.fields
         req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,

@@ -41,6 +41,10 @@ from evaluators.types import ShapeResult, Status
 STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGAL_ADDRESS", "LAUNCH_FAILED",
                  "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR", "INVALID_PC",
                  "INVALID_ADDRESS_SPACE", "UNKNOWN"}
+# Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
+# request and a pool without them behave alike ("one": checked timed launches at every shape).
+REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
+                                    "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).
 CHECK_BLOCK_ELEMENTS = 1 << 26
 # Benchmark input sets per shape (timed launches rotate among them), two when one set is above BIG_SET_BYTES;
@@ -251,9 +255,9 @@ class WorkerState:
         wl = self.workload
         run = self.launcher(fn, types, launch_json)
         results: list[ShapeResult] = []
-        mode = req.get("baselines", "cached")
-        audit = req.get("check_output", "one")
-        repeats = int(req.get("repeats", 20))
+        mode = req.get("baselines", REQUEST_DEFAULTS["baselines"])
+        audit = req.get("check_output", REQUEST_DEFAULTS["check_output"])
+        repeats = int(req.get("repeats", REQUEST_DEFAULTS["repeats"]))
         seed = int(req.get("gate_seed", 0))
         for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
             sets = self._sets_for(shape)
@@ -269,7 +273,9 @@ class WorkerState:
                 fns.update({n: baseline_call(v, sets, outputs, shape, wl, brng) for n, v in base.items()})
             try:
                 with self.timing_lock:  # no sanitizer launch on this GPU while the intervals are open
-                    times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", 3)), repeats=repeats)
+                    times = time_interleaved(fns, self.flush,
+                                             warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
+                                             repeats=repeats)
             except KernelFault:
                 raise
             except Exception as e:
@@ -342,7 +348,7 @@ class WorkerState:
             reply.update(status=Status.LOAD_ERROR.value, reason=f"cuModuleLoadData/getFunction: {e}")
             return reply, _is_sticky(e)
         try:
-            if req.get("gate", True):
+            if req.get("gate", REQUEST_DEFAULTS["gate"]):
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None
