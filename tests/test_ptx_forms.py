@@ -17,6 +17,7 @@ from population.analysis import memory_sites
 from population.cfg import basic_blocks, flat_instructions, loop_depths
 from population.defuse import declare_missing, def_use, scopes, undeclared_registers, used_registers
 from population.edits import apply_script, copy_module, line_map, parse_edit_script
+from population.errors import PTXSyntaxError
 from population.kernel import Kernel
 from population.parser import parse_module, parse_statements, reference_parse_module
 from population.printer import listing, print_module, without_debug
@@ -186,6 +187,33 @@ def test_every_form_together_compiles_to_the_same_cubin() -> None:
     assert "%r2" in used_registers(m.function("k"))
 
 
+def test_array_elements_as_operands() -> None:
+    """PTX ISA "Arrays as Operands": ``arr[2]`` reads an element, ``mov.u64 r, arr[1]`` takes its address."""
+    text = HEADER + """.global .u32 arr[4] = {1, 2, 3, 4};
+.visible .entry k(.param .u64 p)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [p];
+	ld.global.u32 %r1, arr[2];
+	ld.global.u32 %r2, arr[010];
+	mov.u64 %rd2, arr[1];
+	cvta.to.global.u64 %rd3, %rd1;
+	add.u32 %r1, %r1, %r2;
+	st.global.u32 [%rd3], %r1;
+	st.global.u64 [%rd3+8], %rd2;
+	ret;
+}
+"""
+    m = check_round_trip(text)
+    ins = instructions(m)
+    assert [i.operands[1] for i in ins[1:4]] == [ast.ArrayElement(ast.Symbol("arr"), 2),
+                                                 ast.ArrayElement(ast.Symbol("arr"), 8),
+                                                 ast.ArrayElement(ast.Symbol("arr"), 1)]
+    assert [(s.kind, s.state_space, s.width_bytes) for s in memory_sites(m.function("k"))][1:3] == [
+        ("load", "global", 4), ("load", "global", 4)]
+
+
 def test_handle_address_in_the_independent_texture_mode() -> None:
     text = (".version 8.0\n.target sm_90, texmode_independent\n.address_size 64\n.global .texref t0;\n"
             ".global .samplerref smp;\n.visible .entry k(.param .u64 out, .param .f32 x)\n{\n\t.reg .f32 %f<6>;\n"
@@ -218,6 +246,22 @@ def test_literals_print_back_to_the_same_value(literal: str, value: float | None
     assert stmt.operands[1] == imm
 
 
+def test_octal_integers_in_declarations_and_directives() -> None:
+    """ptxas reads ``[010]``, ``%r<010>``, ``.align 010`` and ``.maxntid 0100`` as octal too (8 bytes, 8 registers,
+    8, 64 threads): the canonical print spells the same values in decimal."""
+    text = HEADER + (".global .align 010 .b8 g[010];\n.visible .entry k(.param .u64 p)\n.maxntid 0100, 1, 1\n{\n"
+                     "\t.reg .b32 %r<010>;\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n\tmov.u32 %r7, %ntid.x;\n"
+                     "\tst.global.u32 [%rd1], %r7;\n\tret;\n}\n")
+    m = check_round_trip(text)
+    g = m.items[0]
+    assert (g.align, g.dims) == (8, (8,))
+    fn = m.function("k")
+    assert fn.directives[0].values == (64, 1, 1) and fn.body[0].names == (("%r", 8),)
+    assert compile_ptx(text, "sm_90").gmem_bytes == 8
+    with pytest.raises(PTXSyntaxError, match="09 is not an octal number"):
+        parse_module(text.replace("g[010]", "g[09]"))
+
+
 def test_octal_offset_from_parse_statements_and_edits() -> None:
     (ld,) = parse_statements("ld.global.u32 %r1, [%rd2+010];")
     assert ld.operands[1] == ast.Address(ast.Register("%rd2"), 8)
@@ -228,6 +272,15 @@ def test_octal_offset_from_parse_statements_and_edits() -> None:
     child = apply_script(k, parse_edit_script(f"INSERT AFTER {ln}\n\tld.global.u32 %r1, [%rd2+010];\nEND\n"),
                          operator="test")
     assert print_module(child.module, canonical=True).count("[%rd2+8]") == 2
+
+
+def test_empty_return_parameter_list() -> None:
+    """``.func () f ()`` (ZLUDA's tests; ptxas accepts an empty return list) keeps its empty list."""
+    text = HEADER + ".func () f ()\n{\n\t.reg.u64 t;\n\tmov.u64 t, 1234567890U;\n\tret;\n}\n"
+    m = parse_module(text)
+    assert m.function("f").return_params == [] and print_module(m) == text
+    assert "func () f()" in print_module(m, canonical=True)
+    assert compile_ptx(print_module(m, canonical=True), "sm_90").resources == {}
 
 
 # ----------------------------------------------------------------------------------- kind 9: deep nesting
