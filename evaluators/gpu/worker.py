@@ -330,6 +330,12 @@ class WorkerState:
             self.notes["fault_check"] = f"fault check not run: {e}"
             reply["notes"]["fault_check"] = self.notes["fault_check"]
             return None
+        except Exception as e:  # set-up trouble (not the kernel's): no verdict, unless the context is gone
+            if _is_sticky(e):
+                raise KernelFault(Status.CRASH, f"fault check: CUDA error: {e}", fatal=True) from None
+            self.notes["fault_check"] = f"fault check not run: {type(e).__name__}: {e}"
+            reply["notes"]["fault_check"] = self.notes["fault_check"]
+            return None
         if notes.get("refused"):
             reply["notes"]["read_only_inputs"] = f"read-only mapping refused by the driver: {notes['refused'][0]}"
         return bad
