@@ -178,6 +178,7 @@ def render(verify: dict[str, Any], search: dict[str, Any]) -> tuple[str, dict[st
             ops = [s["operator"] for s in steps[1:]]
             L += ["", f"Operators along the lineage: {' -> '.join(ops) if ops else '(the seed itself)'}", ""]
     s = search.get("summary") or {}
+    names = {f"t{int(b['task']):02d}": b["name"] for b in verify.get("buckets", [])}
     gsec = search.get("gpu_seconds_per_eval")
     rate = s.get("evals_per_s")
     n_gpu = 1  # the experiment runs on one H200
@@ -194,7 +195,7 @@ def render(verify: dict[str, Any], search: dict[str, Any]) -> tuple[str, dict[st
           f"- statuses: {', '.join(f'{k} {n}' for k, n in sorted(search.get('statuses', {}).items()))}",
           f"- rows per operator: {', '.join(f'{k} {n}' for k, n in search.get('operators', {}).items())}",
           f"- QD score {_f(s.get('qd_score'), '{:.2f}')} (sum over tasks); per task: " + ", ".join(
-              f"{k.split('/')[1]} {_f(val, '{:.2f}')}" for k, val in s.items()
+              f"{names.get(k.split('/')[1], k.split('/')[1])} {_f(val, '{:.2f}')}" for k, val in s.items()
               if k.startswith("task/") and k.endswith("/qd_score")), ""]
     data = {"benchmark": v, "heldout": hv, "estimate": est, "rows": verify.get("benchmark", {}),
             "throughput": {"evals_per_s": rate, "gpu_seconds_per_eval": gsec, "gpu_bound_rate": bound,
