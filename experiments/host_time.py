@@ -22,7 +22,9 @@ Usage: ``python experiments/host_time.py [--evaluations 60] [--ahead 6] [--worke
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,12 +88,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ahead", type=int, default=6)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # internal: one mode, JSON out
     a = ap.parse_args(argv)
+    if a.one is not None:
+        print(json.dumps(run_mode(a.evaluations, a.one, a.workers, a.seed)))
+        return 0
     results = {}
     for mode, ahead in (("inline", 0), ("ahead", a.ahead)):
-        with tempfile.TemporaryDirectory() as cache:  # an empty PTX cache per mode: nvcc runs for every new set
-            os.environ["PTXFORGE_CACHE"] = cache
-            results[mode] = run_mode(a.evaluations, ahead, a.workers, a.seed)
+        # a fresh process (no in-memory caches) and an empty PTX cache per mode: nvcc runs for every new set
+        with tempfile.TemporaryDirectory() as cache:
+            cmd = [sys.executable, __file__, "--one", str(ahead), "--evaluations", str(a.evaluations),
+                   "--seed", str(a.seed)] + (["--workers", str(a.workers)] if a.workers else [])
+            proc = subprocess.run(cmd, env={**os.environ, "PTXFORGE_CACHE": cache}, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
     cols = ["candidates", "per_s", "propose", "apply", "instantiate", "wait_instantiation", "evaluate", "tell",
             "engine_thread"]
     print(f"host seconds per candidate (static evaluator, {os.cpu_count()} CPUs, empty PTX cache)")
