@@ -98,9 +98,11 @@ def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
     if kind == "auto":
         kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
-    if kind == "static":
+    if kind in ("static", "replay"):
         options.setdefault("gpu", str(cfg.hardware.name))
         options.setdefault("arch", str(cfg.hardware.arch))
+    if kind == "replay":
+        options.setdefault("stores", [str(s) for s in cfg.evaluator.stores])
     else:
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
@@ -182,8 +184,10 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     if evaluator is None:
         evaluator, estimate = make_evaluator_from(cfg, workload)
     if estimate:
-        print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
-        log.warning(ESTIMATE_BANNER)
+        # The evaluator's own banner says what its numbers are and their measured fidelity (static, replay).
+        text = evaluator.banner() if callable(getattr(evaluator, "banner", None)) else ESTIMATE_BANNER
+        print(f"\n{'=' * 100}\n{text}\n{'=' * 100}\n", file=sys.stderr, flush=True)
+        log.warning(text)
 
     dims = archive_dimensions(cfg.archive, gpu)
     qd_offset = float(cfg.archive.qd_offset)

@@ -41,6 +41,7 @@ class EvaluatorKind(StrEnum):
     auto = "auto"
     gpu = "gpu"
     static = "static"
+    replay = "replay"
 
 
 class LoggerKind(StrEnum):
@@ -94,7 +95,8 @@ class MutatorConfig:
 
 @dataclass
 class EvaluatorConfig:
-    """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
+    """kind: ``auto`` (GPU when one is visible, else static), ``gpu``, ``static`` or ``replay`` (answers from
+    recorded GPU run stores, ``evaluators.replay``); stores: those stores (replay only); devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
     ``evaluators.factory.make_evaluator``."""
@@ -103,6 +105,7 @@ class EvaluatorConfig:
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    stores: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -275,6 +278,13 @@ def validate(cfg: DictConfig) -> None:
     _need(not (h.compile_only and ev.kind == EvaluatorKind.gpu), "evaluator.kind",
           f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
     _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
+    if ev.kind == EvaluatorKind.replay:
+        _need(len(ev.stores) > 0, "evaluator.stores", "evaluator=replay needs at least one recorded run store "
+              "(e.g. evaluator.stores=[experiments/data/rmsnorm_map_elites_s0.sqlite.gz])")
+        from evaluators.recorded import resolve_store
+
+        for i, st in enumerate(ev.stores):
+            _need(resolve_store(str(st)).is_file(), f"evaluator.stores[{i}]", f"{st!r} is no file")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
