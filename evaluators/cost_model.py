@@ -17,7 +17,10 @@ The model, per launch at one shape (times in s, bytes, bandwidths in bytes/s; GP
    ``l2 = re-read hits + shared bytes``.
 2. Memory-level parallelism (Little's law; V. Volkov, "Understanding Latency Hiding on GPUs", UC Berkeley
    2016): ``concurrent = min(CTAs, slots)`` CTAs, ``slots = blocks_per_sm * SMs``, each thread with
-   ``inflight_thread`` bytes of DRAM loads outstanding per round trip. A CTA spends ``rounds * latency`` waiting
+   ``inflight_thread`` bytes of DRAM loads outstanding per round trip: all of an iteration's loads for
+   straight-line code and counted loops, ``loop_mlp`` copies of one body's distinct loads for a sweep loop
+   (unrolling in the PTX adds nothing: ptxas pipelines the loop either way). The DRAM time is split by the
+   share of loads each kind of body issues. A CTA spends ``rounds * latency`` waiting
    for memory and ``serial`` on everything else it must do in order: a fixed cost per CTA (launch, address
    set-up, ``cta_ns``), CTA barriers (``barrier_ns`` each), cluster barriers (``cluster_barrier_ns``) and
    distributed-shared-memory accesses (``dsmem_ns``). Only during the memory part are its loads in flight, so
@@ -61,7 +64,7 @@ class CostConstants:
     l2_gbps: L2 hit bandwidth in GB/s; cta_ns: fixed serial time per CTA; barrier_ns: per CTA barrier;
     cluster_barrier_ns: per cluster barrier; dsmem_ns: per distributed-shared-memory access; l2_fraction: share
     of the L2 that re-read data may occupy; launch_us: fixed launch-and-drain time; sharpness: the smooth
-    maximum's exponent p."""
+    maximum's exponent p; loop_mlp: copies of a sweep loop's body whose loads ptxas keeps in flight at once."""
 
     bw_scale: float = 1.0
     latency_ns: float = 600.0
@@ -73,6 +76,7 @@ class CostConstants:
     l2_fraction: float = 0.5
     launch_us: float = 2.0
     sharpness: float = 4.0
+    loop_mlp: float = 2.0
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
@@ -92,6 +96,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "bw_scale": (0.5, 1.05), "latency_ns": (200.0, 3000.0), "l2_gbps": (2000.0, 40000.0),
     "cta_ns": (0.0, 20000.0), "barrier_ns": (0.0, 5000.0), "cluster_barrier_ns": (0.0, 20000.0),
     "dsmem_ns": (0.0, 5000.0), "l2_fraction": (0.05, 1.0), "launch_us": (0.0, 20.0), "sharpness": (1.0, 16.0),
+    "loop_mlp": (1.0, 8.0),
 }
 
 
@@ -129,8 +134,9 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 
 
 TERM_NAMES = ("ctas", "threads", "slots", "cluster", "compulsory", "partitioned_bytes", "shared_bytes",
-              "spill_bytes", "sweep_bytes", "rounds", "inflight_thread", "width", "barriers", "cluster_barriers",
-              "dsmem", "copy_bps", "l2_bytes", "sm_count", "clock_hz", "requested")
+              "spill_bytes", "sweep_bytes", "rounds", "inflight_thread", "loop_rounds", "loop_inflight_thread",
+              "loop_share", "width", "barriers", "cluster_barriers", "dsmem", "copy_bps", "l2_bytes", "sm_count",
+              "clock_hz", "requested")
 
 
 def shape_terms(gpu: Any, traffic: TrafficEstimate, bytes_moved: float, sweep_bytes: float, blocks_per_sm: int,
@@ -148,8 +154,13 @@ def shape_terms(gpu: Any, traffic: TrafficEstimate, bytes_moved: float, sweep_by
     shared = sum(v for (g, _), v in traffic.group_bytes.items() if g in traffic.shared_groups) * ctas
     if not traffic.group_bytes:  # an estimate without the split: everything streams
         part = traffic.bytes
-    rounds = 0.0
-    inflight_num = inflight_den = 0.0
+    # Two kinds of bodies (step 2): straight-line code and counted loops issue all their loads of an iteration
+    # at once (one round trip per iteration); a sweep loop's in-flight bytes are those of one copy of its body
+    # (PTX-level unrolling does not add memory-level parallelism: ptxas pipelines the loop either way), scaled
+    # by the fitted ``loop_mlp``.
+    rounds = {"straight": 0.0, "loop": 0.0}
+    inflight_num = {"straight": 0.0, "loop": 0.0}
+    loads = {"straight": 0.0, "loop": 0.0}
     acc_bytes = acc_w = 0.0
     for b in traffic.bodies:
         w = b.mean_width_bytes or 4.0
@@ -157,17 +168,27 @@ def shape_terms(gpu: Any, traffic: TrafficEstimate, bytes_moved: float, sweep_by
         acc_w += b.bytes_per_cta * w
         if b.partitioned_load_bytes_per_cta <= 0 or b.load_bytes_per_iteration <= 0:
             continue
-        share = b.partitioned_load_bytes_per_cta / threads / b.iterations_per_cta
-        per_thread = min(float(b.load_bytes_per_iteration), share)
-        rounds += b.iterations_per_cta
-        inflight_num += per_thread * b.partitioned_load_bytes_per_cta
-        inflight_den += b.partitioned_load_bytes_per_cta
+        per_thread_total = b.partitioned_load_bytes_per_cta / threads
+        if b.sweep:
+            kind = "loop"
+            per_thread = float(b.distinct_load_bytes_per_iteration or b.load_bytes_per_iteration)
+        else:
+            kind = "straight"
+            per_thread = min(float(b.load_bytes_per_iteration), per_thread_total / b.iterations_per_cta)
+        rounds[kind] += per_thread_total / per_thread
+        inflight_num[kind] += per_thread * b.partitioned_load_bytes_per_cta
+        loads[kind] += b.partitioned_load_bytes_per_cta
+    total_loads = loads["straight"] + loads["loop"]
     return {
         "ctas": float(ctas), "threads": float(threads), "slots": float(blocks_per_sm * gpu.sm_count),
         "cluster": float(cluster), "compulsory": float(bytes_moved), "partitioned_bytes": float(part),
         "shared_bytes": float(shared), "spill_bytes": float(spill_bytes_per_thread) * threads * ctas,
-        "sweep_bytes": float(sweep_bytes), "rounds": max(rounds, 1.0),
-        "inflight_thread": inflight_num / inflight_den if inflight_den > 0 else 16.0,
+        "sweep_bytes": float(sweep_bytes),
+        "rounds": rounds["straight"], "inflight_thread": (inflight_num["straight"] / loads["straight"]
+                                                          if loads["straight"] > 0 else 16.0),
+        "loop_rounds": rounds["loop"], "loop_inflight_thread": (inflight_num["loop"] / loads["loop"]
+                                                                if loads["loop"] > 0 else 16.0),
+        "loop_share": loads["loop"] / total_loads if total_loads > 0 else 0.0,
         "width": acc_w / acc_bytes if acc_bytes > 0 else 4.0,
         "barriers": float(traffic.cta_barriers), "cluster_barriers": float(traffic.cluster_barriers),
         "dsmem": float(traffic.dsmem_loads), "copy_bps": gpu.copy_gbps * 1e9, "l2_bytes": float(gpu.l2_bytes),
@@ -190,10 +211,13 @@ def predict_parts(terms: Mapping[str, Any], c: CostConstants) -> dict[str, Any]:
     l2 = reread * (1.0 - miss) + t["shared_bytes"]
     serial = (c.cta_ns + c.barrier_ns * t["barriers"] + c.cluster_barrier_ns * t["cluster_barriers"]
               + c.dsmem_ns * t["dsmem"]) * 1e-9
-    mem = t["rounds"] * lat
+    mlp = c.loop_mlp
+    mem = np.maximum((t["rounds"] + t["loop_rounds"] / mlp) * lat, 1e-12)
     duty = mem / (mem + serial)
-    rate = np.minimum(bw, conc * t["threads"] * t["inflight_thread"] * duty / lat)
-    t_dram = dram / rate
+    rate_s = np.minimum(bw, conc * t["threads"] * t["inflight_thread"] * duty / lat)
+    rate_l = np.minimum(bw, conc * t["threads"] * t["loop_inflight_thread"] * mlp * duty / lat)
+    share = t["loop_share"]
+    t_dram = dram * ((1.0 - share) / rate_s + share / rate_l)
     t_l2 = l2 / (c.l2_gbps * 1e9)
     active = np.minimum(t["sm_count"], t["ctas"])
     t_issue = t["requested"] / (active * t["clock_hz"] * np.minimum(32.0 * t["width"], 128.0))

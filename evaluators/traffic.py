@@ -115,7 +115,9 @@ class BodyTraffic:
     the same for loads and stores together (their ratio is the body's mean access width per thread);
     iterations_per_cta: how often one thread runs the body per CTA (loop trips times enclosing counted loops;
     1 for straight-line code outside loops); partitioned_load_bytes_per_cta: the body's loads of buffers that
-    are not shared by all CTAs (rule 8), the bytes that stream from DRAM."""
+    are not shared by all CTAs (rule 8), the bytes that stream from DRAM; distinct_load_bytes_per_iteration: the
+    widths of the body's distinct (buffer, width) loads of such buffers, i.e. one copy of an unrolled body;
+    sweep: the body is a sweep loop (rule 3), not straight-line code or a counted loop."""
 
     loop: int | None
     bytes_per_cta: float
@@ -125,6 +127,8 @@ class BodyTraffic:
     accesses_per_iteration: int = 0
     iterations_per_cta: float = 1.0
     partitioned_load_bytes_per_cta: float = 0.0
+    distinct_load_bytes_per_iteration: int = 0
+    sweep: bool = False
 
     @property
     def mean_width_bytes(self) -> float:
@@ -440,6 +444,7 @@ def _counted_loops(blocks, loop_list: Sequence[Loop], du) -> dict[int, _CountedL
     decided per launch, in ``_loop_trips``)."""
     out: dict[int, _CountedLoop] = {}
     for lp in loop_list:
+        loop_ins = {id(ins) for bb in lp.blocks for ins in blocks[bb].instructions}
         for bid in sorted(lp.blocks):
             b = blocks[bid]
             t = b.terminator
@@ -458,7 +463,7 @@ def _counted_loops(blocks, loop_list: Sequence[Loop], du) -> dict[int, _CountedL
                 defs = du.defs_of(op.name)
                 if len(defs) != 2:
                     continue
-                in_loop = [d for d in defs if any(d is ins for bb in lp.blocks for ins in blocks[bb].instructions)]
+                in_loop = [d for d in defs if id(d) in loop_ins]
                 if len(in_loop) != 1:
                     continue
                 inc = in_loop[0]
@@ -688,6 +693,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     weights: dict[int, dict[tuple[str, str, int | None], float]] = {}
     body_cap_mult: dict[int | None, float] = {}
     body_iters: dict[int | None, float] = {}
+    distinct_loads: dict[int | None, set[tuple[str, int]]] = {}
+    sweep_body: dict[int | None, bool] = {}
     loads_in_body: dict[int | None, int] = {}
     load_width_in_body: dict[int | None, int] = {}
     acc_in_body: dict[int | None, int] = {}
@@ -710,6 +717,9 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
             if _direction(s.kind) == "load":
                 loads_in_body[header] = loads_in_body.get(header, 0) + 1
                 load_width_in_body[header] = load_width_in_body.get(header, 0) + s.width_bytes
+                if grp not in prep.shared_groups:
+                    distinct_loads.setdefault(header, set()).add((grp, s.width_bytes))
+        sweep_body[header] = sweep is not None and sweep.header == header
         node = prep.block_to_node[s.block]
         key = (grp, _direction(s.kind), header)
         w = weights.setdefault(node, {})
@@ -834,7 +844,8 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     store_cta = sum(v for (_, d), v in group_bytes.items() if d == "store")
     bodies = tuple(BodyTraffic(b, v, load_width_in_body.get(b, 0), loads_in_body.get(b, 0),
                                acc_width_in_body.get(b, 0), acc_in_body.get(b, 0),
-                               max(1.0, body_iters.get(b, 1.0)), body_part_loads.get(b, 0.0))
+                               max(1.0, body_iters.get(b, 1.0)), body_part_loads.get(b, 0.0),
+                               sum(w for _, w in distinct_loads.get(b, ())), sweep_body.get(b, False))
                    for b, v in sorted(body_bytes.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)) if v > 0)
     per_cta = load_cta + store_cta
     return TrafficEstimate(

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help=f"record the pooled held-out numbers in {FIDELITY_FILE}")
     ap.add_argument("--json", default=None, help="also write every metric to this JSON file")
     args = ap.parse_args(argv)
-    console = Console()
+    console = Console(width=max(Console().width, 180))
     rec = load_recording(args.stores)
     if len(rec.runs) < 2:
         ap.error("leave-one-run-out needs at least two stores")
