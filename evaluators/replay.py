@@ -142,7 +142,7 @@ class ReplayEvaluator:
             a = self.static.analyse(kernel, shapes)
         except Exception as e:
             try:
-                r = failure_result(e, start, prefix="estimate: replay surrogate")
+                r = failure_result(e, start, prefix="estimate: replay surrogate: ")
             except Exception:
                 raise e from None
             return r

@@ -34,6 +34,10 @@ from evaluators.types import ShapeResult, Status
 STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGAL_ADDRESS", "LAUNCH_FAILED",
                  "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR", "INVALID_PC",
                  "INVALID_ADDRESS_SPACE", "UNKNOWN"}
+# Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
+# request and a pool without them behave alike (the audit at one shape is the randomised default).
+REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
+                                    "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).
 CHECK_BLOCK_ELEMENTS = 1 << 26
 
@@ -61,9 +65,11 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
     launch = LaunchConfig.from_json(launch_json)
     wl = workload
 
-    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+                params: dict[str, float] | None = None) -> None:
         grid, block, smem = wl.launch_dims(shape, launch)
-        args = build_args(wl.abi, types, {**inputs, **outputs}, wl.scalars(shape), wl.entry)
+        scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
+        args = build_args(wl.abi, types, {**inputs, **outputs}, scalars, wl.entry)
         try:
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -72,8 +78,9 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
 
-    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
-        enqueue(inputs, outputs, shape)
+    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+            params: dict[str, float] | None = None) -> None:
+        enqueue(inputs, outputs, shape, params)
         try:
             cp.cuda.get_current_stream().synchronize()
         except Exception as e:
@@ -110,22 +117,22 @@ class WorkerState:
     """Everything a worker keeps between requests: the workload, the copy roofline, the L2 flusher,
     benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too)."""
 
-    def __init__(self, workload_name: str, workload_options: dict[str, Any], config: dict[str, Any]):
+    def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
 
         from evaluators.gpu.baselines import BaselineSet
         from evaluators.gpu.benchmark import L2Flusher, copy_bandwidth_gbps
-        from workloads.registry import get_workload
+        from workloads.registry import build_workload
 
         self.cp = cp
-        self.workload = get_workload(workload_name, **workload_options)
+        self.workload = build_workload(workload_spec)
         cp.cuda.Device(0).use()
         props = cp.cuda.runtime.getDeviceProperties(0)
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.copy_gbps = copy_bandwidth_gbps()
         self.flush = L2Flusher.for_device()
         self.baselines = BaselineSet(self.workload, names=tuple(config.get("baseline_names",
-                                                                           ("torch", "torch_compile"))))
+                                                                           self.workload.baseline_names)))
         self.bench_inputs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.baseline_us: dict[tuple[int, ...], dict[str, float]] = {}
         self.baseline_fns: dict[tuple[int, ...], dict[str, Any]] = {}
@@ -194,8 +201,8 @@ class WorkerState:
         wl = self.workload
         run = self.launcher(fn, types, launch_json)
         results: list[ShapeResult] = []
-        mode = req.get("baselines", "cached")
-        audit = req.get("check_output", "all")
+        mode = req.get("baselines", REQUEST_DEFAULTS["baselines"])
+        audit = req.get("check_output", REQUEST_DEFAULTS["check_output"])
         audited = int(req.get("gate_seed", 0)) % max(1, len(req["bench_shapes"]))
         for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
             inputs = self._inputs_for(shape)
@@ -206,8 +213,8 @@ class WorkerState:
             if fresh:
                 fns.update(base)
             try:
-                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", 3)),
-                                         repeats=int(req.get("repeats", 20)))
+                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
+                                         repeats=int(req.get("repeats", REQUEST_DEFAULTS["repeats"])))
             except KernelFault:
                 raise
             except Exception as e:
@@ -246,7 +253,7 @@ class WorkerState:
             reply.update(status=Status.LOAD_ERROR.value, reason=f"cuModuleLoadData/getFunction: {e}")
             return reply, _is_sticky(e)
         try:
-            if req.get("gate", True):
+            if req.get("gate", REQUEST_DEFAULTS["gate"]):
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None
@@ -272,11 +279,11 @@ class WorkerState:
         return reply, False
 
 
-def worker_main(conn: Any, device: str, workload_name: str, workload_options: dict[str, Any],
-                config: dict[str, Any]) -> None:
+def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: dict[str, Any]) -> None:
     """Process entry point (spawned by the supervisor): serve requests on ``conn`` until ``stop`` or EOF.
 
-    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0).
+    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0);
+    workload_spec: ``Workload.spec()`` of the workload to rebuild here (``workloads.registry.build_workload``).
     """
     try:
         os.setpgrp()  # own process group: the supervisor kills the group at a deadline
@@ -284,7 +291,7 @@ def worker_main(conn: Any, device: str, workload_name: str, workload_options: di
         pass
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
-        state = WorkerState(workload_name, workload_options, config)
+        state = WorkerState(workload_spec, config)
     except BaseException:
         conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return
