@@ -12,6 +12,7 @@ restarts from a few starting points and keeps the best.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import multiprocessing
@@ -25,27 +26,30 @@ from typing import Any
 import numpy as np
 
 from evaluators.cost_model import BOUNDS, TERM_NAMES, CostConstants, predict_time_us
-from evaluators.recorded import Measured, Recording, cache_dir
+from evaluators.recorded import PROJECT_ROOT, Measured, Recording, cache_dir
 
 Shape = tuple[int, ...]
-_SOURCES = ("traffic.py", "uniform.py", "features.py", "ptx_stats.py")
+_SOURCES = ("traffic.py", "uniform.py", "ptx_stats.py")
+# Terms of the recorded kernels computed by the shipped code (``terms-<workload>-<gpu>-<terms_version>.json.gz``),
+# so a fresh checkout needs no ptxas pass over every recorded kernel; any code change makes them stale (unused).
+SHIPPED_TERMS = PROJECT_ROOT / "experiments" / "data"
 
 
 def terms_version() -> str:
-    """Hash (16 hex) of the code the terms depend on: the traffic, uniform-value, feature and PTX-count modules,
-    the static evaluator's analysis and ``cost_model.shape_terms`` (not the constants or the time formula), so a
-    cached term computed by other code is never reused and a change of the constants' bounds reuses them."""
+    """Hash (16 hex) of the code the terms depend on: the traffic, uniform-value and PTX-count modules, and the
+    functions that turn an analysis into terms (``features.kernel_traffic``, the static evaluator's analysis,
+    ``cost_model.shape_terms``; not the constants or the time formula), so a cached term computed by other
+    code is not reused and a change of the constants' bounds or the time formula reuses them."""
     import inspect
 
-    from evaluators import cost_model, static
+    from evaluators import cost_model, features, static
 
     h = hashlib.sha256()
     here = Path(__file__).parent
     for name in _SOURCES:
-        p = here / name
-        if p.is_file():
-            h.update(p.read_bytes())
-    for fn in (cost_model.shape_terms, static.StaticEvaluator._analyse, static.estimate_shape):
+        h.update((here / name).read_bytes())
+    for fn in (features.kernel_traffic, cost_model.shape_terms, static.StaticEvaluator._analyse,
+               static.estimate_shape, static.cluster_size):
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:16]
 
@@ -98,12 +102,21 @@ def recorded_terms(kernels: Iterable[Measured], workload: Any, *, gpu: str = "h2
                    cache: str | Path | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, dict[str, Any]]:
     """``kernel_terms`` of every kernel, by identity, computed in ``processes`` worker processes (default: the
-    CPU count) and cached in ``cache`` (default ``<recorded cache>/terms-<workload>-<gpu>-<terms_version>.json``).
+    CPU count) and cached in ``cache`` (default ``<recorded cache>/terms-<workload>-<gpu>-<terms_version>.json``,
+    seeded from the shipped ``experiments/data/<same name>.gz`` when it matches this code).
     workload: the ``Workload`` the kernels were measured for."""
     kernels = list(kernels)
     spec = {"name": workload.name, "options": workload.options()}
-    path = Path(cache) if cache else cache_dir() / f"terms-{workload.name}-{gpu}-{terms_version()}.json"
-    done: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.is_file() else {}
+    name = f"terms-{workload.name}-{gpu}-{terms_version()}.json"
+    path = Path(cache) if cache else cache_dir() / name
+    shipped = SHIPPED_TERMS / f"{name}.gz"
+    if path.is_file():
+        done: dict[str, dict[str, Any]] = json.loads(path.read_text())
+    elif cache is None and shipped.is_file():  # terms shipped with the recorded runs, for this very code
+        with gzip.open(shipped, "rt") as f:
+            done = json.load(f)
+    else:
+        done = {}
     todo = [(m.identity, m.row.ptx, m.row.entry, m.row.launch) for m in kernels if m.identity not in done]
     if todo:
         n = max(1, min(processes or os.cpu_count() or 1, len(todo)))
