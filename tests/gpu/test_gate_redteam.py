@@ -94,11 +94,27 @@ def test_eps_dropped_at_the_search_shapes_only_is_rejected(pool):
     assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
 
 
+@pytest.mark.xfail(strict=True, reason="gate hole: every output the gate checks sits behind a NaN guard zone and the "
+                   "benchmark's outputs do not, so y[-1] tells gate launches from timed ones at any shape; the "
+                   "timed launches use normal inputs and the default eps only, where dropping eps is invisible")
+def test_eps_dropped_when_the_word_before_y_is_not_the_gate_poison_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_guard_sniff"))
+    assert r.status != Status.OK, (r.status, r.reason)
+
+
 @pytest.mark.xfail(strict=True, reason="gate hole: a global-memory race (partial sums exchanged between CTAs "
                    "without a fence) is right on a quiet GPU, and compute-sanitizer racecheck checks shared memory "
                    "only; an XPASS means the race showed (rejected: wrong_result/nondeterministic)")
 def test_cross_cta_exchange_without_a_fence_is_rejected(pool):
     r = pool.evaluate(redteam("rt_global_race"))
+    assert r.status != Status.OK, (r.status, r.reason)
+
+
+@pytest.mark.xfail(strict=True, reason="gate hole: the fault check and compute-sanitizer memcheck run at small shapes "
+                   "only, and the benchmark input sets have NaN padding behind x, so a read past x gated on a "
+                   "search shape (M >= 8192, N % 65536 == 0) is never placed against an unmapped page")
+def test_read_past_x_at_the_largest_search_shape_only_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_prefetch_past_end"))
     assert r.status != Status.OK, (r.status, r.reason)
 
 
