@@ -104,10 +104,50 @@ def _apply(params: list[tuple[Any, Any]], x: Any) -> Any:
     return jnp.squeeze(h @ w + b, -1)
 
 
-def _ensemble_apply(params: Any, x: Any) -> Any:
-    import jax
+_APPLY: Any = None
 
-    return jax.jit(jax.vmap(_apply, in_axes=(0, None)))(params, x)
+
+def _ensemble_apply(params: Any, x: Any) -> Any:
+    """(members, n) predictions of every member (jit-compiled once per process)."""
+    global _APPLY
+    if _APPLY is None:
+        import jax
+
+        _APPLY = jax.jit(jax.vmap(_apply, in_axes=(0, None)))
+    return _APPLY(params, x)
+
+
+_ROW_BUCKET = 512  # rows are padded (weight 0) to a multiple of this, so one compilation serves many fits
+
+
+def _train_fn() -> Any:
+    """The jit-compiled training loop (built once per process; compiled once per array shape and settings)."""
+    global _TRAIN
+    if _TRAIN is None:
+        import jax
+        import jax.numpy as jnp
+        from jax.example_libraries import optimizers
+
+        def train(params: Any, z: Any, y: Any, w: Any, steps: int, lr: float, weight_decay: float) -> Any:
+            opt_init, opt_update, get_params = optimizers.adam(lr)
+
+            def loss(p: Any, wm: Any) -> Any:
+                pred = _apply(p, z)
+                l2 = sum(jnp.sum(a ** 2) for a, _ in p)
+                return jnp.sum(wm * (pred - y) ** 2) / jnp.sum(wm) + weight_decay * l2
+
+            grad = jax.vmap(jax.grad(loss), in_axes=(0, 0))
+
+            def body(i: Any, st: Any) -> Any:
+                return opt_update(i, grad(get_params(st), w), st)
+
+            return get_params(jax.lax.fori_loop(0, steps, body, opt_init(params)))
+
+        _TRAIN = jax.jit(train, static_argnames=("steps", "lr", "weight_decay"))
+    return _TRAIN
+
+
+_TRAIN: Any = None
 
 
 def fit_surrogate(x: np.ndarray, y_log_residual: np.ndarray, groups: np.ndarray, *, members: int = 5,
@@ -117,17 +157,15 @@ def fit_surrogate(x: np.ndarray, y_log_residual: np.ndarray, groups: np.ndarray,
     µs); groups: (n,) kernel index of each row (bootstrap unit). ValueError for fewer than 8 rows."""
     import jax
     import jax.numpy as jnp
-    from jax.example_libraries import optimizers
 
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(y_log_residual, dtype=np.float32)
-    if x.shape[0] < 8:
-        raise ValueError(f"fit_surrogate: {x.shape[0]} rows are too few to fit")
+    n = x.shape[0]
+    if n < 8:
+        raise ValueError(f"fit_surrogate: {n} rows are too few to fit")
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale = np.where(scale > 1e-6, scale, 1.0).astype(np.float32)
-    z = jnp.asarray((x - mean) / scale)
-    yj = jnp.asarray(y)
     rng = np.random.default_rng(seed)
     uniq = np.unique(groups)
     weights = []
@@ -135,29 +173,17 @@ def fit_surrogate(x: np.ndarray, y_log_residual: np.ndarray, groups: np.ndarray,
         pick = rng.choice(uniq, size=uniq.size, replace=True)
         counts = np.bincount(np.searchsorted(uniq, pick), minlength=uniq.size)
         weights.append(counts[np.searchsorted(uniq, groups)].astype(np.float32))
-    wj = jnp.asarray(np.stack(weights))  # (members, n)
+    pad = -n % _ROW_BUCKET
+    z = np.pad((x - mean) / scale, ((0, pad), (0, 0)))
+    yp = np.pad(y, (0, pad))
+    w = np.pad(np.stack(weights), ((0, 0), (0, pad)))  # padded rows weigh nothing
     sizes = [x.shape[1], *hidden, 1]
     keys = jax.random.split(jax.random.PRNGKey(seed), members)
     params = jax.vmap(lambda k: _init(k, sizes))(keys)
-    opt_init, opt_update, get_params = optimizers.adam(lr)
-
-    def loss(p: Any, w: Any) -> Any:
-        pred = _apply(p, z)
-        l2 = sum(jnp.sum(a ** 2) for a, _ in p)
-        return jnp.sum(w * (pred - yj) ** 2) / jnp.sum(w) + weight_decay * l2
-
-    grad = jax.vmap(jax.grad(loss), in_axes=(0, 0))
-
-    @jax.jit
-    def run(state: Any) -> Any:
-        def body(i: Any, st: Any) -> Any:
-            return opt_update(i, grad(get_params(st), wj), st)
-
-        return jax.lax.fori_loop(0, steps, body, state)
-
-    final = get_params(run(opt_init(params)))
-    pred = np.asarray(_ensemble_apply(final, z)).mean(axis=0)
+    final = _train_fn()(params, jnp.asarray(z), jnp.asarray(yp), jnp.asarray(w), steps=int(steps), lr=float(lr),
+                        weight_decay=float(weight_decay))
+    pred = np.asarray(_ensemble_apply(final, jnp.asarray(z[:n]))).mean(axis=0)
     info = {"members": members, "hidden": list(hidden), "steps": steps, "lr": lr, "weight_decay": weight_decay,
-            "rows": int(x.shape[0]), "kernels": int(uniq.size),
+            "rows": int(n), "kernels": int(uniq.size),
             "train_rms_log_error": float(np.sqrt(np.mean((pred - y) ** 2)))}
     return SurrogateModel(mean.astype(np.float32), scale, final, info)

@@ -227,5 +227,5 @@ def test_replay_needs_existing_stores():
     cfg = cfg_of("evaluator=replay", "evaluator.stores=[no/such/store.sqlite.gz]")
     with pytest.raises(ConfigError, match=r"evaluator.stores\[0\]"):
         validate(cfg)
-    with pytest.raises(ConfigError, match="evaluator.stores"):
+    with pytest.raises(ConfigError, match=r"evaluator\.stores"):
         validate(cfg_of("evaluator=replay", "evaluator.stores=[]"))

@@ -161,7 +161,7 @@ def small_stores(tmp_path_factory):
     out = []
     for src in (MAP_ELITES, RANDOM):
         with open_store(src) as st:
-            rows = sorted(st.candidates(status="ok"), key=lambda r: (len(r.ptx), r.id))[:14]
+            rows = sorted(st.candidates(status="ok"), key=lambda r: (len(r.ptx), r.id))[:10]
         path = tmp_path_factory.mktemp("rec") / src.name.replace(".gz", "")
         with Store(path) as dst:
             for r in sorted(rows, key=lambda r: r.id):
@@ -172,10 +172,20 @@ def small_stores(tmp_path_factory):
     return out
 
 
-def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, tmp_path):
+@pytest.fixture(scope="module")
+def small_terms(wl, small_stores, tmp_path_factory):
+    """The static terms of the small stores' kernels, cached in a file both tests below use."""
+    from evaluators.calibration import recorded_terms
+
+    path = tmp_path_factory.mktemp("terms") / "terms.json"
+    rec = load_recording(small_stores)
+    return rec, recorded_terms(rec.kernels.values(), wl, processes=1, cache=path), path
+
+
+def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms):
     from evaluators.replay import ReplayEvaluator
 
-    ev = ReplayEvaluator(wl, small_stores, members=2, steps=200, terms_cache=str(tmp_path / "terms.json"))
+    ev = ReplayEvaluator(wl, small_stores, members=2, steps=200, terms_cache=str(small_terms[2]))
     unseen = wl.seeds()[1]  # the template at default knobs: in neither small store
     r = ev.evaluate(unseen)
     assert r.ok and r.estimate and r.reason.startswith("estimate: replay surrogate")
@@ -188,12 +198,10 @@ def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, tmp_path):
     assert "recorded kernels" in ev.banner()
 
 
-def test_leave_one_run_out_never_scores_a_fitted_kernel(wl, small_stores, tmp_path):
-    from evaluators.calibration import recorded_terms
+def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
     from evaluators.holdout import fold_metrics, leave_one_run_out
 
-    rec = load_recording(small_stores)
-    terms = recorded_terms(rec.kernels.values(), wl, processes=1, cache=tmp_path / "terms.json")
+    rec, terms, _ = small_terms
     folds = leave_one_run_out(rec, terms, members=2, steps=100)
     assert [f.run for f in folds] == rec.runs
     for f in folds:
@@ -203,5 +211,5 @@ def test_leave_one_run_out_never_scores_a_fitted_kernel(wl, small_stores, tmp_pa
                                       and terms[m.identity]["status"] == "ok")
         assert np.all(f.static_us > 0) and np.all(np.isfinite(f.replay_us))
         ref = np.array(list(rec.baseline_times("torch").values()))
-        m = fold_metrics(f, ref, rec.shapes, "static", top=5)
+        m = fold_metrics(f, ref, rec.shapes, "replay", top=5)
         assert -1.0 <= m["spearman"] <= 1.0 and set(m["per_shape"]) == {"x".join(map(str, s)) for s in rec.shapes}
