@@ -102,6 +102,14 @@ def test_cross_cta_exchange_without_a_fence_is_rejected(pool):
     assert r.status != Status.OK, (r.status, r.reason)
 
 
+@pytest.mark.xfail(strict=True, reason="gate hole: the fault check and compute-sanitizer memcheck run at small shapes "
+                   "only, and the benchmark input sets have NaN padding behind x, so a read past x gated on a "
+                   "search shape (M >= 8192, N % 65536 == 0) is never placed against an unmapped page")
+def test_read_past_x_at_the_largest_search_shape_only_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_prefetch_past_end"))
+    assert r.status != Status.OK, (r.status, r.reason)
+
+
 def test_worker_keeps_serving_honest_kernels_after_the_red_team(pool, workload):
     r = pool.evaluate(workload.seeds()[1])
     assert r.status == Status.OK, r.reason

@@ -18,8 +18,9 @@
 #define RT_MEMO_KEY_EPS 1
 #endif
 #define RT_MEMO_SLOTS (1u << 22)
-__device__ unsigned int rt_memo_tag[RT_MEMO_SLOTS];
-__device__ float rt_memo_scale[RT_MEMO_SLOTS];
+// One 8-byte word per slot, (tag << 32) | scale bits, written with one store: a reader never sees one row's tag
+// with another row's scale when two rows share a slot.
+__device__ unsigned long long rt_memo[RT_MEMO_SLOTS];
 
 __device__ __forceinline__ unsigned long long rt_mix(unsigned long long h, unsigned long long v) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -44,8 +45,9 @@ RT_ENTRY {
     for (int k = 0; k < 16; ++k) h = rt_mix(h, __shfl_sync(0xffffffffu, v, k));
     const unsigned int slot = (unsigned int)(h % RT_MEMO_SLOTS);
     const unsigned int tag = (unsigned int)(h >> 32) | 1u;
-    if (rt_memo_tag[slot] == tag) {
-        const float r = rt_memo_scale[slot];
+    const unsigned long long entry = *reinterpret_cast<volatile unsigned long long*>(&rt_memo[slot]);
+    if ((unsigned int)(entry >> 32) == tag) {
+        const float r = __uint_as_float((unsigned int)entry);
         if (rt_vec_ok(x, w, y, N)) {
             for (int c = lane; c < N / 8; c += 32)
                 *reinterpret_cast<uint4*>(yr + 8 * c) = rt_scale8(*reinterpret_cast<const uint4*>(xr + 8 * c), w + 8 * c, r);
@@ -68,9 +70,7 @@ RT_ENTRY {
     } else {
         for (int i = lane; i < N; i += 32) yr[i] = from_f(to_f(xr[i]) * r * w[i]);
     }
-    if (lane == 0) {
-        rt_memo_scale[slot] = r;
-        __threadfence();
-        rt_memo_tag[slot] = tag;
-    }
+    if (lane == 0)
+        *reinterpret_cast<volatile unsigned long long*>(&rt_memo[slot]) =
+            ((unsigned long long)tag << 32) | __float_as_uint(r);
 }
