@@ -62,6 +62,27 @@ def reference_for(workload: Workload, inputs: Mapping[str, Any], xp: ModuleType,
     return workload.reference(inputs, xp, params) if params else workload.reference(inputs, xp)
 
 
+def element_type(a: Any) -> str:
+    """The element type name (``"bf16"``, ``"fp16"``, ``"fp32"``) of an array in either representation (bf16 is
+    ml_dtypes.bfloat16 under numpy, uint16 bits under CuPy). ValueError for another dtype."""
+    name = str(a.dtype)
+    types = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "uint16": "bf16"}
+    if name not in types:
+        raise ValueError(f"no element type for an array of dtype {name}")
+    return types[name]
+
+
+def take_inout(names: list[str], inputs: Mapping[str, Any], initial: Mapping[str, Any], xp: ModuleType
+               ) -> dict[str, Any]:
+    """For each inout buffer of ``names``: a copy of its value after a launch (the kernel's final value), then
+    its ``initial`` value written back into it, so the next launch starts from the same state and the
+    inputs-unchanged check sees only what a kernel must not change. Returns name -> final value."""
+    finals = {n: inputs[n].copy() for n in names}
+    for n in names:
+        xp.copyto(inputs[n], initial[n])
+    return finals
+
+
 def poison_bits(dtype: str, pattern: int) -> int:
     """Bit pattern of poison ``pattern`` (0: NaN with a rare payload, 1: all ones) for elements of ``dtype``."""
     if pattern == 0:
@@ -269,8 +290,10 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
     params = workload.draw_params(seed)
     ref = reference_for(workload, inputs, xp, params)
     specs = workload.outputs(shape)
+    inout = workload.buffer_names("inout")
+    inout_specs = [OutputSpec(n, tuple(inputs[n].shape), element_type(inputs[n])) for n in inout]
 
-    runs = []
+    runs, finals = [], []
     for pattern in (0, 1):
         bufs = {s.name: allocate_poisoned(s, pattern, xp) for s in specs}
         launch(inputs, {k: b.view for k, b in bufs.items()}, shape, params)
@@ -279,6 +302,7 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
                 chk.failed = "bounds"
                 chk.detail = f"out-of-bounds store: guard zone around output {name} overwritten at {where}"
                 return chk
+        final = take_inout(inout, inputs, before, xp)
         changed = changed_inputs(before, inputs, xp)
         if changed:
             chk.failed, chk.detail = "inputs_unchanged", f"input(s) {changed} modified by the kernel at {where}"
@@ -289,10 +313,20 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
             c = compare(bufs[s.name].view, ref[s.name], s.dtype, atol, rtol, xp, pattern)
             if not _judge(chk, c, s.name, where, atol, rtol):
                 return chk
+        for s in inout_specs:  # the final value of each inout buffer (e.g. a recurrent state)
+            if pattern == 1 and not workload.uses_atomics:
+                continue
+            if not _judge(chk, compare(final[s.name], ref[s.name], s.dtype, atol, rtol, xp), s.name, where, atol,
+                          rtol):
+                return chk
         runs.append(bufs)
+        finals.append(final)
     if not workload.uses_atomics:
         for s in specs:
             if not _judge_determinism(chk, runs[0][s.name].view, runs[1][s.name].view, s, where, xp):
+                return chk
+        for s in inout_specs:
+            if not _judge_determinism(chk, finals[0][s.name], finals[1][s.name], s, where, xp):
                 return chk
     return chk
 
@@ -412,6 +446,10 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
     def fail(i: int) -> list[GateCheck]:
         return checks[: i + 1]
 
+    inout = workload.buffer_names("inout")
+    initial = [{n: _snapshot_view(before, arena_in, inp[n], xp) for n in inout} for inp in inputs]
+    inout_specs = [[OutputSpec(n, tuple(inp[n].shape), element_type(inp[n])) for n in inout] for inp in inputs]
+    finals: list[list[dict[str, Any]]] = []
     runs: list[dict[str, OutputArena]] = []
     for pattern in (0, 1):
         # Every check has the same outputs in the same order (checked above): output j of all checks, one arena.
@@ -427,6 +465,7 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                 checks[i].detail = (f"out-of-bounds store: guard zone around output {n} overwritten at {wheres[i]} "
                                     f"(batched gate: {count} guard elements changed)")
                 return fail(i)
+        final = [take_inout(inout, inp, init, xp) for inp, init in zip(inputs, initial)]
         if not bitwise_equal(arena_in, before, xp):
             for i, inp in enumerate(inputs):
                 changed = [k for k, v in inp.items()
@@ -452,7 +491,13 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                     c = compare(arenas[n].views[i], refs[i][n], dtype, atol, rtol, xp, pattern)
                     if not _judge(checks[i], c, n, wheres[i], atol, rtol):
                         return fail(i)
+            for i in range(len(checks)):  # the final value of each inout buffer, check by check
+                for s in inout_specs[i]:
+                    c = compare(final[i][s.name], refs[i][s.name], s.dtype, atol, rtol, xp)
+                    if not _judge(checks[i], c, s.name, wheres[i], atol, rtol):
+                        return fail(i)
         runs.append(arenas)
+        finals.append(final)
     if not workload.uses_atomics:
         for j, n in enumerate(names):
             a, b = runs[0][n], runs[1][n]
@@ -461,6 +506,10 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                 continue
             for i in range(len(checks)):
                 if not _judge_determinism(checks[i], a.views[i], b.views[i], specs[i][j], wheres[i], xp):
+                    return fail(i)
+        for i in range(len(checks)):
+            for s in inout_specs[i]:
+                if not _judge_determinism(checks[i], finals[0][i][s.name], finals[1][i][s.name], s, wheres[i], xp):
                     return fail(i)
     return checks
 
