@@ -249,9 +249,10 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
 
     res = gate.run_gate(wl, record, seed=16, shapes=[(1, 192), (199, 192), (7, 192)])
     assert res.status == Status.OK and len(res.checks) == len(wl.distributions) * 2 + 1
-    # batch: one check per distribution at each small shape, in plan order per run; then the large check's runs
+    # batch: one check per distribution at each small shape, in plan order in each of its four runs; then the
+    # large check's two runs
     d = len(wl.distributions)
-    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[4 * d:] == [(199, 192)] * 2
+    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[8 * d:] == [(199, 192)] * 2
 
 
 def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():

@@ -183,3 +183,43 @@ def test_inductor_style_kernel_mapped_and_adapted() -> None:
     assert compile_ptx(text, "sm_90").resources["rmsnorm"].registers > 0
     with pytest.raises(TritonSeedError, match="writes 2 buffers"):
         inductor_rmsnorm_mapping([*names, "out_ptr2"], {**sig, "out_ptr2": "*fp32"}, jit.src, wl)
+
+
+INTERPRET = r'''
+import numpy as np, torch
+from workloads.registry import get_workload
+from workloads.triton_kernels import rmsnorm_fwd
+bad = []
+for dtype in ("fp32", "bf16"):
+    wl = get_workload("rmsnorm", dtype=dtype)
+    atol, rtol = wl.tolerance
+    for dist in wl.distributions:
+        for seed, (m, n) in enumerate([(7, 760), (3, 1001)]):
+            inp = wl.make_inputs((m, n), seed, dist)
+            params = wl.draw_params(seed + 11)
+            x = torch.tensor(np.asarray(inp["x"]).astype(np.float32)).to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+            w = torch.from_numpy(np.asarray(inp["w"]))
+            y = torch.empty_like(x)
+            rmsnorm_fwd[(m,)](x, w, y, m, n, float(np.float32(params["eps"])), n, BLOCK=256)
+            ref = wl.reference(inp, params=params)["y"]
+            out = y.float().numpy().astype(np.float64)
+            same_nan = np.array_equal(np.isnan(ref), np.isnan(out))
+            fin = ~np.isnan(ref)
+            close = np.all(np.abs(out[fin] - ref[fin]) <= atol + rtol * np.abs(ref[fin]) + 2.0 ** -8 * np.abs(ref[fin]))
+            if not (same_nan and close):
+                bad.append((dtype, dist, m, n))
+print("BAD", bad)
+'''
+
+
+def test_triton_rmsnorm_kernel_computes_the_reference_in_the_interpreter() -> None:
+    """The Triton RMSNorm seed's math, run by Triton's CPU interpreter on every input distribution of the
+    workload (NaN and Inf rows included) with drawn eps, matches the float64 reference within the workload's
+    tolerance plus half a bf16 ulp (what the GPU gate checks on the compiled kernel)."""
+    import os
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", INTERPRET], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "BAD []" in proc.stdout, proc.stdout
