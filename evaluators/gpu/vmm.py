@@ -38,7 +38,7 @@ def _driver() -> Any:
 def _check(result: Any, call: str) -> Any:
     """Unpack a cuda.bindings result tuple; VMMError unless CUDA_SUCCESS."""
     err, *rest = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
+    if int(getattr(err, "value", err)) != 0:
         raise VMMError(f"{call} failed: {err}")
     return rest[0] if len(rest) == 1 else tuple(rest)
 
