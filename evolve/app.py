@@ -94,6 +94,11 @@ def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
     from evaluators.factory import make_evaluator
 
     kind = str(cfg.evaluator.kind)
+    if str(cfg.evaluator.backend) == "ray":
+        from evaluators.ray.config import ray_evaluator
+
+        evaluator = ray_evaluator(cfg.evaluator, cfg.hardware, workload)
+        return evaluator, bool(evaluator.estimate)
     gpus = visible_gpus() if kind != "static" else []
     if kind == "auto":
         kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"

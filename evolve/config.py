@@ -43,6 +43,11 @@ class EvaluatorKind(StrEnum):
     static = "static"
 
 
+class EvaluatorBackend(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
 class LoggerKind(StrEnum):
     wandb = "wandb"
     none = "none"
@@ -93,13 +98,38 @@ class MutatorConfig:
 
 
 @dataclass
+class RayConfig:
+    """``evaluator.backend=ray`` settings (``evaluators.ray.RayEvaluator``, docs/ray.md): address: ``ray.init``
+    address of a running cluster (``auto``, ``host:6379``, ``ray://host:10001``; null = start a local one);
+    actors: evaluation actors (null = one per cluster GPU, 2 CPU actors for static); depth: candidates in
+    flight per actor; num_cpus / num_gpus: resources of a local cluster (null = the host's); compile_tasks: run
+    ptxas as Ray tasks on any node's CPU (false: inside the actor); actor_cpus: CPUs an actor reserves;
+    max_requeues: re-evaluations of a candidate whose actor or node was lost; ship_toolchain: send the driver's
+    ptxas/nvcc to the nodes (null = when joining a cluster); runtime_env: merged into Ray's runtime environment."""
+
+    address: str | None = None
+    actors: int | None = None
+    depth: int = 2
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    compile_tasks: bool = True
+    actor_cpus: float = 1.0
+    max_requeues: int = 3
+    ship_toolchain: bool | None = None
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class EvaluatorConfig:
     """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
-    ``evaluators.factory.make_evaluator``."""
+    ``evaluators.factory.make_evaluator``; backend: ``local`` (this host's GPUs or processes) or ``ray`` (actors
+    over a Ray cluster, settings in ``ray``; devices and gpus_per_job do not apply there)."""
 
     kind: EvaluatorKind = EvaluatorKind.auto
+    backend: EvaluatorBackend = EvaluatorBackend.local
+    ray: RayConfig = field(default_factory=RayConfig)
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
@@ -275,6 +305,11 @@ def validate(cfg: DictConfig) -> None:
     _need(not (h.compile_only and ev.kind == EvaluatorKind.gpu), "evaluator.kind",
           f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
     _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
+    r = ev.ray
+    _need(r.depth >= 1, "evaluator.ray.depth", f"must be >= 1, got {r.depth}")
+    _need(r.actors is None or r.actors >= 1, "evaluator.ray.actors", f"must be >= 1 or null, got {r.actors}")
+    _need(r.actor_cpus >= 0, "evaluator.ray.actor_cpus", f"must be >= 0, got {r.actor_cpus}")
+    _need(r.max_requeues >= 0, "evaluator.ray.max_requeues", f"must be >= 0, got {r.max_requeues}")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
