@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.dtypes import MANTISSA_BITS
+from workloads.elements import MANTISSA_BITS
 
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
@@ -48,14 +48,32 @@ def _half_ulp_function(dtype: str) -> str:
             f"    return ldexp(0.5, e - 1 - {MANTISSA_BITS[dtype]});\n}}\n")
 
 
+def bits_of(var: str, dtype: str) -> str:
+    """C expression: the raw bits of element ``var`` (of ``dtype``'s storage type) as an unsigned integer."""
+    if dtype == "bf16":
+        return f"((unsigned int){var})"
+    if dtype == "fp16":
+        return f"((unsigned int)*reinterpret_cast<const unsigned short*>(&{var}))"
+    return f"__float_as_uint({var})"
+
+
+def _matches(v: str, r: str) -> str:
+    """C condition: value ``v`` equals reference ``r`` exactly, or both are NaN (a NaN the reference has is
+    expected: non-finite inputs)."""
+    return f"(({v}) == ({r}) || (isnan({v}) && isnan({r})))"
+
+
 @cache
-def _count_bad_kernel(dtype: str, atol: float, rtol: float) -> Any:
+def _count_bad_kernel(dtype: str, atol: float, rtol: float, poison: int | None) -> Any:
     v = as_double("o", dtype)
-    # NaN compares false, so a NaN (computed or the gate's poison) counts as bad.
+    # NaN compares false, so a NaN where the reference is finite counts as bad; an element still holding the
+    # poison bits counts as bad even where the reference is NaN (never written).
+    unwritten = f"{bits_of('o', dtype)} == {poison}u || " if poison is not None else ""
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "int64 n",
         # NVRTC may contract the bound into an FMA: it can differ from numpy's by an ulp of a double.
-        f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r)) ? 0 : 1", "a + b", "n = a", "0",
+        f"({unwritten}!(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r) || "
+        f"{_matches(v, 'r')})) ? 1 : 0", "a + b", "n = a", "0",
         f"count_bad_{dtype}", reduce_type="long long", preamble=_half_ulp_function(dtype))
 
 
@@ -64,7 +82,8 @@ def _max_err_kernel(dtype: str) -> Any:
     v = as_double("o", dtype)
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "float64 e",
-        f"(fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL)",
+        f"{_matches(v, 'r')} ? 0.0 : "
+        f"((fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL))",
         "fmax(a, b)", "e = a", "0", f"max_err_{dtype}", reduce_type="double")
 
 
@@ -126,16 +145,19 @@ def _widest_bits(a: Any) -> Any:
     return b
 
 
-def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float) -> int:
+def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float, poison: int | None = None) -> int:
     """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref| + half_ulp(ref)``
-    (NaN included; see dtypes.half_ulp); ``ref`` float64 of the same shape."""
+    (see dtypes.half_ulp) that are not equal to ``ref`` and not NaN where ``ref`` is NaN; elements whose bits
+    are ``poison`` (when given) count as bad wherever they are. ``ref`` float64 of the same shape."""
     if out.size == 0:
         return 0
-    return int(_two_level(_count_bad_kernel(dtype, float(atol), float(rtol)), (out, ref), "sum"))
+    kernel = _count_bad_kernel(dtype, float(atol), float(rtol), None if poison is None else int(poison))
+    return int(_two_level(kernel, (out, ref), "sum"))
 
 
 def max_abs_err(out: Any, ref: Any, dtype: str) -> float:
-    """max |out - ref| over all elements, inf when any difference is NaN, 0.0 for empty arrays."""
+    """max |out - ref| over all elements (0 where both are NaN or equal), inf when a difference is otherwise
+    NaN, 0.0 for empty arrays."""
     if out.size == 0:
         return 0.0
     return float(max_abs_err_array(out, ref, dtype))
@@ -172,3 +194,72 @@ def round_bf16(f: Any) -> Any:
 def elementwise(name: str, in_params: str, out_params: str, body: str) -> Any:
     """A cached ``cupy.ElementwiseKernel`` (for workloads' own fused references)."""
     return _cp().ElementwiseKernel(in_params, out_params, body, name)
+
+
+# Mask of the bits a random finite value may set, below the sign bit: exponent at most that of 1.x, so every
+# pattern is a finite number in (-2, 2) (bf16 0x3FFF, fp16 0x3BFF, fp32 0x3FFFFFFF).
+FINITE_MASK = {"bf16": 0x3FFF, "fp16": 0x3BFF, "fp32": 0x3FFFFFFF}
+
+
+@cache
+def _fill_finite_kernel(dtype: str) -> Any:
+    bits = "uint16" if dtype in ("bf16", "fp16") else "uint32"
+    width = 16 if bits == "uint16" else 32
+    # splitmix64 of (index, seed): Steele, Lea and Flood, "Fast splittable pseudorandom number generators" (2014).
+    return _cp().ElementwiseKernel(
+        "uint64 seed", f"{bits} y",
+        "unsigned long long h = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;"
+        " h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull; h = (h ^ (h >> 27)) * 0x94D049BB133111EBull; h ^= h >> 31;"
+        f" y = ({'unsigned short' if width == 16 else 'unsigned int'})"
+        f"((h & {FINITE_MASK[dtype]}ull) | (((h >> 40) & 1ull) << {width - 1}));",
+        f"fill_finite_{dtype}")
+
+
+def fill_random_finite(out: Any, dtype: str, seed: int) -> None:
+    """Overwrite ``out`` (``dtype`` storage, contiguous) in place with finite values in (-2, 2) hashed from
+    ``seed`` and the element index: a per-launch "uninitialised buffer" pattern with no allocation."""
+    bits = out.view(_cp().uint16 if dtype in ("bf16", "fp16") else _cp().uint32).reshape(-1)
+    _fill_finite_kernel(dtype)(np.uint64(seed % (2**64)), bits)
+
+
+_FINGERPRINT_SRC = r"""
+extern "C" __global__ void fingerprint(const unsigned int* __restrict__ w, unsigned long long n_words,
+                                       const unsigned char* __restrict__ tail, unsigned int n_tail,
+                                       unsigned long long* __restrict__ out) {
+    unsigned long long acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n_words;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        unsigned long long h = ((unsigned long long)w[i] << 32 | i) * 0x9E3779B97F4A7C15ull + i;
+        h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+        h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+        acc += h ^ (h >> 31);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (unsigned int k = 0; k < n_tail; ++k) acc += ((unsigned long long)tail[k] + 1ull) * (0xD6E8FEB86659FD93ull + k);
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
+}
+"""
+
+
+@cache
+def _fingerprint_kernel() -> Any:
+    return _cp().RawKernel(_FINGERPRINT_SRC, "fingerprint")
+
+
+def fingerprint(a: Any) -> Any:
+    """A 64-bit fingerprint of ``a``'s bytes as a 1-element uint64 device array (no synchronisation): the sum
+    over its 32-bit words of splitmix64(word, index), plus the trailing bytes. Any change of one word changes it;
+    an accidental collision of two different contents has probability about 2^-64. Used to tell whether shared
+    benchmark inputs changed, without a second copy of them (a 4 GiB input read once: about 1 ms on an H200).
+    ``a`` must be contiguous and 4-byte aligned."""
+    cp = _cp()
+    b = cp.ascontiguousarray(a).reshape(-1).view(cp.uint8)
+    n_words = b.size // 4
+    out = cp.zeros(1, dtype=cp.uint64)
+    words = b[: n_words * 4].view(cp.uint32) if n_words else cp.zeros(1, dtype=cp.uint32)
+    tail = b[n_words * 4:] if b.size % 4 else cp.zeros(1, dtype=cp.uint8)
+    blocks = max(1, min(4096, -(-n_words // 256)))
+    _fingerprint_kernel()((blocks,), (256,), (words, np.uint64(n_words), tail, np.uint32(b.size % 4), out))
+    return out

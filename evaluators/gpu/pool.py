@@ -6,9 +6,10 @@ the cubin to a free worker (blocking while all are busy) which gates and benchma
 is two per worker, so an engine that keeps that many evaluations in flight overlaps one candidate's ptxas and
 static analysis with another's time on the GPU.
 
-Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
-(``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
-and ``extra["objective_baseline"]`` says so.
+Objective: ``evaluators.objective``: by default the geometric mean over the benchmarked shapes of the speedup
+over the fastest library measured at each shape (``objective={"baseline": "best"}``); ``{"baseline": "torch"}``
+takes eager ``rms_norm`` instead. ``extra["objective_baseline"]`` names what it was taken against and
+``extra["objective"]`` holds the reference per shape and the libraries missing there.
 """
 
 from __future__ import annotations
@@ -22,13 +23,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluators.gpu.args import param_types
-from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
+from evaluators.gpu.gate import GATE_VERSION
+from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.gpu.worker import REQUEST_DEFAULTS
+from evaluators.objective import ObjectiveSpec, evaluate_objective
+from evaluators.pipeline import Rejected, prepare
 from evaluators.toolchain import compile_ptx
-from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
+from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
-from workloads.base import AbiMismatch, Shape, Workload, check_abi
+from targets.spec import GPUSpec, resolve_gpu
+from workloads.base import Shape, Workload
+
+
+def default_objective(workload: Workload) -> ObjectiveSpec:
+    """The objective when none is configured: ``ObjectiveSpec()`` (the best of the default libraries) when the
+    workload defines one of those libraries (RMSNorm), else the best of the workload's own
+    ``baseline_names`` with its ``primary_baseline`` and the naive seed as fallbacks (softmax: torch; KDA: fla)."""
+    spec = ObjectiveSpec()
+    names = tuple(workload.baseline_names)
+    if not names or set(spec.libraries) & set(names):
+        return spec
+    return ObjectiveSpec(libraries=names, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
 
 
 class NoGPU(RuntimeError):
@@ -44,30 +61,45 @@ def _shape_list(workload: Workload, shapes: str | Sequence[Shape]) -> list[Shape
 class GPUPool:
     """Evaluates kernels on every visible GPU (or ``devices``).
 
-    Options: arch (ptxas target, "sm_90"); shapes ("search" | "benchmark" | "heldout" | list of shapes: what is
+    Options: gpu (the ``targets.spec.GPUSpec`` of the devices, or its name; None: ``targets.spec.DEFAULT_GPU``:
+    its ``arch`` is the ptxas target and its compute capability the occupancy calculator's); arch (overrides
+    ``gpu.arch``, e.g. ``sm_90a``); shapes ("search" | "benchmark" | "heldout" | list of shapes: what is
     timed); gate (run the correctness gate, True); gate_shapes (None: the workload's); timeout_s (deadline per
     candidate in the worker, seconds); startup_timeout_s; warmup, repeats (benchmark launches); baselines
-    ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
+    ("cached" | "interleaved" | "none"); baseline_names (None: every library baseline the workload
+    defines, ``workload.baseline_names``); naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
-    gate inputs from the OS per evaluation; an int: a reproducible sequence).
+    gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
+    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape);
+    sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``collect_verdicts``,
+    run in a background thread whose launches never overlap a timed interval on the same GPU); sanitizer_tools
+    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
 
     estimate = False
 
-    def __init__(self, workload: Workload, *, devices: Sequence[int] | None = None, arch: str = "sm_90",
+    def __init__(self, workload: Workload, *, devices: Sequence[int] | None = None,
+                 gpu: GPUSpec | str | None = None, arch: str | None = None,
                  shapes: str | Sequence[Shape] = "search", gate: bool = True,
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
-                 baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
-                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
+                 startup_timeout_s: float = 900.0, warmup: int = REQUEST_DEFAULTS["warmup"],
+                 repeats: int = REQUEST_DEFAULTS["repeats"], baselines: str = REQUEST_DEFAULTS["baselines"],
+                 baseline_names: Sequence[str] | None = None,
+                 naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
+                 seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
+                 sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
-        self.workload, self.arch = workload, arch
+        self.gpu = resolve_gpu(gpu)
+        self.workload, self.arch = workload, arch or self.gpu.arch
+        self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
+        if baseline_names is None:
+            baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
         if not self.devices:
             raise NoGPU("no GPU visible to CuPy; use the static evaluator (evaluator=static)")
@@ -80,9 +112,9 @@ class GPUPool:
         config: dict[str, Any] = {"baseline_names": tuple(baseline_names), "warm_shapes": self.shapes}
         if naive_baseline:
             naive = workload.seeds()[0]
-            config.update(naive_cubin=compile_ptx(naive, arch).cubin, naive_param_types=param_types(naive),
+            config.update(naive_cubin=compile_ptx(naive, self.arch).cubin, naive_param_types=param_types(naive),
                           naive_launch=naive.launch.to_json())
-        self._sups = [Supervisor(d, workload.name, workload.options(), config, startup_timeout_s)
+        self._sups = [Supervisor(d, workload.spec(), config, startup_timeout_s)
                       for d in self.devices]
         for s in self._sups:
             s.start()  # all workers warm up at once
@@ -95,6 +127,11 @@ class GPUPool:
         self.capacity = 2 * len(self._sups)
         self._lock = threading.Lock()
         self._closed = False
+        self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
+        self._verdicts: VerdictQueue | None = None
+        if not sanitize_elites:
+            self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
+        self._next_device = itertools.count()
 
     @property
     def copy_gbps(self) -> float:
@@ -125,29 +162,19 @@ class GPUPool:
         waited = 0.0  # seconds queued behind another candidate for the worker: not this candidate's cost
 
         def done(status: Status, reason: str, **kw: Any) -> EvalResult:
-            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r = EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r.extra.setdefault("gate_version", GATE_VERSION)
+            return r
 
         try:
-            compiled = compile_ptx(kernel, self.arch)
-        except CompileError as e:
-            return done(Status.COMPILE_ERROR, f"ptxas: {e}")
-        res = compiled.resources.get(kernel.entry)
-        if res is None:
-            return done(Status.COMPILE_ERROR, f"entry {kernel.entry!r} not in the compiled module "
-                        f"(have {sorted(compiled.resources)})")
-        try:
-            types = param_types(kernel)
-            check_abi(wl.abi, types, kernel.entry)
-            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0])
-        except (AbiMismatch, KeyError, ValueError) as e:
-            return done(Status.LAUNCH_ERROR, f"ABI/launch: {e}", resources=res)
+            p = prepare(kernel, wl, self.gpu, bench or wl.search_shapes[:1], arch=self.arch)
+        except Rejected as r:
+            return r.result(estimate=False, eval_seconds=time.perf_counter() - t0,
+                            extra={"gate_version": GATE_VERSION})
+        compiled, types = p.compiled, p.param_types
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
-                                 **{f"note_{k}": v for k, v in desc.notes.items()}}
-        common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
-                  "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
-        if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
-            return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
-                        f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)
+                                 **p.extra, **{f"note_{k}": v for k, v in p.notes.items()}}
+        common = p.fields
         req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
@@ -170,7 +197,8 @@ class GPUPool:
         status = Status(reply["status"])
         objective = None
         if status == Status.OK and shape_results:
-            objective, extra["objective_baseline"] = self._objective(shape_results)
+            ov = evaluate_objective(shape_results, self.objective)
+            objective, extra["objective_baseline"], extra["objective"] = ov.value, ov.name, ov.to_json()
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
@@ -194,15 +222,33 @@ class GPUPool:
             res.extra["ncu"] = f"not measured: {e}"
         return res
 
-    def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
-        for name in (self.workload.primary_baseline, "naive"):
-            if all(name in s.speedups for s in shapes):
-                return geomean([s.speedups[name] for s in shapes]), name
-        return geomean([s.frac_copy or 1e-9 for s in shapes]), "copy_roofline"
+    # -------------------------------------------------------------------------------------- sanitizer verdicts
+    def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
+        """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
+        robin), now; its launches wait while a worker of that GPU times a candidate (``TimingLock``)."""
+        from evaluators.gpu.devices import physical_device
+
+        device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
+        return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
+                        timeout_s=self.sanitizer_timeout_s, device=device)
+
+    def submit_verdict(self, key: Any, kernel: Kernel) -> None:
+        """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
+        if self._verdicts is None:
+            self._verdicts = VerdictQueue(self.sanitize)
+        self._verdicts.submit(key, kernel)
+
+    def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
+        """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one."""
+        if self._verdicts is None:
+            return []
+        return self._verdicts.collect(wait=wait, timeout=timeout)
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""
         self._closed = True
+        if self._verdicts is not None:
+            self._verdicts.close()
         for s in self._sups:
             s.close()
 

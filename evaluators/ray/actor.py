@@ -74,7 +74,8 @@ def as_kernel(k: Kernel | KernelText) -> Kernel:
 class RemoteCompile:
     """One ptxas run done by a Ray task.
 
-    arch: the target; ptxas_release: ``ptxas --version``'s release line there (None when it had no ptxas);
+    arch: the target; ptxas_release: ``ptxas --version``'s release line of the ptxas ``select_ptxas`` chose
+    there (None when it had none);
     result: the CompileResult (None when ptxas refused the module, see ``error``, or when the task could not
     compile, see ``why``); error: ptxas' refusal as (message, line, log) (CompileError fields: its AST
     statement is not sent, the receiving side finds it again); seconds: wall time of the task body, s;
@@ -100,18 +101,18 @@ class RemoteCompile:
 def compile_task(kernel: Kernel | KernelText | str, arch: str) -> RemoteCompile:
     """Ray task body: ``compile_ptx(kernel, arch)`` on whichever node runs it. Never raises: a missing
     toolchain or any other failure is returned in ``why`` and the actor then compiles for itself."""
-    from evaluators.toolchain import compile_ptx, ptxas_version
+    from evaluators.toolchain import _source_text, compile_ptx, ptxas_version, select_ptxas
 
     t0 = time.perf_counter()
     host = socket.gethostname()
     try:
         kernel = as_kernel(kernel)
-        release = ptxas_version()
+        release = ptxas_version(select_ptxas(_source_text(kernel)[0], arch)[0])
         try:
             result = compile_ptx(kernel, arch)
         except CompileError as e:
             return RemoteCompile(arch, release, None, time.perf_counter() - t0, host, error=(e.message, e.line, e.log))
-    except Exception as e:  # ToolchainNotFound, a bad arch: the actor compiles and reports it
+    except Exception as e:  # ToolchainNotFound, no ptxas for the .version, a bad arch: the actor compiles and reports it
         return RemoteCompile(arch, None, None, time.perf_counter() - t0, host, why=f"{type(e).__name__}: {e}")
     return RemoteCompile(arch, release, result, time.perf_counter() - t0, host)
 
@@ -141,14 +142,15 @@ class EvaluationActor:
     """Evaluates kernels on one device with the project's evaluator (module docstring).
 
     kind: ``"gpu"`` or ``"static"``; workload: the ``Workload`` (pickled by Ray); options: keyword arguments of
-    GPUPool / StaticEvaluator (``devices`` is fixed to [0] for gpu); hardware: the ``targets.spec`` name the
-    static evaluator models (gpu actors report their own); depth: evaluations this actor runs at once (its
+    GPUPool / StaticEvaluator (``devices`` is fixed to [0] for gpu); hardware: the run's ``targets.spec``
+    GPUSpec or name, what the static evaluator models (gpu actors use their own device's spec when
+    ``targets.spec`` knows the model); depth: evaluations this actor runs at once (its
     ``max_concurrency``; static: ptxas processes).
     Raises what the evaluator raises when it cannot start (``WorkerStartError``, ``NoGPU``): Ray then reports
     the actor dead and the caller replaces or drops it.
     """
 
-    def __init__(self, kind: str, workload: Any, options: dict[str, Any], hardware: str = "h200",
+    def __init__(self, kind: str, workload: Any, options: dict[str, Any], hardware: Any = None,
                  depth: int = 2) -> None:
         import ray
 
@@ -159,13 +161,19 @@ class EvaluationActor:
         opts = dict(options)
         if kind == "gpu":
             from evaluators.gpu.pool import GPUPool
+            from targets.spec import get_gpu
 
             dev = probe_device()
             cc = tuple(dev["cc"])
-            arch = opts.pop("arch", None) or f"sm_{cc[0]}{cc[1]}"
+            name = gpu_name_for(dev["name"], cc)
+            spec = get_gpu(name) if name else None
+            arch = opts.pop("arch", None) or (spec.arch if spec else f"sm_{cc[0]}{cc[1]}")
             opts.pop("devices", None)
-            self.evaluator: Any = GPUPool(workload, devices=[0], arch=arch, **opts)
-            self.device = {"gpu": gpu_name_for(dev["name"], cc) or dev["name"], "device": dev["name"],
+            opts.pop("gpu", None)
+            if spec is None:  # a GPU model targets.spec does not describe: the run's spec with this device's arch
+                spec = hardware
+            self.evaluator: Any = GPUPool(workload, devices=[0], gpu=spec, arch=arch, **opts)
+            self.device = {"gpu": name or dev["name"], "device": dev["name"],
                            "cc": list(cc), "arch": arch, "copy_gbps": self.evaluator.copy_gbps,
                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
         elif kind == "static":

@@ -60,7 +60,8 @@ class RayEvaluator:
     compile_tasks: run ptxas as Ray tasks (else inside the actor); actor_cpus: CPUs each actor reserves;
     max_requeues: re-evaluations of a candidate whose actor died; start_attempts: tries to start an actor in
     one slot before giving up on it; compile_wait_s: how long a compile task may wait for a CPU before the
-    actor compiles for itself (s; no deadlock when actors hold every CPU); hardware: ``targets.spec`` name the static evaluator models;
+    actor compiles for itself (s; no deadlock when actors hold every CPU); hardware: the run's GPUSpec (or
+    ``targets.spec`` name; None: the default) the static evaluator models;
     ship_toolchain / runtime_env: see ``evaluators.ray.cluster.connect``; options: GPUPool / StaticEvaluator
     keyword arguments.
 
@@ -70,7 +71,7 @@ class RayEvaluator:
     def __init__(self, workload: Any, *, kind: str = "auto", actors: int | None = None, depth: int = 2,
                  address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
                  compile_tasks: bool = True, actor_cpus: float = 1.0, max_requeues: int = 3,
-                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: str = "h200", ship_code: bool = True,
+                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool = True,
                  ship_toolchain: bool | None = None, runtime_env: dict[str, Any] | None = None,
                  options: dict[str, Any] | None = None) -> None:
         from evaluators.ray.cluster import connect
