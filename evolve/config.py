@@ -33,6 +33,7 @@ class EvaluatorKind(StrEnum):
     auto = "auto"
     gpu = "gpu"
     static = "static"
+    replay = "replay"
 
 
 class EvaluatorBackend(StrEnum):
@@ -110,7 +111,8 @@ class RayConfig:
 
 @dataclass
 class EvaluatorConfig:
-    """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
+    """kind: ``auto`` (GPU when one is visible, else static), ``gpu``, ``static`` or ``replay`` (answers from
+    recorded GPU run stores, ``evaluators.replay``); stores: those stores (replay only); devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
     ``evaluators.factory.make_evaluator``; _target_: an evaluator class of one's own (``evaluators.types.
@@ -125,6 +127,7 @@ class EvaluatorConfig:
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    stores: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -356,6 +359,13 @@ def validate(cfg: DictConfig) -> None:
     _need(r.actors is None or r.actors >= 1, "evaluator.ray.actors", f"must be >= 1 or null, got {r.actors}")
     _need(r.actor_cpus >= 0, "evaluator.ray.actor_cpus", f"must be >= 0, got {r.actor_cpus}")
     _need(r.max_requeues >= 0, "evaluator.ray.max_requeues", f"must be >= 0, got {r.max_requeues}")
+    if ev.kind == EvaluatorKind.replay:
+        _need(len(ev.stores) > 0, "evaluator.stores", "evaluator=replay needs at least one recorded run store "
+              "(e.g. evaluator.stores=[experiments/data/rmsnorm_map_elites_s0.sqlite.gz])")
+        from evaluators.recorded import resolve_store
+
+        for i, st in enumerate(ev.stores):
+            _need(resolve_store(str(st)).is_file(), f"evaluator.stores[{i}]", f"{st!r} is no file")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
