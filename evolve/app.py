@@ -161,6 +161,11 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
     if cfg.evaluator.get("_target_"):
         return _evaluator_from_target(cfg, workload, gpu)
     kind = str(cfg.evaluator.kind)
+    if str(cfg.evaluator.backend) == "ray":
+        from evaluators.ray.config import ray_evaluator
+
+        evaluator = ray_evaluator(cfg, workload, gpu, tasks)
+        return evaluator, bool(evaluator.estimate)
     gpus = visible_gpus() if kind not in ("static", "replay") else []
     if kind == "auto":
         kind = "gpu" if gpus and gpu.runnable else "static"
