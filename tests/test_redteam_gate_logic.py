@@ -202,3 +202,22 @@ def test_timed_launch_row_sample_is_unpredictable_from_one_evaluation_to_the_nex
     always = set.intersection(*samples)
     assert always == {0, m - 1}
     assert len(set.union(*samples)) > 0.9 * m
+
+
+def test_mean_square_from_a_quarter_of_the_row_fails_the_tolerance_at_the_long_search_rows():
+    """Exploiting the tolerance: the row's mean square estimated from every 4th 16-byte chunk (a quarter of the
+    first pass of a two-pass kernel at 16384 x 131072) is off by ~0.4% rms per row; with bf16 atol 3e-2, rtol
+    1e-3 and half an ulp, 32 rows of N(0, 1) inputs already hold out-of-tolerance elements, so the checked
+    timed launches' 1026 sampled rows catch it (every other chunk instead: about one bad element per 256 rows,
+    about 4 expected in 1026: caught with probability ~0.98)."""
+    from evaluators.gpu.gate import compare
+
+    wl = RMSNorm("bf16")
+    shape = (32, 131072)
+    inputs = wl.make_inputs(shape, 5)
+    x = to_float64(inputs["x"], "bf16")
+    sub = x.reshape(shape[0], -1, 8)[:, ::4, :]
+    y = from_float((x / np.sqrt((sub * sub).mean(axis=(1, 2)) + wl.eps)[:, None] * inputs["w"]).astype(np.float32),
+                   "bf16")
+    c = compare(y, wl.reference(inputs, np)["y"], "bf16", *wl.tolerance)
+    assert c.n_bad > 50
