@@ -254,14 +254,14 @@ class KDARecurrent(Workload):
                          params: Mapping[str, float] | None = None
                          ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
         """Every element of ``o`` when the reference is cheap (at most 2**18 token-heads), else the tokens of
-        ``sample_pairs(inputs, 4)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
+        ``sample_pairs(inputs, 2)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
         not a cover of every element (the gate's shapes cover every element)."""
         cu = _host(inputs["cu_seqlens"]).astype(np.int64)
         h = int(_host(inputs["A_log"]).shape[0])
         if int(cu[-1]) * h <= 1 << 18:
             yield (), {"o": self.reference(inputs, xp)["o"]}
             return
-        pairs = self.sample_pairs(inputs, 4)
+        pairs = self.sample_pairs(inputs, 2)
         o, _ = self.reference_pairs(inputs, pairs)
         for n, hh in pairs:
             lo, hi = int(cu[n]), int(cu[n + 1])
