@@ -127,9 +127,11 @@ class KDARecurrent(Workload):
         return k
 
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
+        """The template for ``knobs`` (missing ones default). The launch knob ``bv`` a parent's launch carries
+        is derived (cols * warps), so it is ignored here. ValueError on an invalid knob."""
         from population.parser import parse_module
 
-        k = self.check_knobs(knobs)
+        k = self.check_knobs({n: v for n, v in knobs.items() if n != "bv"})
         ptx = build_ptx(HERE / "kda_template.cu", {KNOB_MACROS[n]: v for n, v in k.items()})
         launch = LaunchConfig(block=(32 * k["warps"], 1, 1), knobs=(*k.items(), ("bv", k["cols"] * k["warps"])))
         return Kernel(module=parse_module(ptx, filename="kda_template.ptx"), entry=self.entry, launch=launch)
