@@ -1,8 +1,8 @@
 """Where one GPU evaluation of an RMSNorm candidate spends its time under gate v2: gate checks, timing, checks.
 
 Runs in one process on the GPU (no worker pool, no baselines): the template seed at its default knobs is
-compiled with ptxas and then every check of ``gate_plan`` (small shapes under every input distribution, four
-runs each; full-size ones under one, two runs) is timed one by one (``check_shape``), then the batched path the
+compiled with ptxas and then every check of ``gate_plan`` (small shapes under DISTRIBUTIONS_PER_SHAPE input
+distributions, four runs each; full-size ones under one, two runs) is timed one by one (``check_shape``), then the batched path the
 gate uses for small checks (``check_batch``) and the whole ``run_gate``. Per search shape: the timing loop
 (warm-up 3, 20 repeats, L2 flush + stream hold) plain and with gate v2's per-launch refill and input rotation
 (``timed_checks.timed_call``), the kernel median of both (must agree: the refill is outside the timed
