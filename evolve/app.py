@@ -25,7 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from archive.grid import GridArchive, default_dimensions, dims_from_config
 from archive.knowledge import open_knowledge
 from archive.lessons import Lessons
-from archive.store import Store
+from archive.store import Store, StoreError
 from evolve.algorithms.ga import GeneticAlgorithm
 from evolve.algorithms.hill_climb import HillClimb
 from evolve.algorithms.islands import Islands
@@ -35,6 +35,8 @@ from evolve.budget import Budget
 from evolve.config import AlgorithmName, ConfigError, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
+from evolve.rundir import RunDirError, RunDirLock, check_fresh_dir, check_writable
+from evolve.runinfo import run_provenance, stop_reason
 from evolve.selection import OperatorSelector
 from evolve.tracking import make_tracker
 
@@ -65,7 +67,19 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
     """``archive.dims`` from the config, or ``archive.grid.default_dimensions(gpu)`` when it is empty."""
     dims = OmegaConf.to_container(cfg.dims, resolve=True) if isinstance(cfg.dims, ListConfig) else list(cfg.dims)
-    return dims_from_config(dims) if dims else default_dimensions(gpu)
+    if not dims:
+        return default_dimensions(gpu)
+    from evaluators.features import FEATURE_RANGES
+
+    for i, d in enumerate(dims):
+        name = d.get("name") if isinstance(d, dict) else None
+        if name is not None and name not in FEATURE_RANGES:
+            raise ConfigError(f"archive.dims[{i}].name: {name!r} is not a descriptor the evaluators compute; "
+                              f"known: {sorted(FEATURE_RANGES)}")
+    try:
+        return dims_from_config(dims)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def visible_gpus() -> list[int]:
@@ -88,15 +102,28 @@ def _job_num() -> int | None:
         return None
 
 
+def resolve_evaluator_kind(cfg: DictConfig, gpus: list[int] | None = None) -> str:
+    """``static`` or ``gpu``: what ``cfg.evaluator.kind`` means here. ``auto`` picks the GPU evaluator when CuPy
+    sees a GPU (and the hardware is not compile-only). ConfigError for ``gpu`` when no GPU is visible."""
+    kind = str(cfg.evaluator.kind)
+    if kind == "static":
+        return kind
+    gpus = visible_gpus() if gpus is None else gpus
+    if kind == "auto":
+        return "gpu" if gpus and not cfg.hardware.compile_only else "static"
+    if not gpus:
+        raise ConfigError("evaluator.kind: gpu, but no GPU is visible here (CuPy found none, or is not installed: "
+                          "pip install -e '.[gpu]'); use evaluator=static for estimates or evaluator=auto")
+    return kind
+
+
 def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
-    """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
-    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static."""
+    """The evaluator for ``cfg.evaluator`` and whether its results are estimates (``resolve_evaluator_kind``).
+    ConfigError for ``evaluator=gpu`` without a GPU."""
     from evaluators.factory import make_evaluator
 
-    kind = str(cfg.evaluator.kind)
-    gpus = visible_gpus() if kind != "static" else []
-    if kind == "auto":
-        kind = "gpu" if gpus and not cfg.hardware.compile_only else "static"
+    gpus = visible_gpus() if str(cfg.evaluator.kind) != "static" else []
+    kind = resolve_evaluator_kind(cfg, gpus)
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     if kind == "static":
         options.setdefault("gpu", str(cfg.hardware.name))
@@ -166,8 +193,47 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     """
     validate(cfg)
     run_dir = Path(str(cfg.run_dir))
-    check_resume_compatible(cfg, run_dir / str(cfg.store))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        check_writable(run_dir)
+        lock = RunDirLock(run_dir).acquire() if cfg.engine.get("lock", True) else None
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    if lock is None:
+        log.warning("engine.lock=false: %s is not locked; a second process there would corrupt the run", run_dir)
+    try:
+        return _run_locked(cfg, run_dir, evaluator)
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C (SIGINT) ended the run; the store holds everything up to the last checkpoint. ``run_dir``: where."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(f"interrupted; the run in {run_dir} is saved up to its last checkpoint")
+        self.run_dir = run_dir
+
+
+def _open_store(path: Path) -> Store:
+    try:
+        return Store(path)
+    except (sqlite3.DatabaseError, StoreError) as e:
+        raise ConfigError(f"store: {path} is not a ptxforge store ({e}); move it away or choose another "
+                          f"hydra.run.dir") from None
+
+
+def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any]:
+    try:
+        check_fresh_dir(run_dir, bool(cfg.resume))
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    store_path = run_dir / str(cfg.store)
+    if store_path.exists():
+        _open_store(store_path).close()  # a file that is not a store: one message before anything else
+    check_resume_compatible(cfg, store_path)
 
     from evolve.operators.registry import build_operators
     from targets.spec import get_gpu
@@ -181,6 +247,11 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     estimate = False
     if evaluator is None:
         evaluator, estimate = make_evaluator_from(cfg, workload)
+        kind = "static" if estimate else "gpu"
+    else:
+        estimate = bool(getattr(evaluator, "estimate", False))
+        kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))
+    provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator)
     if estimate:
         print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
         log.warning(ESTIMATE_BANNER)
@@ -208,7 +279,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               reward_improvement=float(cfg.mutator.reward_improvement),
                               log_every=int(cfg.logger.get("log_every", 10)))
 
-    store = Store(run_dir / str(cfg.store))
+    store = _open_store(store_path)
     knowledge = None
     tracker = None
     try:
@@ -217,12 +288,14 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
         except (OSError, sqlite3.Error, ValueError) as e:
             raise ConfigError(f"knowledge: cannot open {str(cfg.knowledge)!r}: {e}; give a writable file path, "
                               f"'default' or 'none'") from None
-        lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name)
+        lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name,
+                          evaluator=kind, estimate=estimate)
         plain_cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if store.get_meta("config") is None:
             store.set_meta("config", plain_cfg)
             store.set_meta("versions", _versions())
             store.set_meta("estimate", estimate)
+            store.set_meta("provenance", provenance)
         metrics_path = run_dir / "metrics.jsonl"
         algo = str(cfg.algorithm.name)
         tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
@@ -259,6 +332,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                 log.warning("export of the best kernels failed: %s", e)
         summary = {**final.flat(), "algorithm": algo, "seed": int(cfg.seed), "estimate": estimate,
                    "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
+                   "stop_reason": stop_reason(budget, final, engine.halted), "provenance": store.get_meta("provenance") or provenance,
                    "lessons": lessons.top_lines(8)}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         tracker.finish(summary={k: v for k, v in summary.items() if k != "lessons"}, store=store,

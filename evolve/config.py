@@ -118,13 +118,15 @@ class ArchiveConfig:
 @dataclass
 class LoggerConfig:
     """kind: ``wandb`` or ``none``; mode: W&B mode (``offline`` unless WANDB_MODE says otherwise);
-    log_every: evaluations between metric logs; tables / figures / artifact: what to upload at the end."""
+    log_every: evaluations between metric logs; media_every: evaluations between uploads of the lineage,
+    heatmaps and tables (also uploaded at the end); tables / figures / artifact: what to upload."""
 
     kind: LoggerKind = LoggerKind.wandb
     mode: str = "offline"
     project: str = "ptxforge"
     entity: str | None = None
     log_every: int = 10
+    media_every: int = 50
     tables: bool = True
     figures: bool = True
     artifact: bool = True
@@ -156,7 +158,7 @@ class EngineConfig:
     they were asked (deterministic for any capacity) instead of as they complete; inspirations: elites from
     other cells shown to an operator; lessons: lesson lines shown to an operator; checkpoint_every: tells
     between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
-    the best kernels at the end."""
+    the best kernels at the end; lock: hold an exclusive lock on the run dir (``evolve.rundir``)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -165,6 +167,7 @@ class EngineConfig:
     checkpoint_every: int = 1
     progress: bool = True
     export: bool = True
+    lock: bool = True
 
 
 @dataclass
@@ -173,7 +176,7 @@ class Config:
     store: the SQLite store, relative to the run dir; resume: continue from the store's checkpoint when the run
     dir already holds one; knowledge: the cross-run knowledge store (``archive.knowledge.open_knowledge``):
     ``default`` (``$PTXFORGE_KNOWLEDGE`` or ``~/.cache/ptxforge/knowledge.sqlite``), a file path, or
-    ``none`` for clean comparisons."""
+    ``none`` (the default: a run reads and writes no shared lessons unless asked)."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
@@ -189,7 +192,7 @@ class Config:
     experiment_name: str = "default"
     store: str = "store.sqlite"
     resume: bool = True
-    knowledge: str | None = "default"
+    knowledge: str | None = "none"
     run_dir: str = MISSING
 
 
@@ -276,6 +279,8 @@ def validate(cfg: DictConfig) -> None:
           f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
     _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
+    _need(cfg.logger.media_every >= 0, "logger.media_every", f"must be >= 0 (0 = only at the end), got "
+          f"{cfg.logger.media_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
     try:

@@ -120,7 +120,8 @@ class Snapshot:
     evaluations: evaluator calls so far; candidates: recorded proposals; valid_rate: ok / evaluated rows;
     best: best objective in the archive (None before any valid kernel); qd_score / coverage / n_elites: archive
     stats; evals_per_s: evaluations per wall second this session; seconds: wall seconds of search;
-    statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator.
+    statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator;
+    disabled: operators switched off (name -> reason).
     """
 
     evaluations: int
@@ -135,6 +136,7 @@ class Snapshot:
     statuses: dict[str, int]
     duplicates: int
     operator_rewards: dict[str, float]
+    disabled: dict[str, str] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
         """Scalars for a tracker: nested dicts become ``failures/<status>`` and ``operator_reward/<name>``."""
@@ -149,6 +151,8 @@ class Snapshot:
                 out[f"failures/{s}"] = n
         for op, r in self.operator_rewards.items():
             out[f"operator_reward/{op}"] = r
+        for op in self.disabled:
+            out[f"switched_off/{op}"] = 1
         return out
 
 
@@ -193,6 +197,7 @@ class Engine:
         self._session_evals0 = 0
         self.resumed = False
         self._committed = False
+        self.halted: str | None = None  # why the run stopped before its budget (every operator switched off)
 
     # ---------------------------------------------------------------------------------------- lookups
     def kernel(self, cid: CandidateId) -> Kernel:
@@ -297,17 +302,30 @@ class Engine:
                                lessons=lessons)
 
     def _failure_row(self, parent: Kernel, operator: str, status: str, reason: str, edit_text: str = "",
-                     island: int | None = None) -> None:
+                     island: int | None = None, lesson: bool = True) -> None:
         digest = hashlib.sha256(f"{parent.identity}\0{operator}\0{edit_text}\0{reason}".encode()).hexdigest()
         row = CandidateRow(identity=f"{status}:{digest[:48]}", status=status, reason=reason[:2000],
                            parents=[parent.identity], operator=operator, edit_text=edit_text, entry=parent.entry,
                            island=island)
         self.buffer.append(row)
+        # Written at once (joining the tell's transaction when inside one), so a failing operator shows in the
+        # store while it fails; rows after the last checkpoint are dropped and re-created on resume.
+        with self.store.transaction() as tx:
+            for r in self.buffer:
+                tx.add_candidate(r)
+        self.buffer.clear()
         self.statuses[status] += 1
         self.budget.candidates += 1
+        if not lesson:  # an infrastructure failure (e.g. the LLM endpoint) says nothing about the edit
+            return
         # The lessons memory knows no "operator_error"; it counts as a proposal that got nowhere.
         lesson_status = "no_proposal" if status == "operator_error" else status
         self._lesson(operator, script_kind(edit_text) if edit_text else "NONE", lesson_status, False, reason)
+
+    def disabled_operators(self) -> dict[str, str]:
+        """Operators that switched themselves off (``op.disabled``: the reason), e.g. the LLM operator after
+        its failure budget; the bandit no longer selects them."""
+        return {n: str(op.disabled) for n, op in self.operators.items() if getattr(op, "disabled", None)}
 
     def _lesson(self, operator: str, edit_kind: str, status: str, improved: bool, reason: str,
                 candidate_id: int | None = None) -> None:
@@ -325,7 +343,7 @@ class Engine:
         ask = self.algorithm.ask(self.rng)
         parent = self.kernel(ask.parents[0])
         ctx = self._context(ask, ask.parents[0])
-        tried: set[str] = set()
+        tried: set[str] = set(self.disabled_operators())
         while True:
             if ask.operator is not None:
                 if ask.operator in tried:
@@ -341,8 +359,9 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 script = op.propose(parent, ctx, self.rng)
-            except NoProposal as e:
-                self._failure_row(parent, name, "no_proposal", str(e) or "no proposal", island=ask.island)
+            except NoProposal as e:  # a subclass may carry its own status and say it is no lesson
+                self._failure_row(parent, name, str(getattr(e, "status", "no_proposal")), str(e) or "no proposal",
+                                  island=ask.island, lesson=bool(getattr(e, "lesson", True)))
                 self._reward(name, 0.0)
                 continue
             except Exception as e:
@@ -382,6 +401,9 @@ class Engine:
         self.budget.candidates += 1
         if item.operator != SEED:
             self._reward(item.operator, 0.0)
+            hook = getattr(self.operators.get(item.operator), "duplicate", None)
+            if hook is not None:  # e.g. the LLM operator counts answers that repeat an evaluated kernel
+                hook(item.kernel)
         return None
 
     def _reward(self, name: str, reward: float) -> None:
@@ -466,7 +488,7 @@ class Engine:
             return
         if line and self.lessons is not None and hasattr(self.lessons, "note"):
             self.lessons.note(str(line), source=f"{item.operator}.reflect", operator=item.operator,
-                              edit_kind=item.edit_kind, candidate_id=cid)
+                              edit_kind=item.edit_kind, candidate_id=cid, model=getattr(op, "last_model", None))
 
     def _repair(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId, pool: Any) -> None:
         ctx = self._context(item.ask, cid)
@@ -475,7 +497,8 @@ class Engine:
         try:
             script = op.repair(item.kernel, result, ctx, self.rng)
         except NoProposal as e:
-            self._failure_row(item.kernel, item.operator, "no_proposal", f"repair: {e}", island=item.ask.island)
+            self._failure_row(item.kernel, item.operator, str(getattr(e, "status", "no_proposal")), f"repair: {e}",
+                              island=item.ask.island, lesson=bool(getattr(e, "lesson", True)))
             return
         except Exception as e:
             log.warning("operator %s raised while repairing: %s", item.operator, e)
@@ -511,7 +534,8 @@ class Engine:
             qd_score=st.qd_score, coverage=st.coverage, n_elites=st.n_elites,
             evals_per_s=(self.budget.evaluations - self._session_evals0) / secs, seconds=self.budget.seconds,
             statuses=dict(self.statuses), duplicates=self.duplicates,
-            operator_rewards={a: self.selector.mean(a) for a in self.selector.arms})
+            operator_rewards={a: self.selector.mean(a) for a in self.selector.arms},
+            disabled=self.disabled_operators())
 
     @property
     def evaluated(self) -> int:
@@ -522,7 +546,9 @@ class Engine:
         if self.on_snapshot is None:
             return
         done = self.evaluated
-        if done - self.last_logged >= self.settings.log_every or self.last_logged < 0:
+        # At the first evaluation, then at every multiple of log_every (tells come one evaluation at a time), so
+        # the snapshot logged "at 10 evaluations" holds evaluation 10's state.
+        if self.last_logged < 0 or (done != self.last_logged and done % self.settings.log_every == 0):
             self.last_logged = done
             self.on_snapshot(self.snapshot())
 
@@ -549,7 +575,7 @@ class Engine:
                     self.budget.candidates += 1
                     self._submit(it, pool)
             while True:
-                while len(self.pending) < capacity and not self.budget.exhausted():
+                while len(self.pending) < capacity and not self.budget.exhausted() and not self.halted:
                     try:
                         item = self._propose()
                     except NoParent:
@@ -558,12 +584,17 @@ class Engine:
                         break
                     if item is not None:
                         self._submit(item, pool)
+                    elif self.disabled_operators() and not [
+                            a for a in self.selector.active if a not in self.disabled_operators()]:
+                        self.halted = "every operator is switched off: " + "; ".join(
+                            f"{n}: {why}" for n, why in self.disabled_operators().items())
+                        log.warning("stopping: %s", self.halted)
                 if not self.pending:
                     if self.buffer or self.tells_since_checkpoint:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
                         self._after_commit()
-                    if self.budget.exhausted():
+                    if self.budget.exhausted() or self.halted:
                         break
                     continue
                 if self.settings.ordered:
