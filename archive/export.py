@@ -76,15 +76,15 @@ def _config(meta: dict[str, Any], *keys: str) -> Any:
 
 
 def workload_from_meta(meta: dict[str, Any]) -> Any:
-    """The run's workload rebuilt from the stored Hydra config (``config.workload.name`` and ``options``),
-    None when the config does not name one or the workload cannot be built."""
-    name = _config(meta, "workload", "name")
-    if not name:
+    """The run's workload rebuilt from the stored Hydra config (``config.workload``: ``_target_`` + options,
+    or the older ``name`` + ``options``), None when the config names none or the workload cannot be built."""
+    node = _config(meta, "workload")
+    if not isinstance(node, dict) or not ("_target_" in node or "name" in node):
         return None
     try:
-        from workloads.registry import get_workload
+        from workloads.registry import build_workload
 
-        return get_workload(str(name), **dict(_config(meta, "workload", "options") or {}))
+        return build_workload(node)
     except Exception:  # unknown or unbuildable workload: the card is written without ABI details
         return None
 
@@ -93,7 +93,7 @@ def _jsonable(x: Any) -> Any:
     return asdict(x) if is_dataclass(x) and not isinstance(x, type) else x
 
 
-def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = None, arch: str = "sm_90",
+def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = None, arch: str | None = None,
              versions: dict[str, Any] | None = None, lineage: list[dict[str, Any]] | None = None,
              store_meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON card of one stored candidate.
@@ -142,7 +142,17 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
     return card
 
 
-def _cubin_for(row: CandidateRow, arch: str) -> tuple[bytes | None, str | None]:
+def _ptx_target(ptx: str) -> str | None:
+    """The ``.target`` the PTX names (``sm_90a``), None when it names none."""
+    from evaluators.toolchain import module_target
+
+    try:
+        return module_target(ptx)
+    except ValueError:
+        return None
+
+
+def _cubin_for(row: CandidateRow, arch: str | None) -> tuple[bytes | None, str | None]:
     if row.cubin:
         return row.cubin, None
     try:
@@ -156,12 +166,12 @@ def _cubin_for(row: CandidateRow, arch: str) -> tuple[bytes | None, str | None]:
 def export_kernel(row: CandidateRow, out_dir: Path, name: str, **card_kw: Any) -> ExportedKernel:
     """Write ``<name>.ptx``, ``<name>.cubin`` and ``<name>.json`` for one row (see ``card_for`` for card_kw)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    arch = card_kw.get("arch", "sm_90")
+    arch = card_kw.get("arch") or _ptx_target(row.ptx)
     ptx_path = out_dir / f"{name}.ptx"
     ptx_path.write_text(row.ptx)
     cubin, err = _cubin_for(row, arch)
     cubin_path = None
-    card = card_for(row, name=name, **card_kw)
+    card = card_for(row, name=name, **{**card_kw, "arch": arch})
     card["ptx_sha256"] = hashlib.sha256(row.ptx.encode()).hexdigest()
     if cubin is not None:
         cubin_path = out_dir / f"{name}.cubin"
@@ -181,7 +191,7 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
 
     archive: the run's GridArchive whose elites' ``candidate_id`` are store row ids; None exports only the
     store's best ok row. workload / arch / gpu default to what the store's ``config`` meta names
-    (``workload.name`` + ``options``, ``hardware.arch``, ``hardware.name``), else no workload, ``sm_90``, None.
+    (``workload``, ``hardware.arch``, ``hardware.name``), else no workload, the PTX's own ``.target``, None.
     Returns the exported kernels, best first. ValueError when there is nothing to export; StoreError when an
     elite's row is missing from the store."""
     from archive.lineage import build_graph, lineage_steps
@@ -198,7 +208,7 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
     meta = store.meta()
     if workload is None:
         workload = workload_from_meta(meta)
-    arch = arch or _config(meta, "hardware", "arch") or "sm_90"
+    arch = arch or _config(meta, "hardware", "arch") or _ptx_target(best_row.ptx)
     kw = {"workload": workload, "gpu": gpu, "arch": arch, "versions": _versions(store), "store_meta": meta}
     graph = build_graph(store)  # one scan of the store serves every exported kernel's lineage
 

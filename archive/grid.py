@@ -135,19 +135,23 @@ def _cc_of(gpu: Any) -> tuple[int, int]:
     return major, minor
 
 
-def default_dimensions(gpu: Any = (9, 0), *, warp_bins: int = 8, traffic_bins: int = 8,
+def default_dimensions(gpu: Any = None, *, warp_bins: int = 8, traffic_bins: int = 8,
                        traffic_max: float = 4.0) -> list[Dimension]:
     """The default descriptors: registers/thread, active warps/SM, DRAM traffic ratio.
 
     gpu: a ``targets.spec.GPUSpec`` (its ``cc`` and ``max_warps_per_sm``), a GPU name for
-        ``targets.spec.get_gpu`` (``"h200"``), a ``(major, minor)`` tuple or ``"sm_90"``; ValueError for
-        an unknown compute capability.
+        ``targets.spec.get_gpu`` (``"h200"``), a ``(major, minor)`` tuple or ``"sm_90"``; None:
+        ``targets.spec.DEFAULT_GPU``; ValueError for an unknown compute capability.
     - ``registers``: edges at the sm_90 occupancy cliffs ``REGISTER_EDGES`` (0, 32, ..., 168, 255).
       The 64K-register file and the 255 registers/thread cap hold for every cc >= 7.0, so the edges are shared.
     - ``active_warps``: ``warp_bins`` equal bins over 0..max resident warps per SM (64 on sm_90).
     - ``traffic_ratio``: static DRAM bytes / the workload's minimum bytes, ``traffic_bins`` log-spaced bins from
       1x to ``traffic_max`` x (a kernel at the minimum lands in bin 0; above the top clips into the last bin).
     """
+    if gpu is None:
+        from targets.spec import DEFAULT_GPU
+
+        gpu = DEFAULT_GPU
     gpu = _resolve_gpu(gpu)
     cc = _cc_of(gpu)
     max_warps = getattr(gpu, "max_warps_per_sm", None)

@@ -2,7 +2,7 @@
 static traffic estimate. Every evaluator (GPU or static) computes them the same way.
 
 Descriptor ranges come from hardware limits, never from the data seen so far (a moving range makes cells drift):
-``FEATURE_RANGES`` gives them for cc 9.0.
+``feature_ranges(cc)`` gives them for a compute capability.
 """
 
 from __future__ import annotations
@@ -20,20 +20,27 @@ Shape = tuple[int, ...]
 # The workload dtypes, plus the PTX spellings of the same types.
 _ELEMENT_BYTES = {**ELEMENT_BYTES, "f32": 4, "f16": 2}
 
-# (low, high) per descriptor for cc 9.0: 255 registers per thread (PTX ISA .maxnreg limit), 64 warps per SM,
-# occupancy in [0, 1], traffic_ratio from 1 (the workload's minimum bytes) to 4 (every byte requested four
-# times), 227 KiB + static shared memory per CTA, spills up to 1 KiB per thread, accesses up to 16 bytes wide,
-# global load sites per loop body up to 128 (clipped: unrolled straight-line code can have more).
-FEATURE_RANGES: dict[str, tuple[float, float]] = {
-    "registers": (0.0, 255.0),
-    "active_warps": (0.0, 64.0),
-    "occupancy": (0.0, 1.0),
-    "traffic_ratio": (1.0, 4.0),
-    "shared_bytes": (0.0, float(device_props((9, 0)).shared_mem_per_block_optin)),
-    "spill_bytes": (0.0, 1024.0),
-    "vector_bytes": (0.0, 16.0),
-    "loads_in_flight": (0.0, 128.0),
-}
+# Global load sites per loop body counted at most (unrolled straight-line code can have more).
+MAX_LOADS_IN_FLIGHT = 128.0
+
+
+def feature_ranges(cc: tuple[int, int]) -> dict[str, tuple[float, float]]:
+    """(low, high) per descriptor on a GPU of compute capability ``cc`` (``GPUSpec.cc``): 255 registers per
+    thread (PTX ISA ``.maxnreg`` limit), the SM's resident warps (``targets.occupancy.device_props``), occupancy
+    in [0, 1], traffic_ratio from 1 (the workload's minimum bytes) to 4 (every byte requested four times), the
+    opt-in shared memory per CTA, spills up to 1 KiB per thread, accesses up to 16 bytes wide, global load sites
+    per loop body up to MAX_LOADS_IN_FLIGHT. ValueError for a compute capability the calculator lacks."""
+    props = device_props(tuple(cc))
+    return {
+        "registers": (0.0, 255.0),
+        "active_warps": (0.0, float(props.max_warps_per_sm)),
+        "occupancy": (0.0, 1.0),
+        "traffic_ratio": (1.0, 4.0),
+        "shared_bytes": (0.0, float(props.shared_mem_per_block_optin)),
+        "spill_bytes": (0.0, 1024.0),
+        "vector_bytes": (0.0, 16.0),
+        "loads_in_flight": (0.0, MAX_LOADS_IN_FLIGHT),
+    }
 
 
 def element_bytes(workload) -> int:
@@ -79,7 +86,7 @@ def kernel_features(
     occupancy: Occupancy | None,
     traffic: TrafficEstimate | Mapping[Shape, TrafficEstimate] | None = None,
 ) -> dict[str, float]:
-    """Behaviour descriptors of one compiled kernel, by name (ranges in ``FEATURE_RANGES``). The GPU and the
+    """Behaviour descriptors of one compiled kernel, by name (ranges in ``feature_ranges(cc)``). The GPU and the
     static evaluator both call this, so the archive sees the same descriptors from either.
 
     registers: ptxas registers per thread; active_warps / occupancy: from ``occupancy`` (0 when None: the
@@ -106,5 +113,5 @@ def kernel_features(
         "shared_bytes": float(resources.shared_static_bytes + kernel.launch.dynamic_smem_bytes),
         "spill_bytes": float(resources.spill_stores_bytes + resources.spill_loads_bytes),
         "vector_bytes": float(any_t.max_width_bytes),
-        "loads_in_flight": float(min(any_t.loads_per_iteration, FEATURE_RANGES["loads_in_flight"][1])),
+        "loads_in_flight": float(min(any_t.loads_per_iteration, MAX_LOADS_IN_FLIGHT)),
     }

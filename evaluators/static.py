@@ -51,7 +51,7 @@ from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import CompileError, EvalResult, Occupancy, ResourceUsage, ShapeResult, Status, geomean
 from population.kernel import Kernel
 from targets.occupancy import occupancy_detail
-from targets.spec import GPUSpec, get_gpu
+from targets.spec import GPUSpec, resolve_gpu
 
 LAUNCH_OVERHEAD_US = 2.0
 L2_REUSE_FRACTION = 0.5
@@ -147,17 +147,18 @@ class _Analysis:
 class StaticEvaluator:
     """``types.Evaluator`` without a GPU: compile with ptxas, then estimate (module docstring).
 
-    workload: a ``Workload`` (``workloads``); gpu: ``"h200"`` (default), ``"h100"``, ``"b200"``;
-    arch: ptxas target (default the GPU's, ``sm_90`` for h200); processes: how many ``evaluate`` calls may run
+    workload: a ``Workload`` (``workloads``); gpu: a ``targets.spec.GPUSpec`` (the run's, built from
+    ``conf/hardware``) or a GPU name (``"h200"``, ``"h100"``, ``"b200"``; None: ``targets.spec.DEFAULT_GPU``);
+    arch: ptxas target (default the GPU's ``arch``); processes: how many ``evaluate`` calls may run
     at once (``capacity``; ptxas runs as a subprocess per call; default min(4, CPUs)); cache_dir: on-disk
     ptxas cache. Deterministic: the same kernel always gets the same result (``eval_seconds`` aside).
     Raises ValueError for an unknown GPU.
     """
 
-    def __init__(self, workload, gpu: str = "h200", arch: str | None = None, processes: int | None = None,
+    def __init__(self, workload, gpu: GPUSpec | str | None = None, arch: str | None = None, processes: int | None = None,
                  cache_dir: str | None = None) -> None:
         self.workload = workload
-        self.gpu = get_gpu(gpu)
+        self.gpu = resolve_gpu(gpu)
         self.arch = arch or self.gpu.arch
         self.capacity = max(1, processes if processes is not None else min(4, os.cpu_count() or 1))
         self.cache_dir = cache_dir

@@ -20,6 +20,14 @@ ptxas 13.0 on a shared 2-core CPU machine (median of 7, two runs), the 174-line 
 56-71 ms for ``sm_90 -v`` and 28-30 ms verify-only (1.9-2.5x), the 2108-line template 119-218 ms and
 32-36 ms (3.7-6.1x). No cubin and no resources come back in that mode.
 
+PTX newer than ptxas: each ptxas reads PTX up to one ISA version (ptxas 13.0: 9.0; it rejects ``.version 9.4``
+with "Unsupported .version 9.4; current version is '9.0'"). ``compile_ptx`` reads the module's ``.version``
+and, when the default ptxas is too old for it, compiles with the first installed ptxas that reads it
+(``ptxas_candidates``: PATH / CUDA_HOME / the nvidia-cuda-nvcc wheel, then every ``/usr/local/cuda*``, then
+the ptxas binaries Triton ships in ``triton/backends/nvidia/bin``); ``CompileResult.ptxas`` names the one that
+produced the cubin and the resources. When none reads it, ``PTXVersionUnsupported`` says which version was
+asked for and what each ptxas reads.
+
 Results are cached by the SHA-256 of (ptxas version, target, options, PTX text): an in-process LRU and,
 when ``cache_dir`` is given (or ``$PTXFORGE_PTXAS_CACHE`` is set), one file pair per compile on disk.
 Failed compiles are cached too, so a resumed run does not pay ptxas twice for the same broken child.
@@ -54,6 +62,11 @@ _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 class ToolchainNotFound(RuntimeError):
     """No usable ptxas / nvcc; the message lists every place that was tried."""
+
+
+class PTXVersionUnsupported(CompileError):
+    """The module's ``.version`` is newer than every installed ptxas reads; the message names the version,
+    each ptxas tried and the newest PTX ISA version it reads. ``line`` is the ``.version`` line."""
 
 
 # --------------------------------------------------------------------------------------------- locating
@@ -110,6 +123,108 @@ _version_lock = threading.Lock()
 _versions: dict[str, str] = {}
 
 
+_isa_versions: dict[str, tuple[int, int] | None] = {}
+_targets: dict[str, frozenset[str]] = {}
+_VERSION_LINE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
+
+
+def ptx_isa_version(ptxas: Path | None = None) -> tuple[int, int] | None:
+    """The newest PTX ISA version ``ptxas`` reads, e.g. (9, 0) for ptxas 13.0: asked of ptxas itself by
+    compiling a module that declares ``.version 99.9`` (it answers "current version is '9.0'"). None when the
+    answer does not come in that form."""
+    path = str(ptxas or find_ptxas())
+    with _version_lock:
+        if path in _isa_versions:
+            return _isa_versions[path]
+    with tempfile.TemporaryDirectory(prefix="ptxforge-ptxas-") as tmp:
+        (Path(tmp) / "v.ptx").write_text(".version 99.9\n.target sm_90\n.address_size 64\n")
+        proc = subprocess.run([path, "-arch=sm_90", "v.ptx", "-o", "v.cubin"], cwd=tmp, capture_output=True,
+                              text=True, check=False, timeout=60)
+    m = re.search(r"current version is '(\d+)\.(\d+)'", proc.stdout + proc.stderr)
+    found = (int(m.group(1)), int(m.group(2))) if m else None
+    with _version_lock:
+        _isa_versions[path] = found
+    return found
+
+
+def ptxas_targets(ptxas: Path | None = None) -> frozenset[str]:
+    """The GPU targets ``ptxas`` generates code for (``sm_75``, ``sm_90a``, ...), read from the "Allowed values"
+    of ``--gpu-name`` in ``ptxas --help``; empty when the help text has no such list."""
+    path = str(ptxas or find_ptxas())
+    with _version_lock:
+        if path in _targets:
+            return _targets[path]
+    out = subprocess.run([path, "--help"], capture_output=True, text=True, check=False, timeout=60).stdout
+    m = re.search(r"--gpu-name.*?Allowed values for this option:(.*?)(?:\n\s*\n|\n--)", out, re.S)
+    found = frozenset(re.findall(r"'(sm_\d+[af]?)'", m.group(1))) if m else frozenset()
+    with _version_lock:
+        _targets[path] = found
+    return found
+
+
+def ptxas_candidates() -> list[Path]:
+    """Every ptxas installed here, the default (``find_ptxas``) first, then ``/usr/local/cuda*/bin/ptxas``
+    (newest first), then the ptxas binaries Triton ships (``triton/backends/nvidia/bin/ptxas-blackwell`` and
+    ``ptxas``; found without importing triton). Duplicates (same real path) are listed once."""
+    out: list[Path] = []
+    try:
+        out.append(find_ptxas())
+    except ToolchainNotFound:
+        pass
+    out += sorted(Path("/usr/local").glob("cuda*/bin/ptxas"), reverse=True)
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            b = Path(loc) / "backends" / "nvidia" / "bin"
+            out += [b / "ptxas-blackwell", b / "ptxas"]
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p.is_file() and os.access(p, os.X_OK) and p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    return unique
+
+
+def ptx_version_of(text: str) -> tuple[int, int] | None:
+    """The ``.version`` a PTX module declares, e.g. (9, 4), or None when it has no ``.version`` line."""
+    m = _VERSION_LINE.search(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def select_ptxas(text: str, arch: str) -> tuple[Path, str | None]:
+    """The ptxas to compile ``text`` for ``arch`` with, and a note when it is not the default one.
+
+    The default ptxas (``find_ptxas``) unless the module's ``.version`` is newer than it reads; then the first of
+    ``ptxas_candidates`` that reads that version and generates ``arch``. Raises PTXVersionUnsupported (naming
+    the version and what each ptxas reads) when none does; ToolchainNotFound when there is no ptxas at all.
+    """
+    default = find_ptxas()
+    want = ptx_version_of(text)
+    if want is None:
+        return default, None
+    have = ptx_isa_version(default)
+    if have is None or want <= have:
+        return default, None
+    tried = []
+    for cand in ptxas_candidates():
+        isa = ptx_isa_version(cand)
+        tried.append(f"{cand} ({ptxas_version(cand)}: PTX ISA up to {f'{isa[0]}.{isa[1]}' if isa else 'unknown'})")
+        targets = ptxas_targets(cand)
+        if isa is not None and want <= isa and (not targets or arch in targets):
+            note = (f"the module's .version {want[0]}.{want[1]} is newer than {default} reads "
+                    f"(PTX ISA {have[0]}.{have[1]}): compiled with {cand} ({ptxas_version(cand)})")
+            return cand, note
+    line = text.count("\n", 0, _VERSION_LINE.search(text).start()) + 1  # type: ignore[union-attr]
+    raise PTXVersionUnsupported(
+        message=(f".version {want[0]}.{want[1]} is newer than any installed ptxas reads for {arch}; tried: "
+                 + "; ".join(tried) + ". Install a newer CUDA toolkit (or Triton, which ships its own ptxas), "
+                 "or lower the .version if the module uses no newer PTX features"),
+        line=line)
+
+
 def ptxas_version(ptxas: Path | None = None) -> str:
     """The release line of ``ptxas --version`` (e.g. ``"Cuda compilation tools, release 13.0, V13.0.88"``)."""
     path = str(ptxas or find_ptxas())
@@ -139,10 +254,13 @@ class CompileResult:
     log: str
     seconds: float
     cached: bool
-    arch: str = "sm_90"
+    arch: str
     verify_only: bool = False
     gmem_bytes: int = 0
     warnings: tuple[str, ...] = ()
+    ptxas: str = ""
+    ptxas_release: str = ""
+    ptxas_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +273,9 @@ class Diagnostic:
     message: str
 
 
-_DIAG_RE = re.compile(r"^ptxas (?:(?P<file>.+?), line (?P<line>\d+); )?(?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
+_DIAG_RE = re.compile(
+    r"^ptxas(?:-[\w-]+)? (?:(?P<file>.+?), line (?P<line>\d+); )?(?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
+_ON_LINE = re.compile(r" on line (\d+)\b")
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:
@@ -164,7 +284,11 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
     for ln in log.splitlines():
         m = _DIAG_RE.match(ln.strip())
         if m:
-            out.append(Diagnostic(m["sev"], int(m["line"]) if m["line"] else None, m["msg"].strip()))
+            line = m["line"]
+            if line is None:  # "Unexpected non-ASCII character encountered on line 10" carries it in the text
+                on = _ON_LINE.search(m["msg"])
+                line = on.group(1) if on else None
+            out.append(Diagnostic(m["sev"], int(line) if line else None, m["msg"].strip()))
     return out
 
 
@@ -290,6 +414,18 @@ def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
     return text_lines[line - 1].strip() if 0 < line <= len(text_lines) else None
 
 
+_TARGET_RE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
+
+
+def module_target(text: str) -> str:
+    """The ``sm_XY`` target named by the PTX text's ``.target`` directive (``.target sm_90a, debug`` ->
+    ``sm_90a``). ValueError when the module has none (a ``compute_XY``-only or missing target)."""
+    m = _TARGET_RE.search(text)
+    if m is None:
+        raise ValueError("the PTX module has no .target sm_XY directive; pass arch= (GPUSpec.arch)")
+    return m.group(1)
+
+
 def _check_arch(arch: str) -> None:
     if not _ARCH_RE.match(arch):
         raise ValueError(f"arch must look like sm_90, sm_90a or sm_100a, got {arch!r}")
@@ -407,33 +543,43 @@ def _run_ptxas(text: str, arch: str, verify_only: bool, max_registers: int | Non
 
 def compile_ptx(
     src: str | Module | Kernel,
-    arch: str = "sm_90",
+    arch: str | None = None,
     *,
     verify_only: bool = False,
     max_registers: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     options: tuple[str, ...] = (),
     timeout_s: float = 120.0,
+    ptxas: str | os.PathLike[str] | None = None,
 ) -> CompileResult:
     """Compile PTX to a cubin with ptxas and report per-entry resources.
 
     src: PTX text, a ``population.ast.Module`` or a ``Kernel`` (modules are printed canonically with
-    ``population.printer.listing`` so an error line maps back to its AST node); arch: ``sm_90`` (default),
-    ``sm_90a``, ``sm_100a`` or any ``sm_XY[a|f]`` ptxas accepts; verify_only: parse and check only against
+    ``population.printer.listing`` so an error line maps back to its AST node); arch: the ptxas target,
+    ``sm_90``, ``sm_90a``, ``sm_100a`` or any ``sm_XY[a|f]`` ptxas accepts (callers pass ``GPUSpec.arch``);
+    None: the module's own ``.target`` (ValueError when it names no ``sm_XY`` target); verify_only: parse and check only against
     the virtual target ``compute_XY`` (no cubin, no resources, faster); max_registers: ``-maxrregcount``;
     cache_dir: on-disk cache folder (default ``$PTXFORGE_PTXAS_CACHE`` if set); options: extra ptxas flags;
-    timeout_s: wall-clock limit for ptxas (a CompileError past it, not cached).
+    timeout_s: wall-clock limit for ptxas (a CompileError past it, not cached); ptxas: the ptxas binary to
+    use (default: ``select_ptxas``, which picks a newer installed ptxas when the module's ``.version`` needs
+    one; ``CompileResult.ptxas`` / ``ptxas_release`` / ``ptxas_note`` say which one ran and why).
 
     Raises ``types.CompileError`` (message = ptxas' errors on the first failing line, joined by "; ", line = its 1-based line in the compiled
     text, statement = the AST node printed there, or the text line for str input, log = the whole log),
-    ``ValueError`` for a malformed ``arch``, ``ToolchainNotFound`` when no ptxas is found.
+    ``ValueError`` for a malformed ``arch``, ``ToolchainNotFound`` when no ptxas is found,
+    ``PTXVersionUnsupported`` (a CompileError) when no installed ptxas reads the module's ``.version``.
     """
+    start = time.perf_counter()
+    text, module = _source_text(src)
+    if arch is None:
+        arch = module_target(text)
     _check_arch(arch)
     if max_registers is not None and not 16 <= max_registers <= 255:
         raise ValueError(f"max_registers must be in [16, 255], got {max_registers}")
-    start = time.perf_counter()
-    text, module = _source_text(src)
-    ptxas = find_ptxas()
+    note: str | None = None
+    if ptxas is None:
+        ptxas, note = select_ptxas(text, arch)
+    ptxas = Path(ptxas)
     key_src = json.dumps([ptxas_version(ptxas), arch, verify_only, max_registers, list(options)]) + "\0" + text
     key = hashlib.sha256(key_src.encode()).hexdigest()
     disk = cache_dir if cache_dir is not None else os.environ.get("PTXFORGE_PTXAS_CACHE")
@@ -468,4 +614,5 @@ def compile_ptx(
                      for d in parse_diagnostics(outcome.log) if d.severity == "warning")
     return CompileResult(cubin=outcome.cubin, resources=resources, log=outcome.log,
                          seconds=time.perf_counter() - start, cached=cached, arch=arch, verify_only=verify_only,
-                         gmem_bytes=int(gm.group(1)) if gm else 0, warnings=warnings)
+                         gmem_bytes=int(gm.group(1)) if gm else 0, warnings=warnings, ptxas=str(ptxas),
+                         ptxas_release=ptxas_version(ptxas), ptxas_note=note)

@@ -12,7 +12,15 @@ from targets.occupancy import Occupancy
 
 
 class Status(StrEnum):
-    """Outcome of evaluating one candidate (DESIGN.md vocabulary). Only ``OK`` enters the archive."""
+    """Outcome of evaluating one candidate (DESIGN.md vocabulary). Only ``OK`` enters the archive.
+
+    ``INPUT_MUTATED``: the kernel writes (or may write) a buffer the ABI declares an input: found statically in
+    the PTX (a store whose address derives from an input ``.param``; the reason names the line), on the device
+    (the shared benchmark inputs differ from their pristine copy after the candidate ran, or a store faulted on
+    an input mapped read-only). The inputs are restored before anything else runs.
+    ``SANITIZER``: a compute-sanitizer tool (memcheck, racecheck, synccheck) reported errors for the kernel;
+    the reason names the tool and the error count. See GATE.md for what each status closes.
+    """
 
     OK = "ok"
     COMPILE_ERROR = "compile_error"
@@ -24,6 +32,8 @@ class Status(StrEnum):
     NONDETERMINISTIC = "nondeterministic"
     TOO_FAST_TO_BE_TRUE = "too_fast_to_be_true"
     SKIPPED = "skipped"
+    INPUT_MUTATED = "input_mutated"
+    SANITIZER = "sanitizer"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from evolve.rundir import RunDirError, RunDirLock, check_fresh_dir, check_writab
 from evolve.runinfo import run_provenance, stop_reason
 from evolve.selection import OperatorSelector
 from evolve.tracking import make_tracker
+from targets.spec import gpu_from_config
 
 log = logging.getLogger(__name__)
 
@@ -102,33 +103,44 @@ def _job_num() -> int | None:
         return None
 
 
-def resolve_evaluator_kind(cfg: DictConfig, gpus: list[int] | None = None) -> str:
+def build_workload_from(cfg: DictConfig) -> Any:
+    """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``).
+    Raises ConfigError naming ``workload._target_`` or the option the workload rejected."""
+    from workloads.registry import WorkloadConfigError, build_workload
+
+    try:
+        return build_workload(cfg.workload)
+    except WorkloadConfigError as e:  # e.g. dtype=int8 or a misspelt class path: a config error, not a traceback
+        raise ConfigError(str(e)) from None
+
+
+def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = None) -> str:
     """``static`` or ``gpu``: what ``cfg.evaluator.kind`` means here. ``auto`` picks the GPU evaluator when CuPy
-    sees a GPU (and the hardware is not compile-only). ConfigError for ``gpu`` when no GPU is visible."""
+    sees a GPU (and ``gpu``, the run's GPUSpec, is runnable). ConfigError for ``gpu`` when no GPU is visible."""
     kind = str(cfg.evaluator.kind)
     if kind == "static":
         return kind
     gpus = visible_gpus() if gpus is None else gpus
     if kind == "auto":
-        return "gpu" if gpus and not cfg.hardware.compile_only else "static"
+        return "gpu" if gpus and gpu.runnable else "static"
     if not gpus:
         raise ConfigError("evaluator.kind: gpu, but no GPU is visible here (CuPy found none, or is not installed: "
                           "pip install -e '.[gpu]'); use evaluator=static for estimates or evaluator=auto")
     return kind
 
 
-def make_evaluator_from(cfg: DictConfig, workload: Any) -> tuple[Any, bool]:
+def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None) -> tuple[Any, bool]:
     """The evaluator for ``cfg.evaluator`` and whether its results are estimates (``resolve_evaluator_kind``).
+    gpu: the run's ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator.
     ConfigError for ``evaluator=gpu`` without a GPU."""
     from evaluators.factory import make_evaluator
 
+    gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
     gpus = visible_gpus() if str(cfg.evaluator.kind) != "static" else []
-    kind = resolve_evaluator_kind(cfg, gpus)
+    kind = resolve_evaluator_kind(cfg, gpu, gpus)
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
-    if kind == "static":
-        options.setdefault("gpu", str(cfg.hardware.name))
-        options.setdefault("arch", str(cfg.hardware.arch))
-    else:
+    options.setdefault("gpu", gpu)
+    if kind != "static":
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
@@ -236,17 +248,12 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
     check_resume_compatible(cfg, store_path)
 
     from evolve.operators.registry import build_operators
-    from targets.spec import get_gpu
-    from workloads.registry import get_workload
 
-    try:
-        workload = get_workload(str(cfg.workload.name), **OmegaConf.to_container(cfg.workload.options, resolve=True))
-    except ValueError as e:  # an option the workload rejects (e.g. dtype=int8): a config error, not a traceback
-        raise ConfigError(f"workload.options: {e}") from None
-    gpu = get_gpu(str(cfg.hardware.name))
+    workload = build_workload_from(cfg)
+    gpu = gpu_from_config(cfg.hardware)
     estimate = False
     if evaluator is None:
-        evaluator, estimate = make_evaluator_from(cfg, workload)
+        evaluator, estimate = make_evaluator_from(cfg, workload, gpu)
         kind = "static" if estimate else "gpu"
     else:
         estimate = bool(getattr(evaluator, "estimate", False))
@@ -300,7 +307,7 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
         algo = str(cfg.algorithm.name)
         tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
                                name=f"{algo}-s{cfg.seed}-{run_dir.name}",
-                               tags=[algo, f"seed={cfg.seed}", str(cfg.workload.name), str(cfg.hardware.name)],
+                               tags=[algo, f"seed={cfg.seed}", str(workload.name), gpu.name],
                                job_type=algo, config=plain_cfg, run_id=store.get_meta("wandb_run_id"))
         if getattr(tracker, "run_id", None):
             store.set_meta("wandb_run_id", tracker.run_id)

@@ -69,15 +69,6 @@ class AlgorithmConfig:
 
 
 @dataclass
-class WorkloadConfig:
-    """name: a workload of ``workloads.registry``; options: keyword arguments of ``get_workload``
-    (e.g. ``dtype: bf16``)."""
-
-    name: str = "rmsnorm"
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class MutatorConfig:
     """operators: specs ``{name, weight, **params}`` for ``evolve.operators.registry.build_operators``;
     selection: ``ucb`` (UCB1 bandit) or ``weighted`` (sample by weight); ucb_c: UCB1 exploration constant;
@@ -135,10 +126,11 @@ class LoggerConfig:
 @dataclass
 class HardwareConfig:
     """name: a GPU of ``targets.spec`` (h200, h100, b200); arch: the ptxas target;
-    compile_only: no GPU of this kind is expected (only static evaluation makes sense)."""
+    compile_only: no GPU of this kind is expected (only static evaluation makes sense). The run builds one
+    ``targets.spec.GPUSpec`` from this node (``gpu_from_config``) and passes it to every consumer."""
 
-    name: str = "h200"
-    arch: str = "sm_90"
+    name: str = MISSING
+    arch: str = MISSING
     compile_only: bool = False
 
 
@@ -179,7 +171,9 @@ class Config:
     ``none`` (the default: a run reads and writes no shared lessons unless asked)."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # ``_target_`` (a Workload class path) + its constructor's keyword arguments (conf/workload/<name>.yaml);
+    # any keys, so an out-of-tree workload needs no schema change.
+    workload: dict[str, Any] = field(default_factory=dict)
     mutator: MutatorConfig = field(default_factory=MutatorConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
@@ -283,13 +277,10 @@ def validate(cfg: DictConfig) -> None:
           f"{cfg.logger.media_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
-    try:
-        from workloads.registry import available_workloads
-    except ImportError:
-        available_workloads = None
-    if available_workloads is not None:
-        known = list(available_workloads())
-        _need(cfg.workload.name in known, "workload.name", f"{cfg.workload.name!r} is not one of {known}")
+    target = cfg.workload.get("_target_") if isinstance(cfg.workload, DictConfig | dict) else None
+    _need(isinstance(target, str) and "." in target, "workload._target_",
+          f"must be the dotted path of a Workload class (e.g. workloads.rmsnorm.RMSNorm), got {target!r}; "
+          f"choose a workload=<name> of conf/workload/ or give workload._target_")
 
 
 def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> list[int] | None:

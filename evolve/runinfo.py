@@ -57,6 +57,18 @@ def objective_definition(evaluator_kind: str, workload: Any, evaluator: Any = No
     return f"geomean speedup over {base} across the search shapes (GPU measurement)", base
 
 
+def _workload_key(workload: Any, node: Any) -> dict[str, Any]:
+    """What identifies the workload: ``Workload.spec()`` (``_target_`` and options) when it has one, else its
+    config node."""
+    spec = getattr(workload, "spec", None)
+    if callable(spec):
+        try:
+            return dict(spec())
+        except Exception:  # a workload without options() support: fall back to the config
+            pass
+    return dict(node) if isinstance(node, dict) else {"name": getattr(workload, "name", None)}
+
+
 def run_provenance(cfg: Any, *, evaluator_kind: str, estimate: bool, workload: Any = None,
                    evaluator: Any = None) -> dict[str, Any]:
     """The provenance of a run (module docstring) from its composed config (a plain dict or DictConfig):
@@ -81,7 +93,7 @@ def run_provenance(cfg: Any, *, evaluator_kind: str, estimate: bool, workload: A
 
     definition, baseline = objective_definition(evaluator_kind, workload, evaluator)
     return {
-        "workload": {"name": get("workload", "name"), "options": plain(get("workload", "options")) or {}},
+        "workload": _workload_key(workload, plain(get("workload"))),
         "budget": {k: get("budget", k) for k in ("evaluations", "seconds", "candidates")},
         "evaluator": evaluator_kind,
         "hardware": {"name": get("hardware", "name"), "arch": get("hardware", "arch")},

@@ -121,8 +121,7 @@ def _store_meta(run_dir: Path) -> dict[str, Any]:
 def _provenance_from_config(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """Provenance of a run that predates ``evolve.runinfo`` (only what its config says; versions unknown)."""
     estimate = bool(meta.get("estimate"))
-    return {"workload": {"name": (config.get("workload") or {}).get("name"),
-                         "options": (config.get("workload") or {}).get("options") or {}},
+    return {"workload": config.get("workload"),
             "budget": {k: (config.get("budget") or {}).get(k) for k in ("evaluations", "seconds", "candidates")},
             "evaluator": "static" if estimate else (config.get("evaluator") or {}).get("kind"),
             "hardware": {k: (config.get("hardware") or {}).get(k) for k in ("name", "arch")},

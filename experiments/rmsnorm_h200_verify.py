@@ -231,14 +231,14 @@ class StaticVerifier:
 
     estimate = True
 
-    def __init__(self, workload_name: str, options: dict[str, Any], gpu: str):
+    def __init__(self, workload_spec: dict[str, Any], gpu: str):
         from evaluators.static import StaticEvaluator
         from targets.spec import get_gpu
-        from workloads.registry import get_workload
+        from workloads.registry import build_workload
 
         self._evals = {}
         for which in ("benchmark", "heldout"):
-            wl = get_workload(workload_name, **options)
+            wl = build_workload(workload_spec)
             wl.search_shapes = wl.shape_list(which)  # the static evaluator estimates its workload's search shapes
             self._evals[which] = StaticEvaluator(wl, gpu=gpu, processes=1)
         self.copy_gbps = float(get_gpu(gpu).copy_gbps)
@@ -375,7 +375,7 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     def start(left: float) -> None:
         nonlocal verifier
         if evaluator == "static":
-            verifier = StaticVerifier(wl.name, wl.options(), gpu_name)
+            verifier = StaticVerifier(wl.spec(), gpu_name)
         else:
             verifier = GPUVerifier(wl, timeout_s=120.0, startup_timeout_s=max(30.0, left - 10), repeats=repeats)
             data["baseline_notes"] = verifier.notes

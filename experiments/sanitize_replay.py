@@ -6,7 +6,7 @@ float64 reference. CuPy's memory pool is switched off (``cupy.cuda.set_allocator
 its own ``cudaMalloc`` of the exact size: compute-sanitizer memcheck then sees a store one element past ``y``
 as out of bounds instead of as a write into a pooled chunk.
 
-Spec (JSON file, ``--spec``): ``workload`` and ``options`` (registry name and constructor options), ``cubin``
+Spec (JSON file, ``--spec``): ``workload`` (``Workload.spec()``: ``_target_`` and constructor options), ``cubin``
 (path), ``entry``, ``param_types`` (the entry's ``.param`` types), ``launch`` (``LaunchConfig.to_json()``),
 ``shapes`` (list of [M, N]), ``seed`` (input seed, int). ``build_spec`` writes one from a Kernel.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SPEC_KEYS = ("workload", "options", "cubin", "entry", "param_types", "launch", "shapes", "seed")
+SPEC_KEYS = ("workload", "cubin", "entry", "param_types", "launch", "shapes", "seed")
 
 
 def build_spec(kernel: Any, workload: Any, cubin_path: str | Path, shapes: list[tuple[int, int]],
@@ -35,7 +35,7 @@ def build_spec(kernel: Any, workload: Any, cubin_path: str | Path, shapes: list[
     KeyError when the kernel lacks its entry."""
     from evaluators.gpu.args import param_types
 
-    return {"workload": workload.name, "options": workload.options(), "cubin": str(cubin_path),
+    return {"workload": workload.spec(), "cubin": str(cubin_path),
             "entry": kernel.entry, "param_types": param_types(kernel), "launch": kernel.launch.to_json(),
             "shapes": [list(s) for s in shapes], "seed": int(seed)}
 
@@ -62,10 +62,10 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from evaluators.gpu.gate import compare
     from population.kernel import LaunchConfig
     from workloads.dtypes import as_bits, storage_dtype
-    from workloads.registry import get_workload
+    from workloads.registry import build_workload
 
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
-    wl = get_workload(spec["workload"], **spec["options"])
+    wl = build_workload(spec["workload"])
     mod = cp.cuda.Module()
     mod.load(Path(spec["cubin"]).read_bytes())
     fn = mod.get_function(spec["entry"])

@@ -114,6 +114,40 @@ class Address:
 
 
 @dataclass(frozen=True)
+class HandleAddress:
+    """An address made of an opaque handle and coordinates: ``[tex, {%f1}]``, ``[tex, smp, {%f1, %f2}]``
+    (``tex``/``tld4``, PTX ISA §9.7.10.3), ``[surf, {%r1, %r2}]`` (``suld``/``sust``, §9.7.10.6) and
+    ``[tmap, {%r1, %r2}]`` (``cp.async.bulk.tensor``, §9.7.9.25.5.1: a tensor map and tensor coordinates).
+
+    ``elements`` are the comma-separated operands inside the brackets, in order: the handle (a ``.texref`` /
+    ``.surfref`` / ``.param`` symbol or a 64-bit register), an optional sampler, then the coordinate Vector.
+    """
+
+    elements: tuple[Operand, ...]
+
+    @property
+    def handle(self) -> Operand:
+        """The texture / surface / tensor-map handle (the first element)."""
+        return self.elements[0]
+
+    @property
+    def coordinates(self) -> Vector | None:
+        """The coordinate vector (the last element when it is a ``{...}`` list), else None."""
+        last = self.elements[-1]
+        return last if isinstance(last, Vector) else None
+
+
+@dataclass(frozen=True)
+class OffsetExpr:
+    """``base+offset`` written as a source operand without brackets (``%rd1+8``, ``arr+16``): the value of
+    ``base`` plus the integer ``offset`` (PTX ISA §6.4.1 address expressions; ptxas takes it wherever a
+    register or an address constant is read, e.g. ``mov.u64 %rd2, arr+8;``)."""
+
+    base: Register | Symbol
+    offset: int
+
+
+@dataclass(frozen=True)
 class Vector:
     """A brace-enclosed operand list ``{%f1, %f2, %f3, %f4}`` (vector loads/stores, wgmma fragments)."""
 
@@ -147,7 +181,10 @@ class Negated:
     operand: Register
 
 
-Operand = Register | SpecialRegister | Immediate | Symbol | Address | Vector | ParenList | Sink | PredicatePair | Negated
+Operand = (
+    Register | SpecialRegister | Immediate | Symbol | Address | HandleAddress | OffsetExpr | Vector | ParenList | Sink
+    | PredicatePair | Negated
+)
 
 
 # ---------------------------------------------------------------------------------------------- statements
@@ -248,14 +285,96 @@ class Directive:
     layout: tuple | None = _layout()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Scope:
-    """A nested ``{ ... }`` block (nvcc wraps inline asm and call sequences in these)."""
+    """A nested ``{ ... }`` block (nvcc wraps inline asm and call sequences in these).
+
+    Scopes nest without limit (ptxas reads 1,000 levels), so ``==``, ``repr``, pickling and ``copy.deepcopy``
+    work on the flattened statement stream (``iter_body``) instead of recursing once per level.
+    """
 
     body: list[Statement] = field(default_factory=list)
     loc: SourceLoc | None = _loc()
     trivia: str | None = _trivia()
     closing_trivia: str | None = _trivia()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Scope:
+            return NotImplemented
+        return _body_stream(self.body) == _body_stream(other.body)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the other statements
+
+    def __repr__(self) -> str:
+        parts: list[str] = ["Scope(body=["]
+        for event, node, _body, index, _depth in iter_body(self.body, exits=True):
+            if event == "exit":
+                parts.append("])")
+                continue
+            if index:
+                parts.append(", ")
+            parts.append("Scope(body=[" if event == "enter" else repr(node))
+        parts.append("])")
+        return "".join(parts)
+
+    def __reduce__(self) -> tuple:
+        # (stream of the whole subtree, without nesting): pickle and deepcopy stay flat at any depth
+        events = []
+        for event, node, _body, _index, _depth in iter_body(self.body, exits=True):
+            if event == "enter":
+                events.append((0, node.loc, node.trivia, node.closing_trivia))
+            elif event == "exit":
+                events.append(1)
+            else:
+                events.append((2, node))
+        return (_rebuild_scope, (self.loc, self.trivia, self.closing_trivia, events))
+
+
+def _rebuild_scope(loc: SourceLoc | None, trivia: str | None, closing: str | None, events: list) -> Scope:
+    """The Scope that ``Scope.__reduce__`` flattened into ``events``."""
+    root = Scope([], loc, trivia, closing)
+    stack = [root]
+    for ev in events:
+        if ev == 1:
+            stack.pop()
+        elif ev[0] == 0:
+            inner = Scope([], ev[1], ev[2], ev[3])
+            stack[-1].body.append(inner)
+            stack.append(inner)
+        else:
+            stack[-1].body.append(ev[1])
+    return root
+
+
+def iter_body(body: list, exits: bool = False):  # type: ignore[no-untyped-def]
+    """Every statement of ``body`` in textual order, ``{ }`` scopes entered without recursion, as
+    ``(event, statement, body_list, index, depth)``: event ``"stmt"`` for a statement that is not a Scope,
+    ``"enter"`` for a Scope (before its statements), and with ``exits=True`` ``"exit"`` after a Scope's last
+    statement (same Scope, list and index as its "enter"). depth counts the enclosing scopes (0 = ``body``)."""
+    stack: list[tuple[list, int, Scope | None, list | None, int]] = [(body, 0, None, None, -1)]
+    while stack:
+        lst, i, scope, parent, pidx = stack.pop()
+        depth = len(stack)
+        while i < len(lst):
+            s = lst[i]
+            if type(s) is Scope:
+                yield "enter", s, lst, i, depth
+                stack.append((lst, i + 1, scope, parent, pidx))
+                stack.append((s.body, 0, s, lst, i))
+                break
+            yield "stmt", s, lst, i, depth
+            i += 1
+        else:
+            if exits and scope is not None:
+                yield "exit", scope, parent, pidx, depth - 1
+
+
+def _body_stream(body: list) -> list:
+    """``body`` flattened for comparison: statements, with scope boundaries as markers."""
+    out: list = []
+    for event, node, _b, _i, _d in iter_body(body, exits=True):
+        out.append(node if event == "stmt" else event)
+    return out
 
 
 Statement = Instruction | Label | RegDecl | VarDecl | Directive | Scope

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from population.ast import Directive, Function, Instruction, Label, Scope, Statement, Symbol
+from population.ast import Directive, Function, Instruction, Label, Statement, Symbol, iter_body
 
 # Opcodes after which control does not fall through to the next instruction when unpredicated.
 TERMINATORS = frozenset({"bra", "brx", "ret", "exit", "trap"})
@@ -89,17 +89,7 @@ class Loop:
 def walk(fn: Function) -> list[Located]:
     """Every statement of ``fn``'s body in textual order, scopes flattened (a Scope itself is not listed,
     its statements are). Empty for a function without a body."""
-    out: list[Located] = []
-
-    def rec(body: list[Statement], depth: int) -> None:
-        for i, s in enumerate(body):
-            if isinstance(s, Scope):
-                rec(s.body, depth + 1)
-            else:
-                out.append(Located(s, body, i, depth))
-
-    rec(fn.body or [], 0)
-    return out
+    return [Located(s, body, i, depth) for event, s, body, i, depth in iter_body(fn.body or []) if event == "stmt"]
 
 
 # Directives a label can name that are declarations, not code (PTX ISA "Control Flow Directives":

@@ -3,15 +3,22 @@
 Per ``.entry``: instruction count; registers declared and used (by type, from the ``.reg`` declarations,
 ``population.analysis``); memory instructions by kind, state space and bytes per thread
 (``population.analysis.memory_sites``); the ptxas resource report (``evaluators.toolchain.compile_ptx``:
-registers, spills, stack, static shared memory, barriers); theoretical occupancy for the block size
-(``targets.occupancy``, the ``cuda_occupancy.h`` algorithm); and the static global-memory traffic estimate
-for a launch of ``--grid`` CTAs that each stream ``--elements`` elements per pass (``evaluators.traffic``,
-an estimate from the PTX, not a measurement).
+registers, spills, stack, static shared memory, barriers); theoretical occupancy for the block size and
+``--dynamic-smem`` bytes of dynamic shared memory (``targets.occupancy``, the ``cuda_occupancy.h``
+algorithm); and the static global-memory traffic estimate for a launch of ``--grid`` CTAs that each stream
+``--elements`` elements per pass (``evaluators.traffic``, an estimate from the PTX, not a measurement).
+
+ptxas compiles the file itself, byte for byte (debug sections, comments and all), so the resources are those
+ptxas gives for this file and its errors point at the file's own lines (``file:line: ptxas error: ...``
+followed by that line). A module newer than the default ptxas reads is compiled by an installed ptxas that
+reads it (``evaluators.toolchain.select_ptxas``: Triton ships one), and the report names the ptxas that
+produced the resources. A ``.target`` older than ptxas generates code for (ptxas 13: sm_75) is compiled for
+ptxas' oldest target, with a note.
 
 The block size is ``--block`` when given, else the entry's ``.reqntid`` / ``.maxntid``, else 256 threads.
 Exit status: 0 on success, 1 when the file cannot be read or parsed (``file:line:col: message`` on stderr)
-or ptxas rejects it, 2 on bad arguments. Without ptxas the resource, occupancy and traffic sections say so
-and the rest is still printed.
+or ptxas rejects it, 2 on bad arguments. Without ptxas (or without one that reads the module's
+``.version``) the resource, occupancy and traffic sections say why and the rest is still printed.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class EntryReport:
     occupancy: dict[str, Any] | None = None
     traffic: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    ptxas: str | None = None  # "<path> (<release line>)" of the ptxas that produced ``resources``
+    compiled_arch: str | None = None  # the target ptxas compiled for (differs from the .target when too old)
 
 
 def _cc_of(arch: str) -> tuple[int, int]:
@@ -90,45 +99,94 @@ def _static_report(fn: ast.Function, block: int | None) -> EntryReport:
     )
 
 
+def _compile_target(arch: str, targets: frozenset[str]) -> tuple[str | None, str | None]:
+    """(the target to hand ptxas, a note) for the requested ``arch``: itself when ptxas generates it; ptxas'
+    oldest target when ``arch`` is older (PTX for sm_XY compiles for every sm_MN with MN >= XY, ptxas --help);
+    None when ptxas does not know a target that new."""
+    if not targets or arch in targets:
+        return arch, None
+    plain = sorted((int(t[3:]), t) for t in targets if t[3:].isdigit())
+    cc = _cc_of(arch)
+    if plain and cc[0] * 10 + cc[1] < plain[0][0]:
+        oldest = plain[0][1]
+        return oldest, (f".target {arch} is older than this ptxas generates code for (oldest {oldest}): compiled "
+                        f"for {oldest}, so resources and occupancy are {oldest}'s")
+    return None, f"this ptxas does not generate code for {arch} (it knows {', '.join(t for _, t in plain)})"
+
+
 def inspect_module(
     module: ast.Module,
     arch: str | None = None,
     block: int | None = None,
     grid: int = DEFAULT_GRID,
     elements: int = DEFAULT_ELEMENTS,
+    *,
+    text: str | None = None,
+    dynamic_smem: int = 0,
 ) -> list[EntryReport]:
     """One EntryReport per ``.entry`` of ``module``.
 
     arch: ptxas target (default: the module's first ``.target``); block: threads per CTA (default per
     entry, see module docstring); grid: CTAs for the traffic estimate; elements: elements one CTA streams per
-    pass (``elements_per_cta_sweep``). Raises ValueError for a malformed arch or non-positive sizes; a ptxas
-    rejection raises ``evaluators.types.CompileError``.
+    pass (``elements_per_cta_sweep``); text: the PTX ptxas compiles (default ``print_module(module)``, which
+    for a parsed module is its source byte for byte); dynamic_smem: bytes of dynamic shared memory per CTA
+    for the occupancy. Raises ValueError for a malformed arch or non-positive sizes; a ptxas rejection
+    raises ``evaluators.types.CompileError`` (``line`` is a line of ``text``).
     """
     arch = arch or module.target[0]
-    cc = _cc_of(arch)
+    _cc_of(arch)
     if block is not None and block < 1:
         raise ValueError(f"--block must be positive, got {block}")
     if grid < 1 or elements < 1:
         raise ValueError(f"--grid and --elements must be positive, got {grid} and {elements}")
+    if dynamic_smem < 0:
+        raise ValueError(f"--dynamic-smem must be >= 0 bytes, got {dynamic_smem}")
+    if text is None:
+        from population.printer import print_module
+
+        text = print_module(module)
     reports = [_static_report(fn, block) for fn in module.entries]
 
+    def note_all(note: str) -> list[EntryReport]:
+        for r in reports:
+            r.notes.append(note)
+        return reports
+
     try:
-        from evaluators.toolchain import ToolchainNotFound, compile_ptx
+        from evaluators.toolchain import (
+            PTXVersionUnsupported,
+            ToolchainNotFound,
+            compile_ptx,
+            ptxas_targets,
+            ptxas_version,
+            select_ptxas,
+        )
     except ImportError as e:  # evaluators not importable: report what the PTX alone says
-        for r in reports:
-            r.notes.append(f"ptxas resources unavailable: {e}")
-        return reports
+        return note_all(f"ptxas resources unavailable: {e}")
     try:
-        compiled = compile_ptx(module, arch=arch)
+        ptxas, version_note = select_ptxas(text, arch)
+        target, target_note = _compile_target(arch, ptxas_targets(ptxas))
+        if target_note is not None:
+            note_all(target_note)
+        if target is None:
+            return reports
+        if target != arch:
+            ptxas, version_note = select_ptxas(text, target)
+        compiled = compile_ptx(text, arch=target, ptxas=ptxas)
     except ToolchainNotFound as e:
-        for r in reports:
-            r.notes.append(f"ptxas not found: {e}")
-        return reports
+        return note_all(f"ptxas not found: {e}")
+    except PTXVersionUnsupported as e:
+        return note_all(f"ptxas: {e.message}")
+    if version_note is not None:
+        note_all(version_note)
+    cc = _cc_of(target)
 
     from evaluators.traffic import estimate_traffic
     from targets.occupancy import occupancy
 
     for r, fn in zip(reports, module.entries):
+        r.ptxas = f"{ptxas} ({ptxas_version(ptxas)})"
+        r.compiled_arch = target
         ru = compiled.resources.get(r.name)
         if ru is None:
             r.notes.append(f"ptxas reported no resources for {r.name}")
@@ -136,8 +194,9 @@ def inspect_module(
         r.resources = ru.to_json()
         threads = r.block[0] * r.block[1] * r.block[2]
         try:
-            occ = occupancy(threads, ru.registers, ru.shared_static_bytes, barriers=ru.barriers, cc=cc)
-            r.occupancy = asdict(occ)
+            occ = occupancy(threads, ru.registers, ru.shared_static_bytes, dynamic_shared_bytes=dynamic_smem,
+                            barriers=ru.barriers, cc=cc)
+            r.occupancy = {**asdict(occ), "dynamic_shared_bytes": dynamic_smem, "cc": list(cc)}
         except ValueError as e:
             r.notes.append(f"occupancy: {e}")
         try:
@@ -161,6 +220,9 @@ def _fmt_bytes(n: float) -> str:
 def format_report(path: str, arch: str, reports: list[EntryReport]) -> str:
     """The human-readable inspect output (plain text, one section per entry)."""
     out = [f"{path}: {len(reports)} entr{'y' if len(reports) == 1 else 'ies'}, target {arch}"]
+    compiled = next((r for r in reports if r.ptxas is not None), None)
+    if compiled is not None:
+        out.append(f"compiled the file itself with {compiled.ptxas} for {compiled.compiled_arch}")
     for r in reports:
         out.append("")
         out.append(f"entry {r.name}  (block {r.block[0]}x{r.block[1]}x{r.block[2]})")
@@ -183,9 +245,11 @@ def format_report(path: str, arch: str, reports: list[EntryReport]) -> str:
             )
         if r.occupancy is not None:
             o = r.occupancy
+            dyn = o.get("dynamic_shared_bytes", 0)
             out.append(
                 f"  occupancy             {o['occupancy'] * 100:.1f}% ({o['blocks_per_sm']} CTAs/SM, "
-                f"{o['active_warps']}/{o['max_warps']} warps, limited by {o['limiter']})"
+                f"{o['active_warps']}/{o['max_warps']} warps, limited by {o['limiter']}"
+                + (f"; {dyn} bytes dynamic smem" if dyn else "") + ")"
             )
         if r.traffic is not None:
             t = r.traffic
@@ -221,13 +285,14 @@ def _inspect(args: argparse.Namespace) -> int:
         return 1
     arch = args.arch or module.target[0]
     try:
-        reports = inspect_module(module, arch, args.block, args.grid, args.elements)
+        reports = inspect_module(module, arch, args.block, args.grid, args.elements, text=text,
+                                 dynamic_smem=args.dynamic_smem)
     except ValueError as e:
         print(f"inspect: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a ptxas rejection (evaluators.types.CompileError) ends the command
-        if type(e).__name__ == "CompileError":
-            print(f"{path}: ptxas rejected the module: {e}", file=sys.stderr)
+        if isinstance(e, _compile_error()):
+            print(_ptxas_errors(str(path), text, e), file=sys.stderr)
             return 1
         raise
     if args.json:
@@ -235,6 +300,32 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(format_report(str(path), arch, reports))
     return 0
+
+
+def _compile_error() -> type:
+    try:
+        from evaluators.types import CompileError
+    except ImportError:  # pragma: no cover - evaluators always ship with population
+        return type(None)
+    return CompileError
+
+
+def _ptxas_errors(path: str, text: str, err: Any) -> str:
+    """ptxas' errors as ``path:line: ptxas <severity>: message`` lines, each followed by the file's line."""
+    from evaluators.toolchain import parse_diagnostics
+
+    lines = text.splitlines()
+    diags = [d for d in parse_diagnostics(err.log) if d.severity in ("error", "fatal")
+             and d.message != "Ptx assembly aborted due to errors"]
+    if not diags:
+        where = f"{path}:{err.line}" if err.line else path
+        return f"{where}: ptxas rejected the file: {err.message}"
+    out = []
+    for d in diags:
+        out.append(f"{path}:{d.line}: ptxas {d.severity}: {d.message}" if d.line else f"{path}: ptxas {d.severity}: {d.message}")
+        if d.line and 0 < d.line <= len(lines):
+            out.append(f"    {lines[d.line - 1].strip()}")
+    return "\n".join(out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", type=int, default=DEFAULT_GRID, help=f"CTAs for the traffic estimate (default {DEFAULT_GRID})")
     p.add_argument("--elements", type=int, default=DEFAULT_ELEMENTS,
                    help=f"elements one CTA streams per pass, for the traffic estimate (default {DEFAULT_ELEMENTS})")
+    p.add_argument("--dynamic-smem", type=int, default=0, metavar="BYTES",
+                   help="dynamic shared memory per CTA for the occupancy (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_inspect)
     return ap

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from population.ast import (
     Address,
     Function,
+    HandleAddress,
     Immediate,
     Instruction,
     Label,
     Negated,
+    OffsetExpr,
     Operand,
     ParenList,
     PredicatePair,
@@ -33,6 +35,7 @@ from population.ast import (
     Statement,
     Symbol,
     Vector,
+    iter_body,
 )
 from population.cfg import flat_instructions, walk
 
@@ -82,8 +85,10 @@ def registers_in(op: Operand) -> list[str]:
         return [op.operand.name]
     if isinstance(op, Address):
         return [op.base.name] if isinstance(op.base, Register) else []
-    if isinstance(op, (Vector, ParenList)):
+    if isinstance(op, (Vector, ParenList, HandleAddress)):
         return [n for e in op.elements for n in registers_in(e)]
+    if isinstance(op, OffsetExpr):
+        return [op.base.name] if isinstance(op.base, Register) else []
     if isinstance(op, PredicatePair):
         return [op.first.name, op.second.name]
     return []
@@ -107,7 +112,7 @@ def has_destination(instr: Instruction) -> bool:
         return True
     if op in NO_DESTINATION or op2 in NO_DESTINATION:
         return False
-    return bool(instr.operands) and not isinstance(instr.operands[0], Address)
+    return bool(instr.operands) and not isinstance(instr.operands[0], (Address, HandleAddress))
 
 
 def _call_returns(instr: Instruction) -> ParenList | None:
@@ -126,7 +131,7 @@ def destinations(instr: Instruction) -> list[str]:
     if not has_destination(instr):
         return []
     d = instr.operands[0]
-    if isinstance(d, Address):
+    if isinstance(d, (Address, HandleAddress)):
         return []
     return registers_in(d)
 
@@ -263,15 +268,17 @@ def undeclared_registers(fn: Function) -> set[str]:
             top = top_cache[r] = in_frame(r, *frames[0])
         return top or any(in_frame(r, *f) for f in frames[1:])
 
-    def rec(body: list[Statement], frames: list[tuple[set[str], dict[str, int]]]) -> None:
-        frames = [*frames, frame(body)]
-        for st in body:
-            if isinstance(st, Scope):
-                rec(st.body, frames)
-            elif isinstance(st, Instruction):
-                out.update(r for r in _mentioned(st) if r not in out and not visible(r, frames))
-
-    rec(fn.body or [], [])
+    # one frame per enclosing body list, kept in step with iter_body's depth (no recursion: scopes nest
+    # to any depth)
+    frames: list[tuple[set[str], dict[str, int]]] = [frame(fn.body or [])]
+    for event, st, _body, _i, depth in iter_body(fn.body or [], exits=True):
+        if event == "enter":
+            del frames[depth + 1:]
+            frames.append(frame(st.body))
+        elif event == "exit":
+            del frames[depth + 1:]
+        elif isinstance(st, Instruction):
+            out.update(r for r in _mentioned(st) if r not in out and not visible(r, frames))
     return out
 
 
@@ -511,13 +518,4 @@ def _natural_key(name: str) -> tuple[str, int]:
 
 def scopes(fn: Function) -> list[Scope]:
     """Every ``{ }`` scope in ``fn``'s body, outermost first in textual order."""
-    out: list[Scope] = []
-
-    def rec(body: list[Statement]) -> None:
-        for s in body:
-            if isinstance(s, Scope):
-                out.append(s)
-                rec(s.body)
-
-    rec(fn.body or [])
-    return out
+    return [s for event, s, _b, _i, _d in iter_body(fn.body or []) if event == "enter"]

@@ -41,6 +41,7 @@ from population.ast import (
     Statement,
     Symbol,
     Vector,
+    iter_body,
 )
 from population.cfg import DECLARING_DIRECTIVES
 from population.defuse import TYPE_BITS, bare_register_names, declare_missing, has_destination
@@ -183,8 +184,20 @@ def _shallow(o):  # type: ignore[no-untyped-def]
 
 def _copy_statement(s: Statement) -> Statement:
     c = _shallow(s)
-    if isinstance(c, Scope):
-        c.body = [_copy_statement(x) for x in c.body]
+    if type(c) is Scope:
+        # scopes nest to any depth: copy the subtree along iter_body's stream, no recursion
+        stack = [c]
+        c.body = []
+        for event, node, _lst, _i, _depth in iter_body(s.body, exits=True):
+            if event == "enter":
+                inner = _shallow(node)
+                inner.body = []
+                stack[-1].body.append(inner)
+                stack.append(inner)
+            elif event == "exit":
+                stack.pop()
+            else:
+                stack[-1].body.append(_shallow(node))
     return c
 
 
@@ -331,11 +344,9 @@ def _promote_written_names(stmts: list) -> list:
     registers, so turn them into Registers in the new lines (declare_missing then declares them). A name that
     is only read stays a Symbol, for ptxas to report if it is undefined."""
     def walk_instrs(body: list):  # type: ignore[no-untyped-def]
-        for k, st in enumerate(body):
-            if isinstance(st, Scope):
-                yield from walk_instrs(st.body)
-            elif isinstance(st, Instruction):
-                yield body, k, st
+        for event, st, lst, k, _depth in iter_body(body):
+            if event == "stmt" and isinstance(st, Instruction):
+                yield lst, k, st
 
     written: set[str] = set()
     for _, _, ins in walk_instrs(stmts):

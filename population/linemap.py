@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from population.ast import Function, Module, Scope
+from population.ast import Function, Module, Scope, iter_body
 from population.printer import LineInfo, Listing, listing
 
 
@@ -95,13 +95,26 @@ def line_map(module: Module, listing_: Listing | None = None) -> LineMap:
             k -= 1
         return open_lines[k] if k >= 0 else None
 
-    def rec(body: list, fn: Function) -> tuple[int, int] | None:
+    def rec(body: list, fn: Function) -> None:
+        # Post-order over the scopes without recursion (they nest to any depth): one [lo, hi] line range per
+        # open body list; a scope's range is known at its "exit" event and widens its parent's.
         functions[id(body)] = fn
-        lo = hi = None
-        for k, st in enumerate(body):
-            if isinstance(st, Scope):
-                owner[id(st.body)] = (body, k)
-                o = scope_open(st, rec(st.body, fn))
+        ranges: list[list[int | None]] = [[None, None]]
+
+        def widen(a: int, b: int) -> None:
+            r = ranges[-1]
+            r[0] = a if r[0] is None else min(r[0], a)
+            r[1] = b if r[1] is None else max(r[1], b)
+
+        for event, st, lst, k, _depth in iter_body(body, exits=True):
+            if event == "enter":
+                functions[id(st.body)] = fn
+                owner[id(st.body)] = (lst, k)
+                ranges.append([None, None])
+                continue
+            if event == "exit":
+                lo, hi = ranges.pop()
+                o = scope_open(st, None if lo is None else (lo, hi))
                 if o is None or o not in match:
                     continue
                 opens[o] = st.body
@@ -111,10 +124,7 @@ def line_map(module: Module, listing_: Listing | None = None) -> LineMap:
                 spans[id(st)] = (min(own[id(st)]), max(own[id(st)]))
             else:
                 continue
-            a, b = spans[id(st)]
-            lo = a if lo is None else min(lo, a)
-            hi = b if hi is None else max(hi, b)
-        return None if lo is None else (lo, hi)
+            widen(*spans[id(st)])
 
     for fn in module.functions:
         if fn.body is None:

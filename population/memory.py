@@ -5,16 +5,24 @@ cache-hint and prefetch operators).
 State spaces follow PTX ISA 9.0 "State Spaces" (``.global .shared .local .param .const``; an ``ld``/``st``
 without one is generic, "Generic Addressing"). Instruction forms follow "Data Movement and Conversion
 Instructions" (``ld``, ``ldu``, ``st``, ``prefetch``, ``cp.async``,
-``cp.async.bulk``, ``cp.reduce.async.bulk``, ``st.async``, ``red.async``, ``ldmatrix``, ``stmatrix``,
-``multimem``) and "Parallel Synchronization and Communication Instructions" (``atom``, ``red``). Texture/surface instructions and the shared-memory operands of
-``wgmma`` descriptors are not counted.
+``cp.async.bulk``, ``cp.async.bulk.tensor``, ``cp.reduce.async.bulk``, ``st.async``, ``red.async``,
+``ldmatrix``, ``stmatrix``, ``multimem``), "Parallel Synchronization and Communication Instructions"
+(``atom``, ``red``), "Warp Level Matrix Multiply-Accumulate Instructions" (``wmma.load`` / ``wmma.store``),
+"Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (``wgmma.mma_async``: its shared-memory A and B
+operands, read through matrix descriptors) and "Texture / Surface Instructions" (``tex``, ``tld4``, ``suld``,
+``sust``: texture and surface memory live in global memory).
+
+Matrix instructions move a whole matrix per warp (wmma, ldmatrix, stmatrix) or warpgroup (wgmma); their
+``width_bytes`` is that matrix's bytes divided by the threads that share the instruction, so that
+``width_bytes x threads`` is the traffic of one execution, as for ``ld``/``st``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from population.ast import Address, Function, Immediate, Instruction
+from population.ast import Address, Function, Immediate, Instruction, Vector
 from population.cfg import basic_blocks, flat_instructions, loop_depths
 from population.defuse import TYPE_BITS
 
@@ -94,11 +102,69 @@ def classify(instr: Instruction) -> tuple[str, str] | None:
         return "load", "shared"
     if op == "stmatrix":
         return "store", "shared"
+    if op == "wmma":
+        if "load" in mods or "store" in mods:
+            return ("load" if "load" in mods else "store"), spaces[0] if spaces else "generic"
+        return None  # wmma.mma works on registers
+    if op == "wgmma":
+        # the A (unless in registers) and B operands of wgmma.mma_async are read from shared memory
+        return ("load", "shared") if "mma_async" in mods else None
+    if op in ("tex", "tld4"):
+        return "load", "global"
+    if op == "suld":
+        return "load", "global"
+    if op == "sust":
+        return "store", "global"
+    if op == "sured":
+        return "reduction", "global"
     if op == "multimem":
         if "ld_reduce" in mods:
             return "load", "global"
         return ("store" if "st" in mods else "reduction"), "global"
     return None
+
+
+_SHAPE = re.compile(r"m(\d+)n(\d+)(?:k(\d+))?$")
+#: Element bits of the wmma / wgmma element types beyond TYPE_BITS (single-bit ``.b1``).
+_MATRIX_BITS = {**TYPE_BITS, "b1": 1}
+
+
+def _shape(mods: tuple[str, ...]) -> tuple[int, int, int] | None:
+    for m in mods:
+        hit = _SHAPE.match(m)
+        if hit:
+            return int(hit.group(1)), int(hit.group(2)), int(hit.group(3) or 0)
+    return None
+
+
+def _wmma_width(mods: tuple[str, ...]) -> tuple[int, str | None]:
+    """Bytes per thread of a ``wmma.load.{a,b,c}`` / ``wmma.store.d``: the M x K (a), K x N (b) or M x N
+    (c, d) matrix of the ``.mMnNkK`` shape at the element type's width, over the warp's 32 threads (PTX ISA
+    "wmma.load", "wmma.store"). 0 when the shape or type is not written."""
+    shape = _shape(mods)
+    types = [m for m in mods if m in _MATRIX_BITS]
+    if shape is None or not types:
+        return 0, None
+    m, n, k = shape
+    which = next((x for x in mods if x in ("a", "b", "c", "d")), "c")
+    elems = {"a": m * k, "b": k * n}.get(which, m * n)
+    return elems * _MATRIX_BITS[types[-1]] // 8 // 32, types[-1]
+
+
+def _wgmma_width(instr: Instruction) -> tuple[int, str | None]:
+    """Shared-memory bytes per thread of ``wgmma.mma_async.mMnNkK.dtype.atype.btype d, a, b, ...``: the
+    M x K A matrix when ``a`` is a descriptor (a register Vector ``{...}`` holds A in registers instead;
+    ``.sp`` halves A) plus the K x N B matrix, over the warpgroup's 128 threads (PTX ISA "wgmma.mma_async")."""
+    mods = instr.modifiers
+    shape = _shape(mods)
+    types = [m for m in mods if m in _MATRIX_BITS]
+    if shape is None or not types:
+        return 0, None
+    m, n, k = shape
+    a_type, b_type = (types[-2], types[-1]) if len(types) >= 3 else (types[-1], types[-1])
+    a_in_registers = len(instr.operands) > 1 and isinstance(instr.operands[1], Vector)
+    a_bits = 0 if a_in_registers else m * k * _MATRIX_BITS[a_type] // (2 if "sp" in mods else 1)
+    return (a_bits + k * n * _MATRIX_BITS[b_type]) // 8 // 128, b_type
 
 
 def _width(instr: Instruction, kind: str) -> tuple[int, int, str | None]:
@@ -107,21 +173,54 @@ def _width(instr: Instruction, kind: str) -> tuple[int, int, str | None]:
     vector = next((VECTOR_WIDTHS[m] for m in mods if m in VECTOR_WIDTHS), 1)
     types = [m for m in mods if m in TYPE_BITS and m != "pred"]
     elem = types[-1] if types else None
-    if instr.opcode in ("ldmatrix", "stmatrix"):
-        # .x1/.x2/.x4: one 32-bit register per 8x8 b16 matrix per thread (PTX ISA "ldmatrix")
+    op = instr.opcode
+    if op in ("ldmatrix", "stmatrix"):
+        # .x1/.x2/.x4 matrices of the .shape per warp (PTX ISA "ldmatrix", "stmatrix"): an 8x8 b16 (m8n8) or
+        # an 8x16 b8 (m8n16) matrix is 128 bytes, one 32-bit register per thread; m16n16 b8 is 256 bytes.
         n = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), 1)
-        return 4 * n, 1, elem
+        per = 8 if "m16n16" in mods else 4
+        return per * n, 1, elem
+    if op == "wmma":
+        width, t = _wmma_width(mods)
+        return width, 1, t
+    if op == "wgmma":
+        width, t = _wgmma_width(instr)
+        return width, 1, t
+    if op in ("tex", "tld4"):
+        # tex.geom.v4.dtype.ctype: the destination type comes first (PTX ISA "tex"); tld4 always gathers 4
+        dtype = types[0] if types else None
+        n = 4 if op == "tld4" else vector
+        return (max(TYPE_BITS[dtype] // 8, 1) * n if dtype else 0), n, dtype
     if kind == "prefetch":
         return 0, 1, None
     if instr.opcode == "cp":
         # cp.async[.bulk] [dst], [src], size, ...: the third operand is the byte count (cp-size / size);
         # tensor copies take their extent from the tensor map, unknown here.
         if "tensor" not in mods and len(instr.operands) >= 3 and isinstance(instr.operands[2], Immediate):
+            # cp.async: 4, 8 or 16 bytes per thread; cp.async.bulk: bytes for the one issuing thread
             return int(instr.operands[2].value), 1, elem
         return 0, 1, elem
     if elem is None:
         return 0, vector, None
     return max(TYPE_BITS[elem] // 8, 1) * vector, vector, elem
+
+
+def _address(ins: Instruction, space: str) -> Address | None:
+    """The memory operand of the accessed ``space``: for a copy between spaces (``cp.async.shared.global
+    [dst], [src]``), the one on the global side when the instruction names the spaces in dst, src order; the
+    first Address otherwise. Texture, surface and tensor-map addresses (``[handle, {coords}]``) are not
+    Addresses: None when no plain Address is left."""
+    addrs = [o for o in ins.operands if isinstance(o, Address)]
+    if not addrs:
+        return None
+    if ins.opcode == "cp" and len(addrs) >= 2 and "tensor" not in ins.modifiers:
+        spaces = _spaces(ins)
+        if len(spaces) >= 2 and space in spaces[:2]:
+            return addrs[spaces.index(space)]
+    if ins.opcode == "cp" and "tensor" in ins.modifiers:
+        # the global side is the tensor map ([tmap, {coords}]); the plain Addresses are shared / mbarrier
+        return None if space == "global" else addrs[0]
+    return addrs[0]
 
 
 def memory_sites(fn: Function) -> list[MemorySite]:
@@ -141,6 +240,6 @@ def memory_sites(fn: Function) -> list[MemorySite]:
         kind, space = c
         width, vector, elem = _width(ins, kind)
         b = owner[i]
-        addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+        addr = _address(ins, space)
         out.append(MemorySite(ins, i, kind, space, width, vector, elem, depths[b], b, addr))
     return out

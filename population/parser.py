@@ -135,6 +135,8 @@ class _Builder(Transformer):
         return PTXSyntaxError(message, self.file, tok.line or 0, tok.column or 0)
 
     def _declared(self, name: str) -> bool:
+        if "." in name:  # a vector register's component, v.x (PTX ISA §5.4): declared when v is
+            name = name.split(".", 1)[0]
         for names in self.scopes:
             if name in names:
                 return True
@@ -315,41 +317,66 @@ class _Builder(Transformer):
         """Classify the dotted words before a declared name (state space, linkage, .align N, type, vector,
         anything else kept verbatim as an attribute)."""
         info: dict = {"linkage": [], "space": None, "align": None, "type": None, "vector": None, "attributes": []}
-        i = 0
-        n = len(specs)
-        while i < n:
-            tok = specs[i]
+        # Dotted words need no space between them (``.reg.u64``, ``.reg .v2.b16``): one (word, token, number
+        # after it) per word, the number belonging to the last word of a fused run (``.ptr.global.align 16``).
+        words_in: list[tuple[str, Token, Token | None]] = []
+        j = 0
+        while j < len(specs):
+            tok = specs[j]
             if tok.type == "INT":
                 raise self._error(tok, f"unexpected number {tok!s} in declaration")
-            words = tok[1:]
-            nxt = specs[i + 1] if i + 1 < n and specs[i + 1].type == "INT" else None
+            num = specs[j + 1] if j + 1 < len(specs) and specs[j + 1].type == "INT" else None
+            parts = tok[1:].split(".")
+            for k, w in enumerate(parts):
+                words_in.append((w, tok, num if k == len(parts) - 1 else None))
+            j += 2 if num is not None else 1
+        i = 0
+        n = len(words_in)
+        while i < n:
+            words, tok, nxt = words_in[i]
             if words == "align":
                 if nxt is None:
                     raise self._error(tok, ".align needs a byte count")
                 info["align"] = int(nxt)
-                i += 2
+                i += 1
                 continue
-            if "." in words or words not in STATE_SPACES | LINKAGES | TYPES | _VECTORS:
-                if info["space"] is None and info["type"] is None and not info["linkage"] and "." not in words:
-                    raise self._error(tok, f"unknown directive '{tok!s}'")
+            if words == "ptr":
+                # .ptr [.space] [.align N] (PTX ISA §5.1.6.1, kernel parameter attributes): the state space
+                # and alignment of what the pointer points to, not of the parameter. Kept as one attribute.
+                attr = ["ptr"]
+                if nxt is None and i + 1 < n and words_in[i + 1][0] in ("global", "shared", "const", "local"):
+                    i += 1
+                    attr.append(words_in[i][0])
+                    nxt = words_in[i][2]
+                if nxt is None and i + 1 < n and words_in[i + 1][0] == "align" and words_in[i + 1][2] is not None:
+                    i += 1
+                    attr.append(f"align {words_in[i][2]}")
+                elif nxt is not None:
+                    raise self._error(nxt, f"unexpected number {nxt!s} after .ptr")
+                info["attributes"].append(".".join(attr))
+                i += 1
+                continue
+            if words not in STATE_SPACES | LINKAGES | TYPES | _VECTORS:
+                if info["space"] is None and info["type"] is None and not info["linkage"]:
+                    raise self._error(tok, f"unknown directive '.{words}'")
                 info["attributes"].append(f"{words} {nxt}" if nxt is not None else words)
-                i += 2 if nxt is not None else 1
+                i += 1
                 continue
             if nxt is not None:
-                raise self._error(nxt, f"unexpected number {nxt!s} after {tok!s}")
+                raise self._error(nxt, f"unexpected number {nxt!s} after .{words}")
             if words in LINKAGES:
                 if not allow_linkage:
-                    raise self._error(tok, f"linkage {tok!s} is not allowed here")
+                    raise self._error(tok, f"linkage .{words} is not allowed here")
                 info["linkage"].append(words)
             elif words in STATE_SPACES:
                 if info["space"] is not None:
-                    raise self._error(tok, f"second state space {tok!s} in one declaration")
+                    raise self._error(tok, f"second state space .{words} in one declaration")
                 info["space"] = words
             elif words in _VECTORS:
                 info["vector"] = words
             else:
                 if info["type"] is not None:
-                    raise self._error(tok, f"second type {tok!s} in one declaration")
+                    raise self._error(tok, f"second type .{words} in one declaration")
                 info["type"] = words
             i += 1
         info["attributes"] = tuple(info["attributes"])
@@ -614,6 +641,23 @@ class _Builder(Transformer):
         offset = c[1] if len(c) > 1 else None
         return ast.Address(base, offset)
 
+    def offset_expr(self, c: list) -> ast.OffsetExpr:
+        base_tok: Token = c[0]
+        value = ast.Immediate(str(c[-1])).value
+        if not isinstance(value, int):
+            raise self._error(c[-1], f"offset {c[-1]} after {base_tok}+ must be an integer")
+        base = self._reg_or_name(base_tok)
+        if not isinstance(base, (ast.Register, ast.Symbol)):
+            raise self._error(base_tok, f"{base_tok} cannot take an offset")
+        return ast.OffsetExpr(base, value)
+
+    def handle_address(self, c: list) -> ast.HandleAddress:
+        base_tok: Token = c[0]
+        handle = self._reg_or_name(base_tok)
+        if not isinstance(handle, (ast.Register, ast.Symbol)):
+            raise self._error(base_tok, f"{base_tok} cannot be a texture, surface or tensor-map handle")
+        return ast.HandleAddress((handle, *c[1:]))
+
     def addr_off(self, c: list) -> int:
         num: Token = c[-1]
         value = ast.Immediate(str(num)).value
@@ -657,8 +701,9 @@ _DIRECTIVE_NAME = re.compile(r"\.([A-Za-z_]+)")
 _OPERAND_TOKENS = re.compile(
     r"%[A-Za-z0-9_$]+(?:\.[A-Za-z][A-Za-z0-9_]*)?"
     r"|-?(?:0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|0[xX][0-9a-fA-F]+[uU]?|0[bB][01]+[uU]?"
-    r"|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[uU]?)(?![A-Za-z0-9_$.])"
-    r"|[A-Za-z_$][A-Za-z0-9_$]*"
+    r"|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|[0-9]+[uU]?)"
+    r"(?![A-Za-z0-9_$.])"
+    r"|[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z][A-Za-z0-9_]*)?"
     r"|\S"
 )
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$")
@@ -732,7 +777,8 @@ def _scan_flat(toks: list[str], b: _Builder) -> tuple | None:
             if toks[i + 2] == "]":
                 out.append(ast.Address(node, None))
                 i += 3
-            elif toks[i + 2] == "+" and i + 4 < n and toks[i + 4] == "]" and toks[i + 3].isdigit():
+            elif (toks[i + 2] == "+" and i + 4 < n and toks[i + 4] == "]" and toks[i + 3].isdigit()
+                  and (toks[i + 3][0] != "0" or toks[i + 3] == "0")):  # a leading 0 is octal: the scanner
                 out.append(ast.Address(node, int(toks[i + 3])))
                 i += 5
             else:
@@ -742,7 +788,7 @@ def _scan_flat(toks: list[str], b: _Builder) -> tuple | None:
                 return None
             out.append(ast.Register(t) if b._declared(t) else ast.Symbol(t))
             i += 1
-        elif c.isdigit() or (c == "-" and len(t) > 1):
+        elif c.isdigit() or ((c == "-" or c == ".") and len(t) > 1):
             out.append(_immediate(t))
             i += 1
         else:
@@ -813,11 +859,23 @@ class _OperandScanner:
                 self.i += 2
                 return ast.PredicatePair(ast.Register(t), ast.Register(t2))
             if c == "%":
-                return ast.SpecialRegister(t) if _is_special(t) else ast.Register(t)
-            if self.b._declared(t):
-                return ast.Register(t)
-            return ast.Sink() if t == "_" else ast.Symbol(t)
-        if c.isdigit() or (c == "-" and len(t) > 1):
+                node: ast.Operand = ast.SpecialRegister(t) if _is_special(t) else ast.Register(t)
+            elif self.b._declared(t):
+                node = ast.Register(t)
+            else:
+                node = ast.Sink() if t == "_" else ast.Symbol(t)
+            if self.i < self.n and toks[self.i] == "+":
+                # reg+imm / var+imm (ast.OffsetExpr)
+                num = toks[self.i + 1]
+                if not isinstance(node, (ast.Register, ast.Symbol)) or not _is_number(num):
+                    raise _Reject
+                value = ast.Immediate(num).value
+                if not isinstance(value, int):
+                    raise _Reject
+                self.i += 2
+                return ast.OffsetExpr(node, value)
+            return node
+        if _is_number(t):
             return ast.Immediate(t)
         if t == "[":
             return self._address()
@@ -850,7 +908,7 @@ class _OperandScanner:
                 raise _Reject
             else:
                 base = ast.Symbol(t)
-        elif c.isdigit() or (c == "-" and len(t) > 1):
+        elif _is_number(t):
             base = ast.Immediate(t)
         else:
             raise _Reject
@@ -858,18 +916,27 @@ class _OperandScanner:
         self.i += 1
         if t == "]":
             return ast.Address(base, None)
+        if t == "," and not isinstance(base, ast.Immediate):
+            # [handle, {coords}] / [tex, sampler, {coords}] (ast.HandleAddress)
+            return ast.HandleAddress((base, *self._list("]")))
         sign = 1
         if t == "+" or t == "-":
             sign = -1 if t == "-" else 1
             t = toks[self.i]
             self.i += 1
-        if not (t[0].isdigit() or (t[0] == "-" and len(t) > 1)):
+        if not _is_number(t):
             raise _Reject
         value = ast.Immediate(t).value
         if not isinstance(value, int) or toks[self.i] != "]":
             raise _Reject
         self.i += 1
         return ast.Address(base, sign * value)
+
+
+def _is_number(t: str) -> bool:
+    """Whether operand token ``t`` is a NUMBER (``_OPERAND_TOKENS`` gives other characters one at a time)."""
+    c = t[0]
+    return c.isdigit() or ((c == "-" or c == ".") and len(t) > 1)
 
 
 class _Reject(Exception):
@@ -1073,10 +1140,9 @@ def parse_statements(
 
 
 def _strip_layout(node: ast.Statement) -> None:
-    node.trivia = None
-    if isinstance(node, ast.Scope):
-        node.closing_trivia = None
-        for s in node.body:
-            _strip_layout(s)
-    else:
-        node.layout = None
+    for event, s, _lst, _i, _depth in ast.iter_body([node]):
+        s.trivia = None
+        if event == "enter":
+            s.closing_trivia = None
+        else:
+            s.layout = None

@@ -54,6 +54,10 @@ def operand_text(op: ast.Operand) -> str:
         return f"[{base}]" if off is None else f"[{base}+{off}]"
     if t is ast.Vector:
         return "{" + ", ".join(operand_text(e) for e in op.elements) + "}"  # type: ignore[union-attr]
+    if t is ast.HandleAddress:
+        return "[" + ", ".join(operand_text(e) for e in op.elements) + "]"  # type: ignore[union-attr]
+    if t is ast.OffsetExpr:
+        return f"{op.base.name}+{op.offset}"  # type: ignore[union-attr]
     if t is ast.ParenList:
         return "(" + ", ".join(operand_text(e) for e in op.elements) + ")"  # type: ignore[union-attr]
     if t is ast.Sink:
@@ -287,32 +291,47 @@ class _Emitter:
             self._faithful_body(stmts)
             return
         canonical = self.canonical
-        for i, s in enumerate(stmts):
+        for event, s, lst, i, _depth in ast.iter_body(stmts, exits=True):
             t = type(s)
-            if canonical and t is ast.Directive and is_debug_directive(s):
-                continue
-            if t is ast.Scope:
+            if event == "enter":
                 self.trivia(s.trivia, "\n\t")
-                self.text("{", s, stmts, i)
-                self.body(s.body)
+                self.text("{", s, lst, i)
+                continue
+            if event == "exit":
                 self.trivia(s.closing_trivia, "\n\t")
                 self.text("}")
                 continue
+            if canonical and t is ast.Directive and is_debug_directive(s):
+                continue
             self.trivia(s.trivia, "\n\n" if t is ast.Label else "\n\t")
-            self.text(_TEXT[t](s) if canonical else _spelled(s), s, stmts, i)
+            self.text(_TEXT[t](s) if canonical else _spelled(s), s, lst, i)
 
     def _faithful_body(self, stmts: list) -> None:
         """``body`` for print_module(canonical=False): the hot loop of printing, kept free of calls."""
         append = self.parts.append
         instruction = ast.Instruction
-        for s in stmts:
+        scope = ast.Scope
+        # scopes nest to any depth: an explicit stack of (list, next index, its Scope) instead of recursion
+        stack: list = []
+        lst = stmts
+        i = 0
+        owner = None
+        while True:
+            if i == len(lst):
+                if not stack:
+                    return
+                tr = owner.closing_trivia
+                append("\n\t}" if tr is None else tr + "}")
+                lst, i, owner = stack.pop()
+                continue
+            s = lst[i]
+            i += 1
             t = type(s)
-            if t is ast.Scope:
+            if t is scope:
                 tr = s.trivia
                 append("\n\t{" if tr is None else tr + "{")
-                self._faithful_body(s.body)
-                tr = s.closing_trivia
-                append("\n\t}" if tr is None else tr + "}")
+                stack.append((lst, i, owner))
+                lst, i, owner = s.body, 0, s
                 continue
             tr = s.trivia
             append(tr if tr is not None else ("\n\n" if t is ast.Label else "\n\t"))
@@ -428,13 +447,17 @@ def without_debug(module: ast.Module) -> ast.Module:
     import dataclasses
 
     def strip(body: list) -> list:
-        out = []
-        for s in body:
-            if is_debug_directive(s):
-                continue
-            if type(s) is ast.Scope:
-                s = dataclasses.replace(s, body=strip(s.body))
-            out.append(s)
+        out: list = []
+        stack = [out]
+        for event, s, _lst, _i, _depth in ast.iter_body(body, exits=True):
+            if event == "enter":
+                inner = dataclasses.replace(s, body=[])
+                stack[-1].append(inner)
+                stack.append(inner.body)
+            elif event == "exit":
+                stack.pop()
+            elif not is_debug_directive(s):
+                stack[-1].append(s)
         return out
 
     items = []

@@ -5,6 +5,7 @@
 """
 
 from targets.occupancy import DeviceProps, device_props, occupancy
-from targets.spec import GPUS, GPUSpec, get_gpu
+from targets.spec import DEFAULT_GPU, GPUS, SEED_ARCH, GPUSpec, get_gpu, gpu_from_config, resolve_gpu
 
-__all__ = ["GPUS", "DeviceProps", "GPUSpec", "device_props", "get_gpu", "occupancy"]
+__all__ = ["DEFAULT_GPU", "GPUS", "SEED_ARCH", "DeviceProps", "GPUSpec", "device_props", "get_gpu", "gpu_from_config",
+           "occupancy", "resolve_gpu"]

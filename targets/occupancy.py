@@ -1,16 +1,24 @@
 """Theoretical occupancy: a Python transcription of ``cudaOccMaxActiveBlocksPerMultiprocessor``.
 
 Source of truth: ``cuda_occupancy.h`` as shipped with CUDA 13.0 (``__CUDA_OCC_MAJOR__`` 12,
-``__CUDA_OCC_MINOR__`` 1; the file lives at ``$CUDA_HOME/include/cuda_occupancy.h`` and in the
-nvidia-cuda-runtime wheel). Every limit below names the header function it follows. The per-architecture
-device properties are those of ``cudaDeviceProp`` for the compute capability, as tabulated in the CUDA C++
-Programming Guide, "Compute Capabilities" (Table "Technical Specifications per Compute Capability") and read
-off an H200 (cc 9.0): 65536 registers per SM and per block, 2048 threads per SM, 32 resident blocks per SM,
-228 KiB shared memory per SM, 227 KiB opt-in per block, 1 KiB reserved per block by the driver.
+``__CUDA_OCC_MINOR__`` 1; installed here at ``/usr/local/cuda-13.0/include/cuda_occupancy.h``, and the same
+file in the nvidia-cuda-runtime wheel, ``site-packages/nvidia/cu13/include``). Every limit below names the
+header function it follows.
 
-Partitioned global caching (cc 5.2/6.x only) and the Pascal GP100 special case do not apply to the
-architectures tabulated here and are left out; virtual resources (cc >= 10) are counted as unused because
-ptxas does not report them.
+Compute capabilities: every one the header's Volta-and-later path (``cudaOccAlignUpShmemSizeVoltaPlus``)
+handles: 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.1 (the CUDA 12.x name of 11.0), 10.3, 11.0,
+12.0, 12.1 (``DEVICE_PROPS``). The header's cc 3.x/5.x/6.x branches (cache-config preference, partitioned
+global caching, the GP100 register special case) are left out: CUDA 13's ptxas targets sm_75 and later only,
+so no resource report could feed them.
+
+The per-architecture device properties are those of ``cudaDeviceProp`` for the compute capability: the CUDA
+C++ Programming Guide, "Compute Capabilities" (Table "Technical Specifications per Compute Capability"), as
+encoded in CCCL's ``libcudacxx/include/cuda/__device/arch_traits.h`` (``arch_traits<arch_id::sm_XY>``: shared
+memory per SM, resident blocks, threads per SM, 1 KiB driver reservation per block from cc 8.0, opt-in =
+per-SM size minus that reservation), and read off an H200 (cc 9.0): 65536 registers per SM and per block,
+2048 threads per SM, 32 resident blocks, 228 KiB shared memory per SM, 227 KiB opt-in per block.
+
+Virtual resources (cc >= 10) are counted as unused because ptxas does not report them.
 """
 
 from __future__ import annotations
@@ -62,14 +70,31 @@ class DeviceProps:
         return self.max_threads_per_sm // self.warp_size
 
 
-# cudaDeviceProp per compute capability (CUDA C++ Programming Guide, "Compute Capabilities").
+def _props(cc: tuple[int, int], smem_kib: int, threads: int) -> DeviceProps:
+    # arch_traits.h: reserved 1 KiB per block from cc 8.0 (0 before); opt-in = per-SM size minus it.
+    reserved = 1024 if cc >= (8, 0) else 0
+    return DeviceProps(cc=cc, max_threads_per_sm=threads, shared_mem_per_sm=smem_kib * 1024,
+                       shared_mem_per_block_optin=smem_kib * 1024 - reserved, reserved_shared_mem_per_block=reserved)
+
+
+# cudaDeviceProp per compute capability (CUDA C++ Programming Guide, "Compute Capabilities"; CCCL arch_traits.h):
+# (shared memory per SM in KiB, resident threads per SM).
 DEVICE_PROPS: dict[tuple[int, int], DeviceProps] = {
-    # A100: 164 KiB shared memory per SM, 163 KiB opt-in per block.
-    (8, 0): DeviceProps(cc=(8, 0), shared_mem_per_sm=164 * 1024, shared_mem_per_block_optin=163 * 1024),
-    # H100 / H200: 228 KiB per SM, 227 KiB opt-in.
-    (9, 0): DeviceProps(cc=(9, 0)),
-    # B200: same SM resources as Hopper for these limits.
-    (10, 0): DeviceProps(cc=(10, 0)),
+    (7, 0): _props((7, 0), 96, 2048),    # V100
+    (7, 2): _props((7, 2), 96, 2048),    # Xavier (Volta SM)
+    (7, 5): _props((7, 5), 64, 1024),    # Turing: T4, RTX 20
+    (8, 0): _props((8, 0), 164, 2048),   # A100: 164 KiB per SM, 163 KiB opt-in
+    (8, 6): _props((8, 6), 100, 1536),   # GA10x: RTX 30, A40, A10
+    (8, 7): _props((8, 7), 164, 1536),   # Orin
+    (8, 8): _props((8, 8), 100, 1536),   # arch_traits<sm_88> = sm_86's
+    (8, 9): _props((8, 9), 100, 1536),   # Ada: L4, L40, RTX 40
+    (9, 0): _props((9, 0), 228, 2048),   # H100 / H200: 228 KiB per SM, 227 KiB opt-in
+    (10, 0): _props((10, 0), 228, 2048),  # B200
+    (10, 1): _props((10, 1), 228, 1536),  # Thor under its CUDA 12.x number (11.0 from CUDA 13)
+    (10, 3): _props((10, 3), 228, 2048),  # B300
+    (11, 0): _props((11, 0), 228, 1536),  # Thor
+    (12, 0): _props((12, 0), 100, 1536),  # RTX 50, RTX PRO Blackwell
+    (12, 1): _props((12, 1), 100, 1536),  # GB10 (DGX Spark)
 }
 
 
@@ -106,10 +131,13 @@ def sub_partitions_per_sm(cc: tuple[int, int]) -> int:
 
 
 def max_blocks_per_sm(cc: tuple[int, int]) -> int:
-    """``cudaOccMaxBlocksPerMultiprocessor``: resident CTAs per SM (32 on 8.0, 9.0, 10.0; 24 on 8.9, 10.1...)."""
+    """``cudaOccMaxBlocksPerMultiprocessor``: resident CTAs per SM (32 on 7.0, 8.0, 9.0, 10.0; 16 on 7.5, 8.6,
+    8.7; 24 on 8.9, 10.1, 11.0, 12.x)."""
     major, minor = cc
+    if major == 7:
+        return 16 if minor == 5 else 32
     if major == 8:
-        return 32 if minor in (0, 7) else (24 if minor == 9 else 16)
+        return 32 if minor == 0 else (24 if minor == 9 else 16)
     if major == 9:
         return 32
     if major == 10:
@@ -121,15 +149,30 @@ def max_blocks_per_sm(cc: tuple[int, int]) -> int:
     raise ValueError(f"no block limit known for compute capability {cc}")
 
 
+def smem_carveouts_kib(cc: tuple[int, int]) -> list[int]:
+    """The shared-memory carveouts (KiB) of ``cudaOccAlignUpShmemSizeVoltaPlus`` for ``cc``: Turing (7.5) 32,
+    64; Volta (7.0, 7.2) 0-96; cc 8.0 and 8.7 up to 164; other 8.x up to 100; 9.x, 10.0/10.1/10.3 and
+    11.0/11.1/11.3 up to 228; 12.0/12.1 up to 100. ValueError for a cc the header does not know."""
+    major, minor = cc
+    volta = [0, 8, 16, 32, 64, 96]
+    ampere = [0, 8, 16, 32, 64, 100]
+    if major == 7:
+        return [32, 64] if minor == 5 else volta
+    if major == 8:
+        return [*ampere, 132, 164] if minor in (0, 7) else ampere
+    if major == 9 or (major in (10, 11) and minor in (0, 1, 3)):
+        return [*ampere, 132, 164, 196, 228]
+    if major == 12 and minor in (0, 1):
+        return ampere
+    raise ValueError(f"cuda_occupancy.h has no shared-memory configuration for compute capability {cc}")
+
+
 def align_up_smem_config(size: int, cc: tuple[int, int]) -> int:
     """Round a shared-memory size up to the next L1/shared carveout the SM supports
-    (``cudaOccAlignUpShmemSizeVoltaPlus``); ValueError when it exceeds the largest.
-
-    Carveouts in KiB: cc 8.0: 0, 8, 16, 32, 64, 100, 132, 164; cc 9.0 and 10.0 add 196 and 228.
+    (``cudaOccAlignUpShmemSizeVoltaPlus``, carveouts in ``smem_carveouts_kib``); ValueError when it exceeds
+    the largest.
     """
-    steps = [0, 8, 16, 32, 64, 100, 132, 164]
-    if cc[0] in (9, 10, 11):
-        steps += [196, 228]
+    steps = smem_carveouts_kib(cc)
     for kib in steps:
         if size <= kib * 1024:
             return kib * 1024
@@ -229,7 +272,7 @@ def _smem_limit(props: DeviceProps, static_bytes: int, dynamic_bytes: int, max_d
 
 
 def _barrier_limit(props: DeviceProps, cta_limit_blocks: int, barriers: int) -> int:
-    # cudaOccMaxBlocksPerSMBlockBarrierLimit: two barrier sets per CTA slot on cc 8.0, 9.0, 10.0.
+    # cudaOccMaxBlocksPerSMBlockBarrierLimit: two barrier sets per CTA slot on cc 7.x, 8.0, 9.0, 10.0.
     major, minor = props.cc
     one_set = (major == 8 and minor != 0) or (major == 10 and minor == 1) or (major == 11 and minor == 0) or major == 12
     available = cta_limit_blocks * (1 if one_set else 2)

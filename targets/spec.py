@@ -22,7 +22,8 @@ estimates and ptxas targets only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from targets.occupancy import DeviceProps, device_props
 
@@ -97,6 +98,14 @@ GPUS: dict[str, GPUSpec] = {
 }
 
 
+# The GPU a run targets when none is named (conf/hardware/h200.yaml is the config default): the one place
+# outside conf/ that picks a GPU, so tools and tests without a config agree with a default run.
+DEFAULT_GPU = "h200"
+# The ``.target`` of the PTX that workload seeds are generated at (nvcc -arch, scripts/gen_seeds.py): the oldest
+# architecture the seeds support. PTX is forward compatible, so ptxas compiles it for any later sm_XY target.
+SEED_ARCH = "sm_90"
+
+
 def get_gpu(name: str) -> GPUSpec:
     """The GPUSpec for ``name`` (case-insensitive: ``"h200"``, ``"h100"``, ``"b200"``); ValueError listing the
     known names otherwise."""
@@ -104,3 +113,24 @@ def get_gpu(name: str) -> GPUSpec:
     if key not in GPUS:
         raise ValueError(f"unknown GPU {name!r}; known: {sorted(GPUS)}")
     return GPUS[key]
+
+
+def resolve_gpu(gpu: GPUSpec | str | None) -> GPUSpec:
+    """A GPUSpec from a spec (returned as is), a name (``get_gpu``) or None (``DEFAULT_GPU``).
+    ValueError for an unknown name."""
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    return get_gpu(DEFAULT_GPU if gpu is None else str(gpu))
+
+
+def gpu_from_config(hardware: Any) -> GPUSpec:
+    """The one GPUSpec of a run, from its ``hardware`` config node (``conf/hardware/*.yaml``: ``name``,
+    ``arch``, ``compile_only``): ``get_gpu(name)`` with ``arch`` (e.g. ``sm_90a`` for wgmma) and
+    ``runnable = not compile_only`` taken from the config. ValueError for an unknown name; ConfigError-style
+    messages are the caller's (evolve.config.validate checks the keys first)."""
+    spec = get_gpu(str(hardware.name if hasattr(hardware, "name") else hardware["name"]))
+    get = hardware.get if hasattr(hardware, "get") else (lambda k, d=None: getattr(hardware, k, d))
+    arch = get("arch", None) or spec.arch
+    compile_only = get("compile_only", None)
+    runnable = spec.runnable if compile_only is None else not bool(compile_only)
+    return replace(spec, arch=str(arch), runnable=runnable)

@@ -109,7 +109,7 @@ def test_unlike_runs_are_refused_unless_asked(sweep, tmp_path, capsys):
     # a run of another workload and evaluator (its provenance as app.run writes it) is refused as well
     other = root / "1-map_elites-s1" / "summary.json"
     summ = json.loads(other.read_text())
-    summ["provenance"]["workload"]["options"] = {"dtype": "f32"}
+    summ["provenance"]["workload"]["dtype"] = "f32"
     summ["provenance"]["evaluator"] = "gpu"
     other.write_text(json.dumps(summ))
     shutil.rmtree(root / "x-budget")

@@ -29,7 +29,8 @@ def test_defaults(monkeypatch):
     cfg = cfg_of()
     validate(cfg)
     assert cfg.algorithm.name == "map_elites" and cfg.algorithm.selection == "uniform"
-    assert cfg.workload.name == "rmsnorm" and cfg.evaluator.kind == "auto"
+    assert cfg.workload._target_ == "workloads.rmsnorm.RMSNorm" and cfg.workload.dtype == "bf16"
+    assert cfg.evaluator.kind == "auto"
     assert cfg.budget.evaluations == 200 and cfg.budget.seconds is None
     assert cfg.logger.kind == "wandb" and cfg.logger.mode == "offline"
     assert cfg.hardware.name == "h200" and cfg.hardware.arch == "sm_90"
@@ -94,7 +95,7 @@ def test_unknown_group_option_lists_the_options():
     (["hardware.arch=sm_75"], "hardware.arch"),
     (["hardware.name=a100"], "hardware.name"),
     (["mutator.operators=[]"], "mutator.operators"),
-    (["workload.name=softmax"], "workload.name"),
+    (["~workload._target_"], "workload._target_"),
     (["engine.capacity=0"], "engine.capacity"),
     (["seed=-1"], "seed"),
     (["mutator.operators=[{name:foo}]"], "mutator.operators[0].name"),
@@ -107,9 +108,22 @@ def test_validate_names_the_key(overrides, key):
     assert str(ei.value).startswith(key)
 
 
-def test_workload_error_lists_available():
-    with pytest.raises(ConfigError, match=r"not one of \['rmsnorm'"):
-        validate(cfg_of("workload.name=softmax"))
+def test_unknown_workload_lists_the_configs():
+    with pytest.raises(MissingConfigException) as ei:
+        cfg_of("workload=softmaxx")
+    assert "rmsnorm" in str(ei.value)
+
+
+def test_workload_target_and_options_errors_name_the_key(tmp_path):
+    from evolve.app import build_workload_from
+
+    with pytest.raises(ConfigError, match=r"^workload\._target_: cannot import 'workloads\.nope\.Nope'"):
+        build_workload_from(cfg_of("workload._target_=workloads.nope.Nope"))
+    with pytest.raises(ConfigError, match=r"^workload: workloads\.rmsnorm\.RMSNorm rejected options.*int8"):
+        build_workload_from(cfg_of("workload.dtype=int8"))
+    with pytest.raises(ConfigError, match=r"colour"):
+        build_workload_from(cfg_of("+workload.colour=red"))
+    assert build_workload_from(cfg_of("workload.dtype=fp16")).dtype == "fp16"
 
 
 def test_cli_fails_before_any_work(tmp_path):
@@ -167,7 +181,8 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
 
 @pytest.mark.parametrize("override,message", [
     ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200']"),
-    ("workload.options.dtype=int8", "workload.options: dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
+    ("workload.dtype=int8", "workload: workloads.rmsnorm.RMSNorm rejected options {'dtype': 'int8', 'eps': 1e-06}: "
+                            "dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
     ("knowledge=/proc/nope/k.sqlite", "knowledge: cannot open '/proc/nope/k.sqlite'"),
 ])
 def test_cli_names_the_key_without_a_traceback(tmp_path, override, message):

@@ -28,9 +28,14 @@ def rmsnorm_f32(x, w, eps=1e-6):
     return xf * r[:, None].astype(np.float32) * w
 
 
+def eps_of(params):
+    """The eps a launch was given (the gate draws it per check)."""
+    return (params or {}).get("eps", 1e-6)
+
+
 def correct(dtype):
-    def launch(inputs, outputs, shape):
-        outputs["y"][...] = from_float(rmsnorm_f32(inputs["x"], inputs["w"]), dtype)
+    def launch(inputs, outputs, shape, params=None):
+        outputs["y"][...] = from_float(rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params)), dtype)
     return launch
 
 
@@ -46,8 +51,8 @@ def test_correct_kernel_passes_every_check(dtype):
 def test_partial_write_is_wrong_result_naming_shape():
     wl = RMSNorm("bf16")
 
-    def half_rows(inputs, outputs, shape):
-        full = from_float(rmsnorm_f32(inputs["x"], inputs["w"]), "bf16")
+    def half_rows(inputs, outputs, shape, params=None):
+        full = from_float(rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params)), "bf16")
         outputs["y"][: shape[0] // 2 + 1] = full[: shape[0] // 2 + 1]  # rows beyond the middle never written
 
     res = run_gate(wl, half_rows, seed=1, shapes=SMALL)
@@ -59,8 +64,8 @@ def test_partial_write_is_wrong_result_naming_shape():
 def test_single_nan_is_wrong_result():
     wl = RMSNorm("bf16")
 
-    def one_nan(inputs, outputs, shape):
-        y = rmsnorm_f32(inputs["x"], inputs["w"])
+    def one_nan(inputs, outputs, shape, params=None):
+        y = rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params))
         y[-1, -1] = np.nan
         outputs["y"][...] = from_float(y, "bf16")
 
@@ -72,8 +77,8 @@ def test_single_nan_is_wrong_result():
 def test_small_error_beyond_tolerance_reports_max_error():
     wl = RMSNorm("fp32")
 
-    def off(inputs, outputs, shape):
-        outputs["y"][...] = (rmsnorm_f32(inputs["x"], inputs["w"]) * np.float32(1.01)).astype(np.float32)
+    def off(inputs, outputs, shape, params=None):
+        outputs["y"][...] = (rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params)) * np.float32(1.01)).astype(np.float32)
 
     res = run_gate(wl, off, seed=3, shapes=SMALL)
     assert res.status == Status.WRONG_RESULT and "correctness check failed" in res.reason
@@ -84,8 +89,8 @@ def test_nondeterministic_pair_fails():
     wl = RMSNorm("bf16")
     rng = np.random.default_rng(0)
 
-    def noisy(inputs, outputs, shape):
-        y = rmsnorm_f32(inputs["x"], inputs["w"])
+    def noisy(inputs, outputs, shape, params=None):
+        y = rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params))
         y *= np.float32(1) + np.float32(1e-3) * rng.standard_normal(y.shape).astype(np.float32)  # within tolerance
         outputs["y"][...] = from_float(y, "bf16")
 
@@ -97,8 +102,8 @@ def test_nondeterministic_pair_fails():
 def test_modified_input_fails():
     wl = RMSNorm("bf16")
 
-    def clobber(inputs, outputs, shape):
-        correct("bf16")(inputs, outputs, shape)
+    def clobber(inputs, outputs, shape, params=None):
+        correct("bf16")(inputs, outputs, shape, params)
         inputs["x"][0, 0] = inputs["x"][0, 0] + 1  # a kernel that uses x as scratch
 
     res = run_gate(wl, clobber, seed=6, shapes=SMALL)
@@ -109,8 +114,8 @@ def test_modified_input_fails():
 def test_out_of_bounds_store_hits_guard():
     wl = RMSNorm("bf16")
 
-    def oob(inputs, outputs, shape):
-        correct("bf16")(inputs, outputs, shape)
+    def oob(inputs, outputs, shape, params=None):
+        correct("bf16")(inputs, outputs, shape, params)
         base = outputs["y"].base  # the guarded allocation behind the view
         base.view(np.uint16)[GUARD_ELEMENTS + outputs["y"].size] = 0  # one element past the end
 
@@ -121,9 +126,9 @@ def test_out_of_bounds_store_hits_guard():
 def test_right_only_at_one_shape_fails_at_another():
     wl = RMSNorm("bf16")
 
-    def tuned_for_192(inputs, outputs, shape):
+    def tuned_for_192(inputs, outputs, shape, params=None):
         x = np.asarray(inputs["x"], dtype=np.float32)[:, :192]
-        r = 1.0 / np.sqrt((x * x).sum(axis=1) / 192 + 1e-6)  # assumes N == 192
+        r = 1.0 / np.sqrt((x * x).sum(axis=1) / 192 + eps_of(params))  # assumes N == 192
         outputs["y"][...] = from_float(np.asarray(inputs["x"], np.float32) * r[:, None] * inputs["w"], "bf16")
 
     res = run_gate(wl, tuned_for_192, seed=8, shapes=SMALL)
@@ -167,8 +172,8 @@ def test_batch_names_the_one_failing_check_and_stops_there():
     wl = RMSNorm("bf16")
     plan = gate_plan(wl, seed=12, shapes=SMALL)
 
-    def wrong_for_large_at_199(inputs, outputs, shape):
-        y = rmsnorm_f32(inputs["x"], inputs["w"])
+    def wrong_for_large_at_199(inputs, outputs, shape, params=None):
+        y = rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params))
         if shape == (199, 1001) and np.abs(np.asarray(inputs["x"], np.float32)).max() > 1e4:
             y[5, 7] += np.float32(1e3)  # one element, only under the "large" distribution at one shape
         outputs["y"][...] = from_float(y, "bf16")
@@ -186,8 +191,8 @@ def test_batch_names_the_one_failing_check_and_stops_there():
 def test_batch_bounds_failure_names_the_shape_that_overflowed(where):
     wl = RMSNorm("bf16")
 
-    def overflow_at_7x760(inputs, outputs, shape):
-        correct("bf16")(inputs, outputs, shape)
+    def overflow_at_7x760(inputs, outputs, shape, params=None):
+        correct("bf16")(inputs, outputs, shape, params)
         if shape == (7, 760):
             y = outputs["y"]
             i = _element_offset(y) + (y.size if where == "after" else -1)
@@ -208,7 +213,7 @@ def test_batch_and_one_by_one_judge_the_same_inputs_alike():
     assert [c.failed for c in batch] == [None] * len(plan) == [c.failed for c in single]
     assert [c.max_abs_err for c in batch] == pytest.approx([c.max_abs_err for c in single], rel=0, abs=0)
     # fp16 rounding everywhere except the all-zero input of (1, 192) under zero_rows; nothing unwritten (inf)
-    assert [c.max_abs_err == 0 for c in batch] == [c.shape == (1, 192) and c.distribution == "zero_rows" for c in batch]
+    assert [c.max_abs_err == 0 for c in batch] == [c.shape == (1, 192) and c.distribution in ("zero_rows", "nonfinite") for c in batch]
     assert max(c.max_abs_err for c in batch) < np.inf
 
 
@@ -216,9 +221,9 @@ def test_batch_determinism_failure_only_in_second_run():
     wl = RMSNorm("bf16")
     calls = {"n": 0}
 
-    def drifts(inputs, outputs, shape):
+    def drifts(inputs, outputs, shape, params=None):
         calls["n"] += 1
-        y = rmsnorm_f32(inputs["x"], inputs["w"])
+        y = rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params))
         if shape == (199, 192) and calls["n"] > len(gate_plan(wl, 15, SMALL_192)):
             y[3, 3] = np.nextafter(y[3, 3], np.float32(np.inf)) * np.float32(1.01)  # still within tolerance
         outputs["y"][...] = from_float(y, "bf16")
@@ -238,14 +243,15 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
     wl = RMSNorm("bf16")
     seen = []
 
-    def record(inputs, outputs, shape):
+    def record(inputs, outputs, shape, params=None):
         seen.append(shape)
-        correct("bf16")(inputs, outputs, shape)
+        correct("bf16")(inputs, outputs, shape, params)
 
     res = gate.run_gate(wl, record, seed=16, shapes=[(1, 192), (199, 192), (7, 192)])
-    assert res.status == Status.OK and len(res.checks) == 3 * 2 + 1
-    # batch: 6 checks x 2 runs, in plan order per run; then the large check's two runs
-    assert seen[:6] == [(1, 192)] * 3 + [(7, 192)] * 3 and seen[12:] == [(199, 192)] * 2
+    assert res.status == Status.OK and len(res.checks) == len(wl.distributions) * 2 + 1
+    # batch: one check per distribution at each small shape, in plan order per run; then the large check's runs
+    d = len(wl.distributions)
+    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[4 * d:] == [(199, 192)] * 2
 
 
 def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():
@@ -270,8 +276,8 @@ def test_batch_failure_verdict_is_the_first_check_in_plan_order():
     (bounds before values), the one-by-one re-run reports the first check, as check_shape in plan order would."""
     wl = RMSNorm("bf16")
 
-    def two_defects(inputs, outputs, shape):
-        y = rmsnorm_f32(inputs["x"], inputs["w"])
+    def two_defects(inputs, outputs, shape, params=None):
+        y = rmsnorm_f32(inputs["x"], inputs["w"], eps_of(params))
         if shape == (1, 192):
             y[0, 0] += np.float32(5)
         outputs["y"][...] = from_float(y, "bf16")
@@ -287,8 +293,8 @@ def test_batch_failure_verdict_is_the_first_check_in_plan_order():
 def test_store_into_padding_between_inputs_is_caught():
     wl = RMSNorm("bf16")
 
-    def past_x(inputs, outputs, shape):
-        correct("bf16")(inputs, outputs, shape)
+    def past_x(inputs, outputs, shape, params=None):
+        correct("bf16")(inputs, outputs, shape, params)
         x = inputs["x"]
         if shape == (7, 760) and x.base is not None:  # in the batch: 10640 bytes of x, padded to 10752
             x.base[_element_offset(x) * x.itemsize + x.nbytes] = 1

@@ -27,7 +27,7 @@ def test_parse_ncu_csv_values():
 
 
 def test_replay_script_is_valid_python_with_the_spec():
-    spec = {"workload": "rmsnorm", "options": {"dtype": "bf16"}, "shape": [7, 760], "cubin": "/tmp/k.cubin",
+    spec = {"workload": {"_target_": "workloads.rmsnorm.RMSNorm", "dtype": "bf16"}, "shape": [7, 760], "cubin": "/tmp/k.cubin",
             "entry": "rmsnorm", "param_types": ["u64"] * 3 + ["u32", "u32", "f32"], "launch": {"block": [256, 1, 1]}}
     text = replay_script(spec, ["/repo"])
     tree = ast.parse(text)

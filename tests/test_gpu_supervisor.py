@@ -16,7 +16,7 @@ from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.types import Status
 
 
-def cpu_worker(conn, device, workload_name, workload_options, config):
+def cpu_worker(conn, device, workload_spec, config):
     os.setpgrp()
     if config.get("fail_start"):
         conn.send({"op": "ready", "ok": False, "error": "CUDA init failed (planted)"})
@@ -51,7 +51,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def sup():
-    s = Supervisor(3, "rmsnorm", {}, {}, startup_timeout_s=60, target=cpu_worker)
+    s = Supervisor(3, {"_target_": "workloads.rmsnorm.RMSNorm"}, {}, startup_timeout_s=60, target=cpu_worker)
     yield s
     s.close()
 
@@ -93,7 +93,7 @@ def test_fatal_reply_respawns_before_next_request(sup):
 
 
 def test_failed_start_raises_with_message():
-    s = Supervisor(0, "rmsnorm", {}, {"fail_start": True}, startup_timeout_s=30, target=cpu_worker)
+    s = Supervisor(0, {"_target_": "workloads.rmsnorm.RMSNorm"}, {"fail_start": True}, startup_timeout_s=30, target=cpu_worker)
     with pytest.raises(WorkerStartError, match="planted"):
         s.wait_ready()
     s.close()

@@ -115,4 +115,4 @@ def test_bad_input_is_rejected_with_the_field_named():
     with pytest.raises(ValueError, match="negative resource"):
         occupancy(128, -1)
     with pytest.raises(ValueError, match="compute capability"):
-        occupancy(128, 32, cc=(7, 5))
+        occupancy(128, 32, cc=(6, 1))

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evaluators.features import FEATURE_RANGES, kernel_features, kernel_traffic
+from evaluators.features import feature_ranges, kernel_features, kernel_traffic
 from evaluators.static import LAUNCH_OVERHEAD_US, StaticEvaluator, estimate_shape
 from evaluators.traffic import BodyTraffic, TrafficEstimate
 from evaluators.types import Status
@@ -67,11 +67,13 @@ def test_resources_occupancy_and_features_agree(evaluator, seeds):
     occ = occupancy(k.launch.threads, ru.registers, ru.shared_static_bytes, barriers=ru.barriers)
     assert r.occupancy == occ
     f = r.features
-    assert set(FEATURE_RANGES) == set(f)
+    ranges = feature_ranges(evaluator.gpu.cc)
+    assert set(ranges) == set(f)
+    assert ranges["shared_bytes"][1] == 227 * 1024 and ranges["active_warps"][1] == 64
     assert f["registers"] == ru.registers
     assert f["active_warps"] == occ.active_warps and f["occupancy"] == occ.occupancy
     assert f["vector_bytes"] == 16
-    for name, (lo, hi) in FEATURE_RANGES.items():
+    for name, (lo, hi) in ranges.items():
         if name != "traffic_ratio":
             assert lo <= f[name] <= hi, name
     # Traffic ratio: the template requests w (fp32) in every CTA, so more than the minimum bytes.

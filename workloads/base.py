@@ -20,15 +20,21 @@ from population.kernel import Kernel, LaunchConfig
 
 Shape = tuple[int, ...]
 Dim3 = tuple[int, int, int]
+# ParamSpec kinds (see ParamSpec).
+PARAM_KINDS = ("input", "output", "inout", "scalar")
 
 
 @dataclass(frozen=True)
 class ParamSpec:
     """One kernel parameter of the workload's ABI, in ``.param`` order.
 
-    name: the buffer or scalar it carries (``"x"``, ``"M"``); kind: ``"input"`` (device buffer read),
-    ``"output"`` (device buffer written) or ``"scalar"``; ptx_type: the ``.param`` type a conforming entry
-    declares (``"u64"`` for every pointer; ``"s32"``, ``"u32"``, ``"f32"`` ... for scalars).
+    name: the buffer or scalar it carries (``"x"``, ``"M"``); kind: ``"input"`` (device buffer only read: the
+    gate rejects any write to it, statically and on the device), ``"output"`` (device buffer written),
+    ``"inout"`` (a state buffer read and written, e.g. a recurrent state updated in place: ``make_inputs``
+    gives its initial value, ``reference`` its expected final value under the same name; the input-store and
+    inputs-unchanged checks skip it, the gate compares its final value) or ``"scalar"``; ptx_type: the
+    ``.param`` type a conforming entry declares (``"u64"`` for every pointer; ``"s32"``, ``"u32"``, ``"f32"``
+    ... for scalars).
     """
 
     name: str
@@ -36,8 +42,9 @@ class ParamSpec:
     ptx_type: str
 
     def __post_init__(self) -> None:
-        if self.kind not in ("input", "output", "scalar"):
-            raise ValueError(f"ParamSpec {self.name!r}: kind must be input/output/scalar, got {self.kind!r}")
+        if self.kind not in PARAM_KINDS:
+            raise ValueError(f"ParamSpec {self.name!r}: kind must be one of {'/'.join(PARAM_KINDS)}, "
+                             f"got {self.kind!r}")
         if self.kind != "scalar" and self.ptx_type not in POINTER_TYPES:
             raise ValueError(f"ParamSpec {self.name!r}: a buffer is passed as a 64-bit pointer, got .{self.ptx_type}")
 
@@ -79,9 +86,18 @@ class Workload(ABC):
 
     Attributes: name, entry (the ``.entry`` every seed exports), dtype, abi (tuple[ParamSpec, ...]),
     knob_space (knob -> allowed values), default_knobs, search_shapes / benchmark_shapes / gate_shapes /
-    heldout_shapes (lists of shapes), distributions (input generators by name), primary_baseline (the
-    baseline the objective's speedup is taken against), uses_atomics (True lets the gate skip the bitwise
-    determinism check).
+    heldout_shapes (lists of shapes), distributions (input generators by name; the gate runs every one),
+    primary_baseline (the baseline the objective's speedup is taken against), baseline_names (the library
+    baselines ``baselines`` can build; the GPU evaluator times these unless told otherwise), uses_atomics (True lets the gate
+    skip the bitwise determinism check), scalar_draws (runtime scalar -> the values the gate draws from per
+    check, e.g. ``{"eps": (1e-6, 1e-5, 1e-3)}``: a kernel must honour the value it is passed, not a constant;
+    a workload with draws must accept ``params`` in ``scalars``, ``reference`` and ``reference_rows``),
+    nonfinite_distributions (distributions whose inputs hold NaN/Inf: the reference has NaN where the exact
+    formula gives NaN and the comparator accepts NaN exactly there).
+
+    Data contract the gate relies on: ``make_inputs`` returns every ``input`` and ``inout`` buffer of the ABI
+    by name; ``outputs`` lists every ``output`` buffer; ``reference`` returns a float64 array for each output
+    and each inout buffer (its final value) by name.
     """
 
     name: str
@@ -96,12 +112,35 @@ class Workload(ABC):
     heldout_shapes: list[Shape]
     distributions: tuple[str, ...]
     primary_baseline: str
+    baseline_names: tuple[str, ...] = ()
     uses_atomics: bool = False
+    scalar_draws: Mapping[str, tuple[float, ...]] = {}
+    nonfinite_distributions: tuple[str, ...] = ()
 
-    # -- construction options, so a worker process can rebuild the same workload -----------------------------
+    # -- construction spec, so a worker process can rebuild the same workload ---------------------------------
     def options(self) -> dict[str, Any]:
-        """Keyword arguments that ``registry.get_workload(self.name, **options)`` turns back into this workload."""
+        """The constructor's keyword arguments that rebuild this workload (plain data: str, int, float, lists).
+        Subclasses with more options than ``dtype`` override it."""
         return {"dtype": self.dtype}
+
+    def spec(self) -> dict[str, Any]:
+        """``{"_target_": "<module>.<Class>", **options()}``: what ``workloads.registry.build_workload`` (or
+        ``hydra.utils.instantiate``) turns back into an equal workload in another process. GPU workers, Ray
+        actors and replay scripts receive this, so a workload defined outside this repository works there as
+        long as its module is importable."""
+        cls = type(self)
+        return {"_target_": f"{cls.__module__}.{cls.__qualname__}", **self.options()}
+
+    # -- baselines ----------------------------------------------------------------------------------------------
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """Library implementations to time against, as zero-argument callables launching on ``inputs``
+        (device arrays, CuPy) at ``shape``: name -> callable. Only the ``names`` asked for are built; one that
+        cannot be (library missing, shape unsupported) is left out with the reason in ``notes[name]``.
+        ``primary_baseline`` should be among them. The default has none (a note says so), so the objective
+        falls back to the naive seed."""
+        notes["all"] = f"workload {self.name!r} defines no library baselines"
+        return {}
 
     # -- kernels ------------------------------------------------------------------------------------------------
     @abstractmethod
@@ -140,12 +179,16 @@ class Workload(ABC):
         """The output buffers a launch at ``shape`` writes."""
 
     @abstractmethod
-    def scalars(self, shape: Shape) -> dict[str, int | float]:
-        """Values of the ABI's scalar parameters at ``shape``."""
+    def scalars(self, shape: Shape, params: Mapping[str, float] | None = None) -> dict[str, int | float]:
+        """Values of the ABI's scalar parameters at ``shape``; ``params`` (from ``draw_params``) overrides the
+        drawn ones. Workloads without ``scalar_draws`` may omit ``params`` from their signature."""
 
     @abstractmethod
-    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
-        """Float64 reference outputs by name for ``inputs`` (either representation)."""
+    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np,
+                  params: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """Float64 reference outputs (and final inout values) by name for ``inputs`` (either representation)
+        and the drawn scalars ``params`` (None: the workload's defaults). Non-finite inputs give NaN exactly
+        where the formula evaluated in float64 gives NaN."""
 
     @property
     @abstractmethod
@@ -154,12 +197,35 @@ class Workload(ABC):
         the output type at ``ref`` (workloads.dtypes.half_ulp: no kernel can round better)."""
 
     # -- shared helpers -----------------------------------------------------------------------------------------
-    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int,
-                         xp: ModuleType = np) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
+    def buffer_names(self, *kinds: str) -> list[str]:
+        """Names of the ABI buffers of the given kinds (``"input"``, ``"output"``, ``"inout"``), ABI order."""
+        bad = set(kinds) - set(PARAM_KINDS)
+        if bad:
+            raise ValueError(f"unknown ParamSpec kind(s) {sorted(bad)}; have {PARAM_KINDS}")
+        return [p.name for p in self.abi if p.kind in kinds]
+
+    def draw_params(self, seed: int) -> dict[str, float]:
+        """Runtime scalars for one gate check, one value per ``scalar_draws`` entry drawn from ``seed``
+        (deterministic in it); empty when the workload declares no draws. Pass the result as ``params`` to
+        ``scalars``, ``reference`` and ``reference_rows``."""
+        rng = np.random.default_rng([int(seed) % (2**63), 0x5CA1A5])
+        return {k: vals[int(rng.integers(len(vals)))] for k, vals in sorted(self.scalar_draws.items())}
+
+    def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
+                       params: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """Float64 reference of each output at the rows ``rows`` (1-D integer array, in ``xp``) of its leading
+        dimension: what ``out[rows]`` must hold. The default computes the whole reference and indexes it;
+        workloads whose rows are independent override it (the audit samples rows of huge shapes)."""
+        ref = self.reference(inputs, xp, params) if params else self.reference(inputs, xp)
+        return {k: v[rows] for k, v in ref.items()}
+
+    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int, xp: ModuleType = np,
+                         params: Mapping[str, float] | None = None
+                         ) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
         """(index, reference) pairs that together cover every output element, each reference small enough
         (about ``max_elements``) to hold in float64; ``out[index]`` is compared with it. The default is one
         block; workloads whose rows are independent override it so huge shapes can be checked."""
-        yield (), self.reference(inputs, xp)
+        yield (), (self.reference(inputs, xp, params) if params else self.reference(inputs, xp))
 
     def gbps(self, shape: Shape, time_us: float) -> float:
         """Achieved bandwidth in GB/s (1e9 bytes/s): ``bytes_moved(shape) / time``."""

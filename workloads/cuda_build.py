@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from evaluators.toolchain import find_nvcc
+from targets.spec import SEED_ARCH
 
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 
@@ -51,9 +52,10 @@ def _source_digest(source: Path) -> bytes:
     return h.digest()
 
 
-def build_ptx(source: str | Path, defines: Mapping[str, int] | None = None, arch: str = "sm_90",
+def build_ptx(source: str | Path, defines: Mapping[str, int] | None = None, arch: str = SEED_ARCH,
               *, use_cache: bool = True) -> str:
     """Compile a CUDA C++ file to PTX text for ``arch`` with ``-D NAME=VALUE`` for each entry of ``defines``.
+    arch: ``targets.spec.SEED_ARCH`` unless given (seeds are generated for the oldest supported target).
 
     source: a path, or a file name under ``workloads/seeds``. Returns the PTX (str).
     Raises FileNotFoundError (no source), ``evaluators.toolchain.ToolchainNotFound`` (no nvcc) or

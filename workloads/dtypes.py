@@ -13,13 +13,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
-# Explicit mantissa (fraction) bits: the spacing of values in [2^e, 2^(e+1)) is 2^(e - bits).
-MANTISSA_BITS: dict[str, int] = {"bf16": 7, "fp16": 10, "fp32": 23}
+from workloads import fused
+from workloads.elements import ELEMENT_BYTES, MANTISSA_BITS, POISON_NAN_BITS
 
-# NaNs with a payload no arithmetic produces (hardware and casts give canonical NaNs such as 0x7FFF / 0x7FC0):
-# the first poison pattern the gate writes into outputs, so "never written" and "computed NaN" stay apart.
-POISON_NAN_BITS: dict[str, int] = {"bf16": 0x7FA5, "fp16": 0x7DA5, "fp32": 0x7FA5A5A5}
+__all__ = ["ELEMENT_BYTES", "MANTISSA_BITS", "POISON_NAN_BITS", "as_bits", "bits_dtype", "check_dtype",
+           "from_float", "half_ulp", "host_dtype", "storage_dtype", "to_float64"]
 
 
 def check_dtype(dtype: str) -> str:
@@ -69,12 +67,11 @@ def from_float(a: Any, dtype: str, xp: ModuleType = np) -> Any:
 
     For bf16 under CuPy the float32 value is rounded on its bit pattern in one fused kernel
     (``fused.round_bf16``): add 0x7FFF plus the lowest kept bit, drop the low 16 bits (the rounding ml_dtypes
-    and CUDA's __float2bfloat16_rn use). NaN inputs are not expected (inputs are finite by construction).
+    and CUDA's __float2bfloat16_rn use). Infinities and the quiet NaN 0x7FC00000 (numpy's ``nan``) round
+    to the bf16 Inf / NaN; other NaN payloads are not expected (the workloads' generators use ``nan``).
     """
     if dtype == "bf16" and xp is not np:
-        from workloads.fused import round_bf16
-
-        return round_bf16(a.astype(xp.float32, copy=False))
+        return fused.round_bf16(a.astype(xp.float32, copy=False))
     return a.astype(storage_dtype(dtype, xp))
 
 

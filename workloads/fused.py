@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.dtypes import MANTISSA_BITS
+from workloads.elements import MANTISSA_BITS
 
 # CuPy type name of the device storage of each element type.
 STORAGE_TYPE = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}
@@ -48,14 +48,32 @@ def _half_ulp_function(dtype: str) -> str:
             f"    return ldexp(0.5, e - 1 - {MANTISSA_BITS[dtype]});\n}}\n")
 
 
+def bits_of(var: str, dtype: str) -> str:
+    """C expression: the raw bits of element ``var`` (of ``dtype``'s storage type) as an unsigned integer."""
+    if dtype == "bf16":
+        return f"((unsigned int){var})"
+    if dtype == "fp16":
+        return f"((unsigned int)*reinterpret_cast<const unsigned short*>(&{var}))"
+    return f"__float_as_uint({var})"
+
+
+def _matches(v: str, r: str) -> str:
+    """C condition: value ``v`` equals reference ``r`` exactly, or both are NaN (a NaN the reference has is
+    expected: non-finite inputs)."""
+    return f"(({v}) == ({r}) || (isnan({v}) && isnan({r})))"
+
+
 @cache
-def _count_bad_kernel(dtype: str, atol: float, rtol: float) -> Any:
+def _count_bad_kernel(dtype: str, atol: float, rtol: float, poison: int | None) -> Any:
     v = as_double("o", dtype)
-    # NaN compares false, so a NaN (computed or the gate's poison) counts as bad.
+    # NaN compares false, so a NaN where the reference is finite counts as bad; an element still holding the
+    # poison bits counts as bad even where the reference is NaN (never written).
+    unwritten = f"{bits_of('o', dtype)} == {poison}u || " if poison is not None else ""
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "int64 n",
         # NVRTC may contract the bound into an FMA: it can differ from numpy's by an ulp of a double.
-        f"(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r)) ? 0 : 1", "a + b", "n = a", "0",
+        f"({unwritten}!(fabs({v} - r) <= {atol!r} + {rtol!r} * fabs(r) + half_ulp_{dtype}(r) || "
+        f"{_matches(v, 'r')})) ? 1 : 0", "a + b", "n = a", "0",
         f"count_bad_{dtype}", reduce_type="long long", preamble=_half_ulp_function(dtype))
 
 
@@ -64,7 +82,8 @@ def _max_err_kernel(dtype: str) -> Any:
     v = as_double("o", dtype)
     return _cp().ReductionKernel(
         f"{STORAGE_TYPE[dtype]} o, float64 r", "float64 e",
-        f"(fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL)",
+        f"{_matches(v, 'r')} ? 0.0 : "
+        f"((fabs({v} - r) == fabs({v} - r)) ? fabs({v} - r) : __longlong_as_double(0x7ff0000000000000LL))",
         "fmax(a, b)", "e = a", "0", f"max_err_{dtype}", reduce_type="double")
 
 
@@ -126,16 +145,19 @@ def _widest_bits(a: Any) -> Any:
     return b
 
 
-def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float) -> int:
+def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float, poison: int | None = None) -> int:
     """Elements of ``out`` (``dtype`` storage) with ``not |out - ref| <= atol + rtol * |ref| + half_ulp(ref)``
-    (NaN included; see dtypes.half_ulp); ``ref`` float64 of the same shape."""
+    (see dtypes.half_ulp) that are not equal to ``ref`` and not NaN where ``ref`` is NaN; elements whose bits
+    are ``poison`` (when given) count as bad wherever they are. ``ref`` float64 of the same shape."""
     if out.size == 0:
         return 0
-    return int(_two_level(_count_bad_kernel(dtype, float(atol), float(rtol)), (out, ref), "sum"))
+    kernel = _count_bad_kernel(dtype, float(atol), float(rtol), None if poison is None else int(poison))
+    return int(_two_level(kernel, (out, ref), "sum"))
 
 
 def max_abs_err(out: Any, ref: Any, dtype: str) -> float:
-    """max |out - ref| over all elements, inf when any difference is NaN, 0.0 for empty arrays."""
+    """max |out - ref| over all elements (0 where both are NaN or equal), inf when a difference is otherwise
+    NaN, 0.0 for empty arrays."""
     if out.size == 0:
         return 0.0
     return float(max_abs_err_array(out, ref, dtype))

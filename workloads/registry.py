@@ -1,42 +1,97 @@
-"""Workloads by name: ``get_workload("rmsnorm", dtype="bf16")``."""
+"""Build workloads from Hydra ``_target_`` specs; look the in-tree ones up by their config name.
+
+A workload is configured by a mapping whose ``_target_`` is the dotted path of a ``Workload`` subclass (or of a
+function returning one) and whose other keys are its constructor's keyword arguments, exactly what
+``conf/workload/<name>.yaml`` holds::
+
+    _target_: workloads.rmsnorm.RMSNorm
+    dtype: bf16
+
+``build_workload(spec)`` instantiates such a mapping (``hydra.utils.instantiate``); ``Workload.spec()`` gives
+it back, so a spawned GPU worker, a Ray actor or a replay script rebuilds the same workload from plain data,
+out-of-tree workloads included (their module only has to be importable there). ``get_workload(name,
+**options)`` reads ``conf/workload/<name>.yaml`` and overrides its options: the names are the config files,
+there is no second list to keep in step.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from workloads.base import Workload
 
-
-def _rmsnorm(**options: Any) -> Workload:
-    from workloads.rmsnorm import RMSNorm
-
-    return RMSNorm(**options)
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "workload"
 
 
-WORKLOADS: dict[str, Callable[..., Workload]] = {"rmsnorm": _rmsnorm}
+class WorkloadConfigError(ValueError):
+    """A workload spec that cannot be built: missing or unimportable ``_target_``, a bad option, or a target
+    that does not return a Workload. The message names the key (``workload._target_``, ``workload.<option>``)."""
 
 
-def register_workload(name: str, factory: Callable[..., Workload]) -> None:
-    """Make ``get_workload(name, **options)`` call ``factory(**options)``. ValueError if the name is taken."""
-    if name in WORKLOADS:
-        raise ValueError(f"workload {name!r} is already registered")
-    WORKLOADS[name] = factory
+def available_workloads(conf_dir: Path = CONF_DIR) -> list[str]:
+    """Names of the workload configs (``conf/workload/*.yaml``), sorted."""
+    return sorted(p.stem for p in Path(conf_dir).glob("*.yaml"))
 
 
-def available_workloads() -> list[str]:
-    """Registered workload names, sorted."""
-    return sorted(WORKLOADS)
+def workload_config(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
+    """The mapping in ``conf/workload/<name>.yaml`` (``_target_`` + options) as a plain dict.
+
+    Raises WorkloadConfigError for an unknown name, listing the known ones."""
+    from omegaconf import OmegaConf
+
+    path = Path(conf_dir) / f"{name}.yaml"
+    if not path.is_file():
+        raise WorkloadConfigError(f"unknown workload {name!r}; available: {available_workloads(conf_dir)} "
+                                  f"(the files of {conf_dir})")
+    node = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    if not isinstance(node, dict) or "_target_" not in node:
+        raise WorkloadConfigError(f"{path}: a workload config needs a _target_ (the Workload class path)")
+    return node
+
+
+def build_workload(spec: Mapping[str, Any], *, key: str = "workload") -> Workload:
+    """The workload a ``_target_`` spec describes (see module docstring).
+
+    Also accepts the older stored form ``{"name": NAME, "options": {...}}`` (run stores written before the
+    ``_target_`` configs), resolved through ``conf/workload/NAME.yaml``. ``key`` names the config node in
+    error messages. Raises WorkloadConfigError naming ``key._target_`` or the rejected option.
+    """
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(spec, DictConfig):
+            spec = OmegaConf.to_container(spec, resolve=True)  # type: ignore[assignment]
+    except ImportError:
+        pass
+    spec = dict(spec)
+    if "_target_" not in spec:
+        if "name" in spec:
+            return get_workload(str(spec["name"]), **dict(spec.get("options") or {}))
+        raise WorkloadConfigError(f"{key}: no _target_ (the dotted path of a Workload class), got keys "
+                                  f"{sorted(spec)}")
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    target = spec["_target_"]
+    try:
+        workload = instantiate(spec, _convert_="all")
+    except InstantiationException as e:
+        cause = e.__cause__ or e
+        if isinstance(cause, ImportError) or "Error locating target" in str(e):
+            raise WorkloadConfigError(f"{key}._target_: cannot import {target!r}: {cause}") from None
+        raise WorkloadConfigError(f"{key}: {target} rejected options "
+                                  f"{ {k: v for k, v in spec.items() if k != '_target_'} }: {cause}") from None
+    if not isinstance(workload, Workload):
+        raise WorkloadConfigError(f"{key}._target_: {target!r} returned {type(workload).__name__}, not a "
+                                  f"workloads.base.Workload")
+    return workload
 
 
 def get_workload(name: str, **options: Any) -> Workload:
-    """The workload ``name`` built with ``options`` (e.g. ``dtype="fp16"``).
-
-    Raises ValueError for an unknown name (listing the known ones) or an invalid option (the workload's message).
-    """
-    if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; available: {available_workloads()}")
-    try:
-        return WORKLOADS[name](**options)
-    except TypeError as e:  # an option the workload does not take
-        raise ValueError(f"workload {name!r}: bad options {options}: {e}") from None
+    """The workload of ``conf/workload/<name>.yaml`` with ``options`` overriding its keys (e.g.
+    ``get_workload("rmsnorm", dtype="fp16")``). Raises WorkloadConfigError (a ValueError) for an unknown name
+    (listing the known ones) or an option the workload rejects."""
+    spec = {**workload_config(name), **options}
+    return build_workload(spec, key=f"workload {name!r}")

@@ -1,6 +1,7 @@
 """RMSNorm forward: ``y = x * rsqrt(mean(x^2, axis=-1) + eps) * w``.
 
-x: (M, N) in bf16, fp16 or fp32; w: (N,) float32; eps = 1e-6; y: (M, N) in x's dtype.
+x: (M, N) in bf16, fp16 or fp32; w: (N,) float32; eps = 1e-6 (the gate passes 1e-6, 1e-5 or 1e-3, drawn per
+check: a kernel must use the eps it is given); y: (M, N) in x's dtype.
 ABI of every seed (entry ``rmsnorm``): ``(x .u64, w .u64, y .u64, M .u32, N .u32, eps .f32)``; nvcc declares
 ``int`` parameters as ``.u32`` in PTX, and signed/unsigned 32-bit are interchangeable for packing.
 Shapes follow the matrix QuACK publishes for its RMSNorm benchmark (M = 32768, N = 256 .. 65536, plus
@@ -71,6 +72,11 @@ GATE_SHAPES: list[Shape] = [(m, n) for m in (1, 7, 199) for n in (192, 760, 1128
     (199, 1001), (5, 4099), (3, 262144), (32768, 8192)]
 HELDOUT_SHAPES: list[Shape] = [(m, n) for m in (1, 199, 4096) for n in (3072, 5120, 7168, 12288, 28672)]
 
+# eps values the gate draws per check (a kernel that ignores eps is wrong at the larger ones on "tiny" rows).
+EPS_DRAWS = (1e-6, 1e-5, 1e-3)
+# Scale of the "tiny" distribution: mean(x^2) ~ 1e-6, the size of eps, so eps changes the result.
+TINY_SCALE = 1e-3
+
 # Scale of the "large" distribution: large enough to overflow a naive fp16 sum of squares, small enough that
 # the float32 sum of squares of a 262144-element row stays finite (fp16 max 65504).
 LARGE_SCALE = {"bf16": 1e6, "fp16": 1e3, "fp32": 1e6}
@@ -111,8 +117,11 @@ class RMSNorm(Workload):
     entry = ENTRY
     abi = (ParamSpec("x", "input", "u64"), ParamSpec("w", "input", "u64"), ParamSpec("y", "output", "u64"),
            ParamSpec("M", "scalar", "u32"), ParamSpec("N", "scalar", "u32"), ParamSpec("eps", "scalar", "f32"))
-    distributions = ("normal", "large", "zero_rows")
+    distributions = ("normal", "large", "zero_rows", "tiny", "nonfinite")
+    nonfinite_distributions = ("nonfinite",)
+    scalar_draws = {"eps": EPS_DRAWS}
     primary_baseline = "torch"
+    baseline_names = ("torch", "torch_compile", "liger", "quack")
     uses_atomics = False
 
     def __init__(self, dtype: str = "bf16", eps: float = EPS):
@@ -137,6 +146,14 @@ class RMSNorm(Workload):
 
     def __repr__(self) -> str:
         return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps})"
+
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """torch, torch_compile, liger and quack (those of ``names`` that import): see
+        ``workloads.rmsnorm_baselines``."""
+        from workloads.rmsnorm_baselines import rmsnorm_baselines
+
+        return rmsnorm_baselines(inputs, shape, self.dtype, self.eps, names, notes)
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
@@ -250,7 +267,10 @@ class RMSNorm(Workload):
         """x (M, N) in this dtype and w (N,) float32, fresh from ``seed``.
 
         Distributions: ``normal`` x ~ N(0, 1); ``large`` x ~ LARGE_SCALE[dtype] * N(0, 1); ``zero_rows``
-        x ~ N(0, 1) with about one row in eight (and row 0) all zeros. w ~ N(1, 0.5) in every case.
+        x ~ N(0, 1) with about one row in eight (and row 0) all zeros; ``tiny`` x ~ TINY_SCALE * N(0, 1)
+        (mean square near eps); ``nonfinite`` x ~ N(0, 1) with one NaN in about one row in eight (and row 0)
+        and one +-Inf in about another one in eight (and row 1). w ~ N(1, 0.5) with about one element in
+        sixteen set to 0 and one in sixteen negated (w[0] = 0, w[1] < 0 when N > 1) in every case.
         ``xp`` numpy gives ml_dtypes.bfloat16 for bf16; cupy gives uint16 bits (dtypes module).
         ValueError on an unknown distribution.
         """
@@ -258,44 +278,78 @@ class RMSNorm(Workload):
         if distribution not in self.distributions:
             raise ValueError(f"unknown distribution {distribution!r}; have {self.distributions}")
         rng = _generator(seed, xp)
+        host = np.random.default_rng(seed + 1)
         x = rng.standard_normal((m, n), dtype=xp.float32)
         if distribution == "large":
             x *= xp.float32(LARGE_SCALE[self.dtype])
+        elif distribution == "tiny":
+            x *= xp.float32(TINY_SCALE)
         elif distribution == "zero_rows":
-            host = np.random.default_rng(seed + 1)
             keep = host.random(m) >= 0.125
             keep[0] = False
             x = xp.where(xp.asarray(keep)[:, None], x, xp.float32(0))  # no boolean indexing (a device sync)
+        elif distribution == "nonfinite":
+            u = host.random(m)
+            nan_rows = np.flatnonzero(u < 0.125)
+            inf_rows = np.flatnonzero((u >= 0.125) & (u < 0.25))
+            nan_rows = np.union1d(nan_rows, [0])
+            inf_rows = np.setdiff1d(np.union1d(inf_rows, [1] if m > 1 else []), [0]).astype(np.int64)
+            if nan_rows.size:
+                x[xp.asarray(nan_rows), xp.asarray(host.integers(0, n, nan_rows.size))] = xp.float32(np.nan)
+            if inf_rows.size:
+                signs = np.where(host.random(inf_rows.size) < 0.5, -np.inf, np.inf).astype(np.float32)
+                x[xp.asarray(inf_rows), xp.asarray(host.integers(0, n, inf_rows.size))] = xp.asarray(signs)
         w = (1.0 + 0.5 * rng.standard_normal(n, dtype=xp.float32)).astype(xp.float32)
+        v = host.random(n)
+        v[:2] = (0.0, 0.07)  # w[0] = 0, w[1] negated
+        scale = np.where(v < 1 / 16, 0.0, np.where(v < 1 / 8, -1.0, 1.0)).astype(np.float32)
+        w = w * xp.asarray(scale)
         return {"x": from_float(x, self.dtype, xp), "w": w}
 
     def outputs(self, shape: Shape) -> list[OutputSpec]:
         return [OutputSpec("y", self._check_shape(shape), self.dtype)]
 
-    def scalars(self, shape: Shape) -> dict[str, int | float]:
-        m, n = self._check_shape(shape)
-        return {"M": m, "N": n, "eps": self.eps}
+    def _eps(self, params: Mapping[str, float] | None) -> float:
+        """The eps a launch is given, as the float32 the kernel receives, widened to float64."""
+        return float(np.float32((params or {}).get("eps", self.eps)))
 
-    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
-        """{"y": float64 (M, N)}: ``x / sqrt(mean(x^2) + eps) * w`` computed in float64 from the exact inputs."""
+    def scalars(self, shape: Shape, params: Mapping[str, float] | None = None) -> dict[str, int | float]:
+        """{"M", "N", "eps"}: eps from ``params`` when drawn, else the workload's."""
+        m, n = self._check_shape(shape)
+        return {"M": m, "N": n, "eps": (params or {}).get("eps", self.eps)}
+
+    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np,
+                  params: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """{"y": float64 (M, N)}: ``x / sqrt(mean(x^2) + eps) * w`` computed in float64 from the exact inputs
+        (eps from ``params``, as the float32 the kernel gets). Non-finite x propagate as IEEE float64 does: a
+        row holding a NaN is all NaN; a row holding an Inf (and no NaN) is 0 except NaN at the Inf (inf/inf),
+        which is what torch.nn.functional.rms_norm gives."""
         x = inputs["x"]
+        eps = self._eps(params)
         if xp is not np:  # two fused kernels instead of a chain of float64 temporaries
             ms = fused.row_sum_squares(x, self.dtype) / x.shape[1]
-            d = xp.sqrt(ms + self.eps)[:, None]
+            d = xp.sqrt(ms + eps)[:, None]
             return {"y": _reference_kernel(self.dtype)(x, d, inputs["w"])}
-        x = to_float64(x, self.dtype, xp)
-        w = inputs["w"].astype(xp.float64)
-        ms = xp.mean(x * x, axis=1, keepdims=True)
-        return {"y": x / xp.sqrt(ms + self.eps) * w}
+        with np.errstate(invalid="ignore", over="ignore"):
+            x = to_float64(x, self.dtype, xp)
+            w = inputs["w"].astype(xp.float64)
+            ms = xp.mean(x * x, axis=1, keepdims=True)
+            return {"y": x / xp.sqrt(ms + eps) * w}
 
-    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int,
-                         xp: ModuleType = np) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
+    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int, xp: ModuleType = np,
+                         params: Mapping[str, float] | None = None
+                         ) -> Iterator[tuple[tuple[slice, ...], dict[str, Any]]]:
         """Row blocks of at most ``max_elements`` elements (at least one row): rows are independent."""
         m, n = inputs["x"].shape
         rows = max(1, max_elements // n)
         for r0 in range(0, m, rows):
             idx = (slice(r0, min(m, r0 + rows)),)
-            yield idx, self.reference({"x": inputs["x"][idx], "w": inputs["w"]}, xp)
+            yield idx, self.reference({"x": inputs["x"][idx], "w": inputs["w"]}, xp, params)
+
+    def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
+                       params: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """{"y": float64 (len(rows), N)}: the reference of the rows ``rows`` only (rows are independent)."""
+        return self.reference({"x": inputs["x"][rows], "w": inputs["w"]}, xp, params)
 
     @property
     def tolerance(self) -> tuple[float, float]:

@@ -29,8 +29,9 @@ class Description:
 
 
 def describe(kernel: Kernel, workload: Workload, resources: ResourceUsage, shape: Shape,
-             cc: tuple[int, int] = (9, 0)) -> Description:
-    """Occupancy, static traffic at ``shape`` and behaviour features of ``kernel`` given ptxas' ``resources``.
+             cc: tuple[int, int]) -> Description:
+    """Occupancy, static traffic at ``shape`` and behaviour features of ``kernel`` given ptxas' ``resources``,
+    on a GPU of compute capability ``cc`` (``GPUSpec.cc``).
 
     Raises ValueError if the launch rule refuses the kernel's launch config at ``shape``.
     """

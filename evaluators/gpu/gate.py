@@ -39,12 +39,27 @@ from workloads import fused
 from workloads.base import OutputSpec, Shape, Workload
 from workloads.dtypes import POISON_NAN_BITS, bits_dtype, half_ulp, storage_dtype, to_float64
 
+# Version of the gate's rules, recorded with every GPU evaluation (store rows' metrics.extra.gate_version, elite
+# cards, reports) so results judged by different gates are never pooled unknowingly. 1: the gate of 2026-11-30;
+# 2: gate v2 (GATE.md: timed launches checked, every benchmarked shape audited, inputs guarded, static
+# input-store check, non-finite and tiny inputs, drawn eps, sanitizers before an elite counts).
+GATE_VERSION = 2
+
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
 # Gate shapes with more elements than this run under one input distribution (rotated by seed), not all.
 SMALL_CHECK_ELEMENTS = 1 << 22
 
-Launcher = Callable[[Mapping[str, Any], Mapping[str, Any], Shape], None]
+# launch(inputs, outputs, shape, params): run the kernel on the buffers by name at ``shape`` with the drawn
+# runtime scalars ``params`` (Workload.draw_params; empty when the workload draws none), synchronised.
+Launcher = Callable[[Mapping[str, Any], Mapping[str, Any], Shape, Mapping[str, float]], None]
+
+
+def reference_for(workload: Workload, inputs: Mapping[str, Any], xp: ModuleType,
+                  params: Mapping[str, float]) -> dict[str, Any]:
+    """``workload.reference`` with the drawn scalars (only passed when there are any, so workloads without
+    ``scalar_draws`` keep the two-argument form)."""
+    return workload.reference(inputs, xp, params) if params else workload.reference(inputs, xp)
 
 
 def poison_bits(dtype: str, pattern: int) -> int:
@@ -102,12 +117,15 @@ class Comparison:
         return self.n_bad == 0 and self.n_nan == 0 and self.n_poison == 0
 
 
-def within_tolerance(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np) -> bool:
-    """True when every element of ``out`` passes ``compare``'s rule (NaN and the poison never do): one fused
-    pass on the GPU, for callers that need only the verdict; ``compare`` says what is wrong."""
+def within_tolerance(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np,
+                     pattern: int | None = None) -> bool:
+    """True when every element of ``out`` passes ``compare``'s rule (a NaN passes only where ``ref`` is NaN;
+    the poison of ``pattern``, when given, never passes): one fused pass on the GPU, for callers that need only
+    the verdict; ``compare`` says what is wrong."""
     if xp is not np:
-        return fused.count_bad(out, ref, dtype, atol, rtol) == 0
-    return compare(out, ref, dtype, atol, rtol, xp).ok
+        poison = None if pattern is None else poison_bits(dtype, pattern)
+        return fused.count_bad(out, ref, dtype, atol, rtol, poison) == 0
+    return compare(out, ref, dtype, atol, rtol, xp, pattern).ok
 
 
 def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np,
@@ -115,21 +133,29 @@ def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: Module
     """Compare every element of ``out`` (``dtype``, either representation) with ``ref`` (float64).
 
     An element passes when ``|out - ref| <= atol + rtol * |ref| + half_ulp(ref)`` (dtypes.half_ulp: what
-    rounding to ``dtype`` alone may cost); NaN never passes. ``pattern``: the poison
-    written before the launch, to count elements left unwritten.
+    rounding to ``dtype`` alone may cost), when it equals ``ref`` (infinities), or when both are NaN: the
+    reference of non-finite inputs has NaN exactly where the formula gives NaN, and a NaN anywhere else fails.
+    ``pattern``: the poison written before the launch, to count elements left unwritten (they fail even where
+    the reference is NaN).
     """
-    if xp is not np and within_tolerance(out, ref, dtype, atol, rtol, xp):
-        # Two fused passes on the device; NaNs and the poison (a NaN in every pattern) would count as bad.
+    if xp is not np and within_tolerance(out, ref, dtype, atol, rtol, xp, pattern):
+        # Two fused passes on the device.
         return Comparison(max_abs_err=fused.max_abs_err(out, ref, dtype), n_bad=0, n_nan=0, n_poison=0,
                           total=int(out.size))
     got = to_float64(out, dtype, xp)
-    err = xp.abs(got - ref)
-    bad = ~(err <= atol + rtol * xp.abs(ref) + half_ulp(ref, dtype, xp))  # NaN compares False, so it is bad
-    n_nan = int(xp.isnan(got).sum())
+    ref_nan = xp.isnan(ref)
+    with np.errstate(invalid="ignore"):
+        err = xp.abs(got - ref)
+        same = (got == ref) | (xp.isnan(got) & ref_nan)
+        # NaN compares False, so a NaN where the reference is finite is bad
+        bad = ~((err <= atol + rtol * xp.abs(ref) + half_ulp(ref, dtype, xp)) | same)
+    n_nan = int((xp.isnan(got) & ~ref_nan).sum())
     n_poison = 0
     if pattern is not None:
-        n_poison = int((out.view(bits_dtype(dtype)) == poison_bits(dtype, pattern)).sum())
-    err_inf = xp.where(xp.isnan(err), xp.inf, err)
+        poisoned = out.view(bits_dtype(dtype)) == poison_bits(dtype, pattern)
+        n_poison = int(poisoned.sum())
+        bad = bad | poisoned
+    err_inf = xp.where(same, 0.0, xp.where(xp.isnan(err), xp.inf, err))
     flat = int(err_inf.argmax()) if err_inf.size else 0
     worst = tuple(int(i) for i in np.unravel_index(flat, out.shape)) if out.size else ()
     return Comparison(max_abs_err=float(err_inf.max()) if err_inf.size else 0.0, n_bad=int(bad.sum()),
@@ -240,13 +266,14 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
     where = _where(shape, distribution, seed)
     inputs = workload.make_inputs(shape, seed, distribution, xp)
     before = {k: v.copy() for k, v in inputs.items()}
-    ref = workload.reference(inputs, xp)
+    params = workload.draw_params(seed)
+    ref = reference_for(workload, inputs, xp, params)
     specs = workload.outputs(shape)
 
     runs = []
     for pattern in (0, 1):
         bufs = {s.name: allocate_poisoned(s, pattern, xp) for s in specs}
-        launch(inputs, {k: b.view for k, b in bufs.items()}, shape)
+        launch(inputs, {k: b.view for k, b in bufs.items()}, shape, params)
         for name, b in bufs.items():
             if not b.guards_intact(xp):
                 chk.failed = "bounds"
@@ -379,7 +406,8 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                              f"at {checks[0].shape} {layout}; a gate batch needs the same names and types")
     arena_in, inputs = _pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
     before = arena_in.copy()
-    refs = [workload.reference(inp, xp) for inp in inputs]
+    params = [workload.draw_params(c.seed) for c in checks]
+    refs = [reference_for(workload, inp, xp, p) for inp, p in zip(inputs, params)]
 
     def fail(i: int) -> list[GateCheck]:
         return checks[: i + 1]
@@ -389,7 +417,7 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
         # Every check has the same outputs in the same order (checked above): output j of all checks, one arena.
         arenas = {n: OutputArena.allocate([spc[j] for spc in specs], pattern, xp) for j, n in enumerate(names)}
         for i, c in enumerate(checks):
-            launch(inputs[i], {n: arenas[n].views[i] for n in names}, c.shape)
+            launch(inputs[i], {n: arenas[n].views[i] for n in names}, c.shape, params[i])
         for n, arena in arenas.items():
             hits = arena.guard_hits(xp)
             if hits:
@@ -467,7 +495,7 @@ def _batch_max_errors(checks: list[GateCheck], arena: OutputArena, refs: list[di
                          for v, r in zip(arena.views, refs)])
         values = [float(e) for e in errs.get()]
     else:
-        values = [float(np.abs(to_float64(v, arena.dtype, np) - r[name]).max()) if v.size else 0.0
+        values = [compare(v, r[name], arena.dtype, np.inf, 0.0).max_abs_err if v.size else 0.0
                   for v, r in zip(arena.views, refs)]
     for c, e in zip(checks, values):
         c.max_abs_err = max(c.max_abs_err, e)
@@ -479,7 +507,7 @@ def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape
 
     Checks of at most SMALL_CHECK_ELEMENTS elements run as one batch (``check_batch``; after a batch failure
     they are re-run one by one so the verdict is check_shape's), larger ones one by one (``check_shape``).
-    launch(inputs, outputs, shape) runs the kernel to completion (synchronised); exceptions it raises (CUDA
+    launch(inputs, outputs, shape, params) runs the kernel to completion (synchronised); exceptions it raises (CUDA
     errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when
     all passed).
     """

@@ -33,10 +33,10 @@ sys.path[:0] = {paths!r}
 import cupy as cp
 from evaluators.gpu.args import build_args
 from workloads.dtypes import storage_dtype
-from workloads.registry import get_workload
+from workloads.registry import build_workload
 from population.kernel import LaunchConfig
 spec = json.loads({spec!r})
-wl = get_workload(spec["workload"], **spec["options"])
+wl = build_workload(spec["workload"])
 shape = tuple(spec["shape"])
 mod = cp.cuda.Module()
 mod.load(open(spec["cubin"], "rb").read())
@@ -100,9 +100,10 @@ def replay_script(spec: dict, paths: list[str]) -> str:
     return REPLAY.format(paths=paths, spec=json.dumps(spec))
 
 
-def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch: str = "sm_90",
+def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch: str,
                        timeout_s: float = 300.0, python: str = sys.executable) -> DramMeasurement:
     """Profile one launch of ``kernel`` at ``shape`` under ncu and return its DRAM bytes and duration.
+    arch: the ptxas target of the GPU it runs on (``GPUSpec.arch``).
 
     Raises NcuError (no ncu, ncu failed, metric missing) or types.CompileError (ptxas refused the kernel).
     """
@@ -114,7 +115,7 @@ def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch
     with tempfile.TemporaryDirectory(prefix="ptxforge-ncu-") as tmp:
         cubin_path = Path(tmp) / "kernel.cubin"
         cubin_path.write_bytes(cubin)
-        spec = {"workload": workload.name, "options": workload.options(), "shape": list(shape),
+        spec = {"workload": workload.spec(), "shape": list(shape),
                 "cubin": str(cubin_path), "entry": kernel.entry, "param_types": param_types(kernel),
                 "launch": kernel.launch.to_json()}
         script = Path(tmp) / "replay.py"

@@ -24,10 +24,13 @@ from typing import Any
 from evaluators.gpu.args import param_types
 from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
+from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
+from evaluators.input_stores import check_input_stores
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
 from population.kernel import Kernel
+from targets.spec import GPUSpec, resolve_gpu
 from workloads.base import AbiMismatch, Shape, Workload, check_abi
 
 
@@ -44,10 +47,13 @@ def _shape_list(workload: Workload, shapes: str | Sequence[Shape]) -> list[Shape
 class GPUPool:
     """Evaluates kernels on every visible GPU (or ``devices``).
 
-    Options: arch (ptxas target, "sm_90"); shapes ("search" | "benchmark" | "heldout" | list of shapes: what is
+    Options: gpu (the ``targets.spec.GPUSpec`` of the devices, or its name; None: ``targets.spec.DEFAULT_GPU``:
+    its ``arch`` is the ptxas target and its compute capability the occupancy calculator's); arch (overrides
+    ``gpu.arch``, e.g. ``sm_90a``); shapes ("search" | "benchmark" | "heldout" | list of shapes: what is
     timed); gate (run the correctness gate, True); gate_shapes (None: the workload's); timeout_s (deadline per
     candidate in the worker, seconds); startup_timeout_s; warmup, repeats (benchmark launches); baselines
-    ("cached" | "interleaved" | "none"); baseline_names; naive_baseline (time the naive seed as a baseline);
+    ("cached" | "interleaved" | "none"); baseline_names (None: every library baseline the workload
+    defines, ``workload.baseline_names``); naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
     gate inputs from the OS per evaluation; an int: a reproducible sequence).
@@ -57,17 +63,21 @@ class GPUPool:
 
     estimate = False
 
-    def __init__(self, workload: Workload, *, devices: Sequence[int] | None = None, arch: str = "sm_90",
+    def __init__(self, workload: Workload, *, devices: Sequence[int] | None = None,
+                 gpu: GPUSpec | str | None = None, arch: str | None = None,
                  shapes: str | Sequence[Shape] = "search", gate: bool = True,
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
                  startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
-                 baseline_names: Sequence[str] = ("torch", "torch_compile", "liger", "quack"),
+                 baseline_names: Sequence[str] | None = None,
                  naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
-        self.workload, self.arch = workload, arch
+        self.gpu = resolve_gpu(gpu)
+        self.workload, self.arch = workload, arch or self.gpu.arch
+        if baseline_names is None:
+            baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
         if not self.devices:
             raise NoGPU("no GPU visible to CuPy; use the static evaluator (evaluator=static)")
@@ -80,9 +90,9 @@ class GPUPool:
         config: dict[str, Any] = {"baseline_names": tuple(baseline_names), "warm_shapes": self.shapes}
         if naive_baseline:
             naive = workload.seeds()[0]
-            config.update(naive_cubin=compile_ptx(naive, arch).cubin, naive_param_types=param_types(naive),
+            config.update(naive_cubin=compile_ptx(naive, self.arch).cubin, naive_param_types=param_types(naive),
                           naive_launch=naive.launch.to_json())
-        self._sups = [Supervisor(d, workload.name, workload.options(), config, startup_timeout_s)
+        self._sups = [Supervisor(d, workload.spec(), config, startup_timeout_s)
                       for d in self.devices]
         for s in self._sups:
             s.start()  # all workers warm up at once
@@ -125,7 +135,9 @@ class GPUPool:
         waited = 0.0  # seconds queued behind another candidate for the worker: not this candidate's cost
 
         def done(status: Status, reason: str, **kw: Any) -> EvalResult:
-            return EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r = EvalResult(status=status, reason=reason, eval_seconds=time.perf_counter() - t0 - waited, **kw)
+            r.extra.setdefault("gate_version", GATE_VERSION)
+            return r
 
         try:
             compiled = compile_ptx(kernel, self.arch)
@@ -138,13 +150,18 @@ class GPUPool:
         try:
             types = param_types(kernel)
             check_abi(wl.abi, types, kernel.entry)
-            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0])
+            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0], self.gpu.cc)
         except (AbiMismatch, KeyError, ValueError) as e:
             return done(Status.LAUNCH_ERROR, f"ABI/launch: {e}", resources=res)
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
                                  **{f"note_{k}": v for k, v in desc.notes.items()}}
         common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
                   "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
+        stores = check_input_stores(kernel, wl)  # before any GPU time: a write through an input pointer
+        if not stores.ok:
+            return done(Status.INPUT_MUTATED, stores.reason(), extra=extra, **common)
+        if stores.laundered:
+            extra["input_store_unproven_lines"] = stores.laundered[:16]
         if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
             return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
                         f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)

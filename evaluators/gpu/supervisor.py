@@ -32,13 +32,12 @@ class Supervisor:
     """Supervises the worker for GPU ``device`` (an index into the visible devices).
 
     startup_timeout_s: how long a (re)start may take (copy roofline + baseline compilation), seconds.
-    target: the process entry point, ``worker_main(conn, device, workload_name, workload_options, config)``
+    target: the process entry point, ``worker_main(conn, device, workload_spec, config)``
     by default (a module-level function, as ``spawn`` requires).
     """
 
     device: int
-    workload_name: str
-    workload_options: dict[str, Any]
+    workload_spec: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
     startup_timeout_s: float = 600.0
     target: Callable[..., None] | None = None
@@ -58,7 +57,7 @@ class Supervisor:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=self.target or worker_main, name=f"ptxforge-gpu{self.device}",
-                           args=(child, pinned, self.workload_name, self.workload_options, self.config),
+                           args=(child, pinned, self.workload_spec, self.config),
                            daemon=True)
         with _ENV_LOCK:
             old = os.environ.get("CUDA_VISIBLE_DEVICES")

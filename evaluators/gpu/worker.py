@@ -61,9 +61,11 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
     launch = LaunchConfig.from_json(launch_json)
     wl = workload
 
-    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+                params: dict[str, float] | None = None) -> None:
         grid, block, smem = wl.launch_dims(shape, launch)
-        args = build_args(wl.abi, types, {**inputs, **outputs}, wl.scalars(shape), wl.entry)
+        scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
+        args = build_args(wl.abi, types, {**inputs, **outputs}, scalars, wl.entry)
         try:
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -72,8 +74,9 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
 
-    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...]) -> None:
-        enqueue(inputs, outputs, shape)
+    def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+            params: dict[str, float] | None = None) -> None:
+        enqueue(inputs, outputs, shape, params)
         try:
             cp.cuda.get_current_stream().synchronize()
         except Exception as e:
@@ -110,22 +113,22 @@ class WorkerState:
     """Everything a worker keeps between requests: the workload, the copy roofline, the L2 flusher,
     benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too)."""
 
-    def __init__(self, workload_name: str, workload_options: dict[str, Any], config: dict[str, Any]):
+    def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
 
         from evaluators.gpu.baselines import BaselineSet
         from evaluators.gpu.benchmark import L2Flusher, copy_bandwidth_gbps
-        from workloads.registry import get_workload
+        from workloads.registry import build_workload
 
         self.cp = cp
-        self.workload = get_workload(workload_name, **workload_options)
+        self.workload = build_workload(workload_spec)
         cp.cuda.Device(0).use()
         props = cp.cuda.runtime.getDeviceProperties(0)
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.copy_gbps = copy_bandwidth_gbps()
         self.flush = L2Flusher.for_device()
         self.baselines = BaselineSet(self.workload, names=tuple(config.get("baseline_names",
-                                                                           ("torch", "torch_compile"))))
+                                                                           self.workload.baseline_names)))
         self.bench_inputs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.baseline_us: dict[tuple[int, ...], dict[str, float]] = {}
         self.baseline_fns: dict[tuple[int, ...], dict[str, Any]] = {}
@@ -272,11 +275,11 @@ class WorkerState:
         return reply, False
 
 
-def worker_main(conn: Any, device: str, workload_name: str, workload_options: dict[str, Any],
-                config: dict[str, Any]) -> None:
+def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: dict[str, Any]) -> None:
     """Process entry point (spawned by the supervisor): serve requests on ``conn`` until ``stop`` or EOF.
 
-    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0).
+    device: the physical GPU id this worker pins with CUDA_VISIBLE_DEVICES (it then sees it as device 0);
+    workload_spec: ``Workload.spec()`` of the workload to rebuild here (``workloads.registry.build_workload``).
     """
     try:
         os.setpgrp()  # own process group: the supervisor kills the group at a deadline
@@ -284,7 +287,7 @@ def worker_main(conn: Any, device: str, workload_name: str, workload_options: di
         pass
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
-        state = WorkerState(workload_name, workload_options, config)
+        state = WorkerState(workload_spec, config)
     except BaseException:
         conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return

@@ -207,7 +207,7 @@ class LLMOperator:
         ``max_new_tokens/temperature/top_p/constrained``) or ``{"models": {name: config, ...}}``.
     backends: already-built backends by model name (overrides ``llm``; tests and experiments use it).
     roles: role specs (``Role`` fields); default: one optimizer, one repairer, one critic on model "default".
-    arch: ptxas target of the verify compile; compile_check: run it; attempts: generations per proposal;
+    arch: ptxas target of the verify compile (None: the PTX's own .target); compile_check: run it; attempts: generations per proposal;
     inline_repairs: repair rounds inside ``propose`` for a child that fails the verify compile;
     inspirations / lessons: how many to show; critic_every: run the critic on every n-th reflect (0 = never);
     cost_unit: "tokens" | "seconds"; cost_ref: tokens (or seconds) of one "unit" proposal; gain_scale: the
@@ -222,7 +222,7 @@ class LLMOperator:
 
     def __init__(self, workload: Any = None, *, name: str = "llm", llm: Mapping[str, Any] | None = None,
                  backends: Mapping[str, LLMBackend] | None = None, roles: Sequence[Mapping[str, Any]] | None = None,
-                 arch: str = "sm_90", compile_check: bool = True, attempts: int = 2, inline_repairs: int = 1,
+                 arch: str | None = None, compile_check: bool = True, attempts: int = 2, inline_repairs: int = 1,
                  inspirations: int = 2, lessons: int = 8, critic_every: int = 1, cost_unit: str = "tokens",
                  cost_ref: float = 2000.0, gain_scale: float = 0.1, ucb_c: float = 1.0,
                  reward_validity: float = 0.2, reward_improvement: float = 0.8, constrained: bool | None = None,

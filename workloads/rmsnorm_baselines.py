@@ -1,0 +1,74 @@
+"""RMSNorm's library baselines, built on the device buffers the candidate reads.
+
+``torch`` (eager ``torch.nn.functional.rms_norm``), ``torch_compile`` (the same function through
+``torch.compile``, static shapes), ``liger`` (``liger_kernel.ops.rms_norm.LigerRMSNormFunction``) and
+``quack`` (``quack.rmsnorm``) when importable; a missing one is skipped with a note saying why.
+The baselines read the very device buffers the candidate reads (shared through DLPack, no copy); the weight is
+handed to them in x's dtype because ``rms_norm`` takes one dtype (the weight is 4*N bytes either way, noise
+against 2*M*N elements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+_compiled: dict[str, Any] = {}  # one torch.compile'd function per process (recompiles per static shape)
+
+
+def _torch_views(inputs: Mapping[str, Any], dtype: str) -> tuple[Any, Any]:
+    import torch
+
+    x = torch.from_dlpack(inputs["x"])
+    if dtype == "bf16":
+        x = x.view(torch.bfloat16)  # CuPy holds bf16 as uint16 bits
+    w = torch.from_dlpack(inputs["w"]).to(getattr(torch, TORCH_DTYPES[dtype]))
+    return x, w
+
+
+def rmsnorm_baselines(inputs: Mapping[str, Any], shape: tuple[int, ...], dtype: str, eps: float,
+                      names: tuple[str, ...], notes: dict[str, str]) -> dict[str, Callable[[], Any]]:
+    """name -> zero-argument callable launching that baseline on ``inputs`` (CuPy arrays x (M, N) in
+    ``dtype``, w (N,) fp32) at ``shape``; baselines that cannot be built are left out and explained in
+    ``notes``."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        notes["torch"] = f"torch not importable: {e}"
+        return {}
+    x, w = _torch_views(inputs, dtype)
+    n = shape[-1]
+    out: dict[str, Callable[[], Any]] = {}
+    if "torch" in names:
+        out["torch"] = lambda: F.rms_norm(x, (n,), w, eps)
+    if "torch_compile" in names:
+        try:
+            if "rms_norm" not in _compiled:
+                torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+                _compiled["rms_norm"] = torch.compile(lambda a, b, e: F.rms_norm(a, (a.shape[-1],), b, e),
+                                                      dynamic=False)
+            fn = _compiled["rms_norm"]
+            fn(x, w, eps)  # compile now, outside any timed region
+            out["torch_compile"] = lambda: fn(x, w, eps)
+        except Exception as e:  # inductor/triton missing or failing: say so, keep the rest
+            notes["torch_compile"] = f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
+    if "liger" in names:
+        try:
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+            LigerRMSNormFunction.apply(x, w, eps)
+            out["liger"] = lambda: LigerRMSNormFunction.apply(x, w, eps)
+        except Exception as e:
+            notes["liger"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+    if "quack" in names:
+        try:
+            from quack import rmsnorm as quack_rmsnorm
+
+            quack_rmsnorm(x, w, eps=eps)
+            out["quack"] = lambda: quack_rmsnorm(x, w, eps=eps)
+        except Exception as e:
+            notes["quack"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+    return out
