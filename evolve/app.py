@@ -70,13 +70,14 @@ def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
     dims = OmegaConf.to_container(cfg.dims, resolve=True) if isinstance(cfg.dims, ListConfig) else list(cfg.dims)
     if not dims:
         return default_dimensions(gpu)
-    from evaluators.features import FEATURE_RANGES
+    from evaluators.features import feature_ranges
 
+    known = sorted(feature_ranges(tuple(gpu.cc)))
     for i, d in enumerate(dims):
         name = d.get("name") if isinstance(d, dict) else None
-        if name is not None and name not in FEATURE_RANGES:
+        if name is not None and name not in known:
             raise ConfigError(f"archive.dims[{i}].name: {name!r} is not a descriptor the evaluators compute; "
-                              f"known: {sorted(FEATURE_RANGES)}")
+                              f"known: {known}")
     try:
         return dims_from_config(dims)
     except ValueError as e:
