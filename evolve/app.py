@@ -314,18 +314,28 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
             store.set_meta("wandb_run_id", tracker.run_id)
         progress = ProgressLine(cfg.budget.evaluations, enabled=bool(cfg.engine.progress))
 
+        media_every = int(cfg.logger.get("media_every", 50) or 0)
+        last_media = [0]
+
         def on_snapshot(snap: Snapshot) -> None:
             flat = snap.flat()
             with metrics_path.open("a") as f:
                 f.write(json.dumps(flat) + "\n")
             tracker.log(flat)
             progress.update(snap)
+            # lineage, heatmaps and tables every media_every evaluations, so a running or killed run has them
+            if media_every and snap.evaluations // media_every > last_media[0] // media_every:
+                last_media[0] = snap.evaluations
+                tracker.media(store=store, archive=archive, evaluations=snap.evaluations)
 
         engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
                         settings=settings, lessons=lessons, on_snapshot=on_snapshot)
-        if cfg.resume:
-            engine.try_resume()
+        if cfg.resume and engine.try_resume():
+            last_media[0] = engine.evaluated
+            n = tracker.backfill(metrics_path, upto=engine.evaluated)
+            if n:
+                log.info("W&B: re-logged %d snapshots of the earlier sessions from %s", n, metrics_path.name)
         with progress:
             final = engine.run()
 
