@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hash_evaluator import HashEvaluator
 from hydra import compose, initialize_config_dir
 
 from evolve.app import run
 from evolve.config import register
 from evolve.tracking import offline_run_dirs, read_offline_run
-from hash_evaluator import HashEvaluator
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
