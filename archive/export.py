@@ -117,8 +117,9 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "dtype": getattr(workload, "dtype", None),
         "abi": [_jsonable(p) for p in getattr(workload, "abi", ())] or None,
         "status": row.status, "reason": row.reason, "objective": row.objective,
-        "objective_definition": (f"geomean speedup over {workload.primary_baseline} across the measured shapes"
-                                 if workload is not None else meta.get("objective")),
+        "objective_definition": meta.get("objective") or (
+            f"geomean speedup over {workload.primary_baseline} across the measured shapes"
+            if workload is not None else None),
         "shapes": m.get("shapes", []), "resources": m.get("resources"), "occupancy": m.get("occupancy"),
         "traffic_bytes": m.get("traffic_bytes"), "measured_dram_bytes": m.get("measured_dram_bytes"),
         "features": row.features, "cell": row.cell,

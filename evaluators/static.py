@@ -45,12 +45,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.features import element_bytes, kernel_features, kernel_traffic
-from evaluators.toolchain import CompileResult, compile_ptx
-from evaluators.traffic import TrafficEstimate, TrafficModel
-from evaluators.types import CompileError, EvalResult, Occupancy, ResourceUsage, ShapeResult, Status, geomean
+from evaluators.features import element_bytes
+from evaluators.pipeline import Prepared, Rejected, prepare
+from evaluators.toolchain import CompileResult
+from evaluators.traffic import TrafficEstimate
+from evaluators.types import EvalResult, Occupancy, ResourceUsage, ShapeResult, Status, geomean
 from population.kernel import Kernel
-from targets.occupancy import occupancy_detail
 from targets.spec import GPUSpec, resolve_gpu
 
 LAUNCH_OVERHEAD_US = 2.0
@@ -142,6 +142,7 @@ class _Analysis:
     occupancy: Occupancy
     traffic: dict[tuple[int, ...], TrafficEstimate]
     estimates: dict[tuple[int, ...], ShapeEstimate]
+    prepared: Prepared
 
 
 class StaticEvaluator:
@@ -162,81 +163,56 @@ class StaticEvaluator:
         self.arch = arch or self.gpu.arch
         self.capacity = max(1, processes if processes is not None else min(4, os.cpu_count() or 1))
         self.cache_dir = cache_dir
-        self._baseline: dict[tuple[int, ...], float] | None = None
+        self._baseline: dict[tuple[int, ...], float] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ model
 
     def _analyse(self, kernel: Kernel, shapes: list[tuple[int, ...]]) -> _Analysis:
-        """Compile and estimate; raises CompileError, KeyError (no such entry), ValueError (launch rule,
-        ABI mismatch) or _CannotLaunch."""
+        """The shared front half (``evaluators.pipeline.prepare``), then the estimate per shape; raises
+        ``pipeline.Rejected`` (the status the GPU pool would give too) or _NoEstimate."""
         wl = self.workload
-        fn = kernel.module.function(kernel.entry)
-        abi = getattr(wl, "abi", None)
-        if abi:
-            from workloads.base import check_abi
-
-            check_abi(abi, [p.type for p in fn.params], kernel.entry)
-        compiled = compile_ptx(kernel, self.arch, cache_dir=self.cache_dir)
-        if kernel.entry not in compiled.resources:
-            raise KeyError(f"ptxas reported no entry {kernel.entry!r}; entries: {sorted(compiled.resources)}")
-        ru = compiled.resources[kernel.entry]
-        _, block, dyn = wl.launch_dims(shapes[0], kernel.launch)
-        threads = block[0] * block[1] * block[2]
-        detail = occupancy_detail(threads, ru.registers, ru.shared_static_bytes, dynamic_shared_bytes=dyn,
-                                  barriers=ru.barriers, cc=self.gpu.cc)
-        occ = detail.to_occupancy()
-        if occ.blocks_per_sm == 0:
-            raise _CannotLaunch(
-                f"cannot launch {threads} threads with {ru.registers} registers, "
-                f"{ru.shared_static_bytes} B static + {dyn} B dynamic shared memory, {ru.barriers} barriers "
-                f"on {self.gpu.name} (limits per SM: registers {detail.limit_registers}, shared memory "
-                f"{detail.limit_shared_memory}, warps {detail.limit_warps} CTAs)")
-        traffic = kernel_traffic(kernel, wl, shapes, TrafficModel(fn))
+        p = prepare(kernel, wl, self.gpu, shapes, arch=self.arch, cache_dir=self.cache_dir)
+        if not all(s in p.traffic for s in shapes):
+            raise _NoEstimate(f"the static traffic analysis failed: {p.notes.get('traffic', 'no estimate')}")
+        ru, occ = p.resources, p.occupancy
         elt = element_bytes(wl)
         spill = ru.spill_stores_bytes + ru.spill_loads_bytes
         estimates = {
-            s: estimate_shape(self.gpu, traffic[s], wl.bytes_moved(s),
+            s: estimate_shape(self.gpu, p.traffic[s], wl.bytes_moved(s),
                               wl.elements_per_cta_sweep(s, kernel.launch) * elt, occ.blocks_per_sm, spill, s)
             for s in shapes
         }
-        return _Analysis(compiled, ru, occ, traffic, estimates)
+        return _Analysis(p.compiled, ru, occ, p.traffic, estimates, p)
 
-    def baseline_times(self) -> dict[tuple[int, ...], float]:
-        """Estimated µs of the workload's naive seed at each search shape (computed once, thread-safe)."""
+    def baseline_times(self, shapes: list[tuple[int, ...]] | None = None) -> dict[tuple[int, ...], float]:
+        """Estimated µs of the workload's naive seed at ``shapes`` (default: the search shapes); computed once per
+        shape, thread-safe."""
+        shapes = [tuple(s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         with self._lock:
-            if self._baseline is None:
-                shapes = [tuple(s) for s in self.workload.search_shapes]
-                naive = self.workload.seeds()[0]
-                a = self._analyse(naive, shapes)
-                self._baseline = {s: a.estimates[s].time_us for s in shapes}
-            return self._baseline
+            todo = [s for s in shapes if s not in self._baseline]
+            if todo:
+                a = self._analyse(self.workload.seeds()[0], todo)
+                self._baseline.update({s: a.estimates[s].time_us for s in todo})
+            return {s: self._baseline[s] for s in shapes}
 
     # ------------------------------------------------------------------------------------------- evaluator
 
-    def evaluate(self, kernel: Kernel) -> EvalResult:
-        """Estimate one kernel. Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and
-        line), LOAD_ERROR (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never
-        raises for a bad kernel."""
+    def evaluate(self, kernel: Kernel, *, shapes: list[tuple[int, ...]] | None = None) -> EvalResult:
+        """Estimate one kernel at ``shapes`` (default: the workload's search shapes; a multi-task run passes a
+        task's). Status OK with an estimated objective, or COMPILE_ERROR (ptxas' message and line), LOAD_ERROR
+        (no such entry), LAUNCH_ERROR (ABI mismatch, launch rule, zero occupancy). Never raises for a bad
+        kernel."""
         start = time.perf_counter()
-        shapes = [tuple(s) for s in self.workload.search_shapes]
+        shapes = [tuple(int(v) for v in s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         try:
             a = self._analyse(kernel, shapes)
-        except CompileError as e:
-            return EvalResult(status=Status.COMPILE_ERROR, reason=f"estimate: ptxas: {e}", estimate=True,
-                              eval_seconds=time.perf_counter() - start,
-                              extra={"line": e.line, "statement": str(e.statement) if e.statement else None,
-                                     "log": e.log})
-        except _CannotLaunch as e:
-            return EvalResult(status=Status.LAUNCH_ERROR, reason=f"estimate: {e}", estimate=True,
+        except Rejected as r:
+            return r.result(estimate=True, eval_seconds=time.perf_counter() - start, prefix="estimate: ")
+        except _NoEstimate as e:
+            return EvalResult(status=Status.SKIPPED, reason=f"estimate: {e}", estimate=True,
                               eval_seconds=time.perf_counter() - start)
-        except KeyError as e:  # the module lacks the entry: the GPU path fails loading it
-            return EvalResult(status=Status.LOAD_ERROR, reason=f"estimate: {e.args[0] if e.args else e}",
-                              estimate=True, eval_seconds=time.perf_counter() - start)
-        except ValueError as e:  # ABI mismatch or the workload's launch rule
-            return EvalResult(status=Status.LAUNCH_ERROR, reason=f"estimate: {e}", estimate=True,
-                              eval_seconds=time.perf_counter() - start)
-        base = self.baseline_times()
+        base = self.baseline_times(shapes)
         results = []
         for s in shapes:
             est = a.estimates[s]
@@ -246,7 +222,7 @@ class StaticEvaluator:
                 frac_copy=gbps / self.gpu.copy_gbps, speedups={BASELINE_NAME: base[s] / est.time_us},
                 baseline_us={BASELINE_NAME: base[s]}, estimate=True))
         objective = geomean([r.speedups[BASELINE_NAME] for r in results])
-        features = kernel_features(kernel, self.workload, a.resources, a.occupancy, a.traffic)
+        features = a.prepared.features
         return EvalResult(
             status=Status.OK,
             reason=f"estimate: static model on {self.gpu.name} (no GPU measurement)",
@@ -283,5 +259,5 @@ class StaticEvaluator:
         """Nothing to release (ptxas runs per call); present for the Evaluator protocol."""
 
 
-class _CannotLaunch(Exception):
-    """The launch configuration gets zero resident CTAs per SM."""
+class _NoEstimate(Exception):
+    """The static traffic analysis could not model the kernel, so there is nothing to estimate with."""

@@ -26,13 +26,8 @@ from archive.grid import GridArchive, default_dimensions, dims_from_config
 from archive.knowledge import open_knowledge
 from archive.lessons import Lessons
 from archive.store import Store, StoreError
-from evolve.algorithms.ga import GeneticAlgorithm
-from evolve.algorithms.hill_climb import HillClimb
-from evolve.algorithms.islands import Islands
-from evolve.algorithms.map_elites import MapElites
-from evolve.algorithms.random_search import RandomSearch
 from evolve.budget import Budget
-from evolve.config import AlgorithmName, ConfigError, assign_devices, validate
+from evolve.config import ConfigError, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
 from evolve.rundir import RunDirError, RunDirLock, check_fresh_dir, check_writable
@@ -48,21 +43,29 @@ ESTIMATE_BANNER = ("No GPU evaluator: running with the static evaluator. Objecti
 
 
 def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], GridArchive]) -> Any:
-    """The algorithm named by ``cfg.name`` (``algorithm`` config group); ValueError for an unknown name."""
-    name = str(cfg.name)
-    if name == "map_elites":
-        return MapElites(archive, selection=str(cfg.selection))
-    if name == "random":
-        return RandomSearch()
-    if name == "hill_climb":
-        return HillClimb()
-    if name == "ga":
-        return GeneticAlgorithm(population_size=int(cfg.population_size), tournament_size=int(cfg.tournament_size),
-                                crossover_rate=float(cfg.crossover_rate))
-    if name == "islands":
-        return Islands(make_archive, n_islands=int(cfg.n_islands), migration_interval=int(cfg.migration_interval),
-                       migrants=int(cfg.migrants), selection=str(cfg.selection))
-    raise ValueError(f"algorithm.name: {name!r} is not one of {[a.value for a in AlgorithmName]}")
+    """The algorithm of the ``algorithm`` config node: its ``_target_`` class built with the node's keys that
+    the constructor names (``selection``, ``population_size``... and everything under ``options``), plus
+    ``archive`` (the run's archive) and ``make_archive`` (a factory of empty ones) when it asks for them.
+    Raises ConfigError naming ``algorithm._target_`` (not importable, not a class) or ``algorithm.options``
+    (a key the constructor does not take)."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    target = str(cfg._target_)
+    try:
+        cls = get_class(target)
+    except Exception as e:
+        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {e}") from None
+    params = inspect.signature(cls).parameters
+    node = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    extra = dict(node.pop("options", None) or {})
+    unknown = sorted(set(extra) - set(params))
+    if unknown:
+        raise ConfigError(f"algorithm.options: {target} takes no {unknown}; it takes {sorted(params)}")
+    context = {"archive": archive, "make_archive": make_archive}
+    kwargs = {k: v for k, v in {**node, **context, **extra}.items() if k in params and k != "name"}
+    return cls(**kwargs)
 
 
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
@@ -82,6 +85,52 @@ def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
         return dims_from_config(dims)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def make_tasks(cfg: Any, workload: Any) -> Any:
+    """The ``evolve.tasks.TaskSet`` of ``cfg`` (the ``tasks`` node), or None when multi-task search is off.
+    ConfigError naming ``tasks.shapes`` / ``tasks.edges`` for a bad shape list or bucket edges."""
+    from evolve.tasks import build_tasks
+
+    if not cfg.enabled:
+        return None
+    shapes = cfg.shapes
+    try:
+        if isinstance(shapes, str):
+            shapes = workload.shape_list(shapes)
+        else:
+            shapes = [tuple(int(v) for v in s) for s in OmegaConf.to_container(shapes, resolve=True)]
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"tasks.shapes: {e}") from None
+    edges = None if cfg.edges is None else [int(e) for e in cfg.edges]
+    try:
+        return build_tasks(shapes, edges, neighbour_rate=float(cfg.neighbour_rate), radius=int(cfg.radius),
+                           transfer=int(cfg.transfer))
+    except ValueError as e:
+        raise ConfigError(str(e) if str(e).startswith("tasks") else f"tasks: {e}") from None
+
+
+def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: bool) -> dict[str, Any]:
+    """What every objective of this run means, for the store's meta ``objective`` and the exported cards: the
+    baselines (``evaluators.objective.ObjectiveSpec``), the shapes (per task in a multi-task run), the gate
+    version and whether it is an estimate."""
+    from evaluators.objective import ObjectiveSpec
+
+    try:
+        from evaluators.gpu.gate import GATE_VERSION as gate_version
+    except ImportError:
+        gate_version = None
+    if estimate:
+        spec: dict[str, Any] = {"baseline": "naive_seed", "definition": "ESTIMATE: geomean over shapes of the "
+                                "speedup over the naive seed under the static model (evaluators.static)"}
+    else:
+        spec = getattr(evaluator, "objective", None) or ObjectiveSpec.from_config(
+            OmegaConf.to_container(cfg.objective, resolve=True))
+        spec = spec.to_json() if hasattr(spec, "to_json") else dict(spec)
+    shapes = getattr(evaluator, "shapes", None)
+    return {**spec, "estimate": bool(estimate), "gate_version": gate_version,
+            "shapes": [list(s) for s in shapes] if shapes is not None and tasks is None else None,
+            "tasks": tasks.to_json() if tasks is not None else None}
 
 
 def visible_gpus() -> list[int]:
@@ -130,13 +179,17 @@ def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = N
     return kind
 
 
-def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None) -> tuple[Any, bool]:
-    """The evaluator for ``cfg.evaluator`` and whether its results are estimates (``resolve_evaluator_kind``).
-    gpu: the run's ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator.
-    ConfigError for ``evaluator=gpu`` without a GPU."""
+def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: Any = None) -> tuple[Any, bool]:
+    """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
+    evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. gpu: the run's
+    ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator. The GPU evaluator gets
+    ``cfg.objective`` and, in a multi-task run (``tasks``), every task's shapes as the shapes its workers warm up
+    on. ConfigError for ``evaluator=gpu`` without a GPU (``resolve_evaluator_kind``)."""
     from evaluators.factory import make_evaluator
 
     gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
+    if cfg.evaluator.get("_target_"):
+        return _evaluator_from_target(cfg, workload, gpu)
     gpus = visible_gpus() if str(cfg.evaluator.kind) != "static" else []
     kind = resolve_evaluator_kind(cfg, gpu, gpus)
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
@@ -147,8 +200,30 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None) -> tupl
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
         if devices is not None:
             options.setdefault("devices", devices)
+        if "objective" in cfg:
+            options.setdefault("objective", OmegaConf.to_container(cfg.objective, resolve=True))
+        if tasks is not None:
+            options.setdefault("shapes", [list(s) for t in tasks.tasks for s in t.shapes])
     evaluator = make_evaluator(kind, workload, banner=False, **options)
     return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
+
+
+def _evaluator_from_target(cfg: DictConfig, workload: Any, gpu: Any) -> tuple[Any, bool]:
+    """``cls(workload, gpu=gpu, **evaluator.options)`` for ``evaluator._target_``; its results are estimates
+    when it says so (``estimate`` attribute). ConfigError naming the key when it cannot be built."""
+    from hydra.utils import get_class
+
+    target = str(cfg.evaluator._target_)
+    try:
+        cls = get_class(target)
+    except Exception as e:
+        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {e}") from None
+    options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
+    try:
+        evaluator = cls(workload, gpu=gpu, **options)
+    except TypeError as e:
+        raise ConfigError(f"evaluator.options: {target} rejected {sorted(options)}: {e}") from None
+    return evaluator, bool(getattr(evaluator, "estimate", False))
 
 
 def _versions() -> dict[str, str]:
@@ -158,7 +233,7 @@ def _versions() -> dict[str, str]:
 
 # What a resumed run must share with the run that started the store: the checkpoint's archive, algorithm state,
 # bandit arms and RNG only mean something under the same settings (the budget and engine knobs may change).
-RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware")
+RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware", "tasks", "objective")
 
 
 def _leaf_diffs(old: Any, new: Any, key: str) -> list[tuple[str, Any, Any]]:
@@ -252,19 +327,24 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
 
     workload = build_workload_from(cfg)
     gpu = gpu_from_config(cfg.hardware)
+    tasks = make_tasks(cfg.tasks, workload) if "tasks" in cfg else None
     estimate = False
     if evaluator is None:
-        evaluator, estimate = make_evaluator_from(cfg, workload, gpu)
+        evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
         kind = "static" if estimate else "gpu"
     else:
         estimate = bool(getattr(evaluator, "estimate", False))
         kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))
-    provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator)
+    objective = objective_definition(cfg, tasks, evaluator, estimate)
+    provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator,
+                                objective=objective)
     if estimate:
         print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
         log.warning(ESTIMATE_BANNER)
 
     dims = archive_dimensions(cfg.archive, gpu)
+    if tasks is not None:
+        dims = [tasks.dimension(), *dims]
     qd_offset = float(cfg.archive.qd_offset)
     archive = GridArchive(dims, qd_offset=qd_offset)
     algorithm = make_algorithm(cfg.algorithm, archive, lambda: GridArchive(dims, qd_offset=qd_offset))
@@ -285,10 +365,12 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
                               max_repairs=int(cfg.mutator.max_repairs),
                               reward_validity=float(cfg.mutator.reward_validity),
                               reward_improvement=float(cfg.mutator.reward_improvement),
-                              log_every=int(cfg.logger.get("log_every", 10)))
+                              log_every=int(cfg.logger.get("log_every", 10)),
+                              ahead=int(cfg.engine.get("ahead", 0) or 0))
 
     store = _open_store(store_path)
     knowledge = None
+    compile_executor = None
     tracker = None
     try:
         try:
@@ -303,6 +385,7 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
             store.set_meta("config", plain_cfg)
             store.set_meta("versions", _versions())
             store.set_meta("estimate", estimate)
+            store.set_meta("objective", objective)
             store.set_meta("provenance", provenance)
         metrics_path = run_dir / "metrics.jsonl"
         algo = str(cfg.algorithm.name)
@@ -328,9 +411,14 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
                 last_media[0] = snap.evaluations
                 tracker.media(store=store, archive=archive, evaluations=snap.evaluations)
 
+        if settings.ahead > 0:
+            from evaluators.compile_executor import make_compile_executor
+
+            compile_executor = make_compile_executor(str(cfg.engine.compile_executor), cfg.engine.compile_workers)
         engine = Engine(workload=workload, evaluator=evaluator, algorithm=algorithm, archive=archive,
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
-                        settings=settings, lessons=lessons, on_snapshot=on_snapshot)
+                        settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks,
+                        compile_executor=compile_executor)
         if cfg.resume and engine.try_resume():
             last_media[0] = engine.evaluated
             n = tracker.backfill(metrics_path, upto=engine.evaluated)
@@ -345,9 +433,17 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
             try:
                 from archive.export import export_best
 
-                export_best(store, archive, export_dir)
+                # A multi-task run's product is the dispatch below; its cells are exported through it.
+                export_best(store, archive, export_dir, cells=tasks is None)
             except Exception as e:  # the store holds everything; an export problem must not lose the run
                 log.warning("export of the best kernels failed: %s", e)
+            if tasks is not None:
+                try:
+                    from archive.dispatch import export_dispatch
+
+                    export_dispatch(store, archive, tasks, workload, export_dir / "dispatch")
+                except Exception as e:
+                    log.warning("export of the per-task dispatch failed: %s", e)
         summary = {**final.flat(), "algorithm": algo, "seed": int(cfg.seed), "estimate": estimate,
                    "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
                    "stop_reason": stop_reason(budget, final, engine.halted), "provenance": store.get_meta("provenance") or provenance,
@@ -364,6 +460,8 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
             except Exception:
                 pass
         store.close()
+        if compile_executor is not None:
+            compile_executor.shutdown(wait=False, cancel_futures=True)
         if knowledge is not None:
             knowledge.close()
         close = getattr(evaluator, "close", None)

@@ -24,14 +24,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from targets.spec import GPUS
 
 
-class AlgorithmName(StrEnum):
-    map_elites = "map_elites"
-    random = "random"
-    hill_climb = "hill_climb"
-    ga = "ga"
-    islands = "islands"
-
-
 class ParentSelection(StrEnum):
     uniform = "uniform"
     curiosity = "curiosity"
@@ -55,10 +47,15 @@ class SelectionKind(StrEnum):
 
 @dataclass
 class AlgorithmConfig:
-    """name: which algorithm; selection: parent selection of map_elites/islands; GA: population_size,
-    tournament_size, crossover_rate; islands: n_islands, migration_interval (non-seed tells), migrants."""
+    """_target_: the algorithm class (``evolve.algorithms.*``, or any importable class with the ask/tell
+    protocol of ``evolve.algorithms.base.Algorithm``); name: its label in tags, tables and the store;
+    selection: parent selection of map_elites/islands; GA: population_size, tournament_size, crossover_rate;
+    islands: n_islands, migration_interval (non-seed tells), migrants; options: further keyword arguments of an
+    out-of-tree class. ``evolve.app.make_algorithm`` passes each class only the keys its constructor names,
+    plus ``archive`` / ``make_archive`` when it asks for them."""
 
-    name: AlgorithmName = AlgorithmName.map_elites
+    _target_: str = "evolve.algorithms.map_elites.MapElites"
+    name: str = "map_elites"
     selection: ParentSelection = ParentSelection.uniform
     population_size: int = 16
     tournament_size: int = 3
@@ -66,6 +63,7 @@ class AlgorithmConfig:
     n_islands: int = 4
     migration_interval: int = 50
     migrants: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,12 +86,44 @@ class EvaluatorConfig:
     """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
-    ``evaluators.factory.make_evaluator``."""
+    ``evaluators.factory.make_evaluator``; _target_: an evaluator class of one's own (``evaluators.types.
+    Evaluator`` protocol), built as ``cls(workload, gpu=GPUSpec, **options)`` instead of the ``kind``."""
 
+    _target_: str | None = None
     kind: EvaluatorKind = EvaluatorKind.auto
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TasksConfig:
+    """Multi-task search over shape buckets (``evolve.tasks``). enabled: off by default (one objective over the
+    evaluator's shapes); shapes: the named shape list (``benchmark``, ``search``, ``heldout``) or an explicit
+    list of shapes the buckets hold; edges: increasing row-length upper bounds of every bucket but the last (null:
+    one bucket per distinct row length of ``shapes``); neighbour_rate: probability that a child is evaluated on
+    a task other than its parent's; radius: how far (buckets) that task may be; transfer: neighbours on each side
+    a new elite is tried on."""
+
+    enabled: bool = False
+    shapes: Any = "benchmark"
+    edges: list[int] | None = None
+    neighbour_rate: float = 0.2
+    radius: int = 1
+    transfer: int = 1
+
+
+@dataclass
+class ObjectiveConfig:
+    """What the GPU evaluator's speedup is taken against (``evaluators.objective.ObjectiveSpec``): baseline
+    ``best`` (the fastest of ``libraries`` measured at each shape) or one baseline name (``torch``,
+    ``torch_compile``, ``liger``, ``quack``, ``quack_tuned``, ``naive``); fallback: used in order at a shape where
+    none of them ran. The static evaluator keeps its own labelled objective (speedup over the naive seed under its
+    model)."""
+
+    baseline: str = "best"
+    libraries: list[str] = field(default_factory=lambda: ["torch_compile", "liger", "quack", "quack_tuned"])
+    fallback: list[str] = field(default_factory=lambda: ["torch", "naive"])
 
 
 @dataclass
@@ -150,7 +180,10 @@ class EngineConfig:
     they were asked (deterministic for any capacity) instead of as they complete; inspirations: elites from
     other cells shown to an operator; lessons: lesson lines shown to an operator; checkpoint_every: tells
     between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
-    the best kernels at the end; lock: hold an exclusive lock on the run dir (``evolve.rundir``)."""
+    the best kernels at the end; ahead: proposals made beyond ``capacity`` whose template instantiations (nvcc) run
+    on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread`` or
+    ``inline`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1); lock: hold
+    an exclusive lock on the run dir (``evolve.rundir``)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -159,6 +192,9 @@ class EngineConfig:
     checkpoint_every: int = 1
     progress: bool = True
     export: bool = True
+    ahead: int = 0
+    compile_executor: str = "process"
+    compile_workers: int | None = None
     lock: bool = True
 
 
@@ -181,6 +217,8 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     llm: Any = None
     seed: int = 0
     experiment_name: str = "default"
@@ -242,6 +280,11 @@ def validate(cfg: DictConfig) -> None:
     _need(e.checkpoint_every >= 1, "engine.checkpoint_every", f"must be >= 1, got {e.checkpoint_every}")
     _need(e.inspirations >= 0, "engine.inspirations", f"must be >= 0, got {e.inspirations}")
     _need(e.lessons >= 0, "engine.lessons", f"must be >= 0, got {e.lessons}")
+    _need(e.ahead >= 0, "engine.ahead", f"must be >= 0, got {e.ahead}")
+    _need(e.compile_executor in ("process", "thread", "inline"), "engine.compile_executor",
+          f"{e.compile_executor!r} is not one of ['process', 'thread', 'inline']")
+    _need(e.compile_workers is None or e.compile_workers >= 1, "engine.compile_workers",
+          f"must be >= 1 or null, got {e.compile_workers}")
 
     m = cfg.mutator
     _need(len(m.operators) > 0, "mutator.operators", "is empty; choose a mutator (rules, template, llm, mixed)")
@@ -255,8 +298,9 @@ def validate(cfg: DictConfig) -> None:
     _need(len(set(names)) == len(names), "mutator.operators", f"names must be unique, got {names}")
     from evolve.operators.registry import OPERATORS
 
-    for i, name in enumerate(names):
-        _need(name in OPERATORS, f"mutator.operators[{i}].name", f"{name!r} is not one of {sorted(OPERATORS)}")
+    for i, (name, spec) in enumerate(zip(names, m.operators)):
+        _need(name in OPERATORS or spec.get("_target_") is not None, f"mutator.operators[{i}].name",
+              f"{name!r} is not one of {sorted(OPERATORS)} (or give the class as _target_)")
     _need(sum(float(spec.get("weight", 1.0)) for spec in m.operators) > 0, "mutator.operators",
           "every weight is 0; give at least one operator a weight > 0")
     _need(m.ucb_c >= 0, "mutator.ucb_c", f"must be >= 0, got {m.ucb_c}")
@@ -264,6 +308,14 @@ def validate(cfg: DictConfig) -> None:
           and m.reward_validity + m.reward_improvement <= 1.0 + 1e-12,
           "mutator.reward_validity/reward_improvement", "must be >= 0 and sum to <= 1")
     _need(m.max_repairs >= 0, "mutator.max_repairs", f"must be >= 0, got {m.max_repairs}")
+
+    t = cfg.tasks
+    _need(0.0 <= t.neighbour_rate <= 1.0, "tasks.neighbour_rate", f"must be in [0, 1], got {t.neighbour_rate}")
+    _need(t.radius >= 1, "tasks.radius", f"must be >= 1, got {t.radius}")
+    _need(t.transfer >= 0, "tasks.transfer", f"must be >= 0, got {t.transfer}")
+    o = cfg.objective
+    _need(bool(o.baseline), "objective.baseline", "is empty; give 'best' or a baseline name such as 'torch'")
+    _need(o.baseline != "best" or len(o.libraries) > 0, "objective.libraries", "is empty; 'best' needs a library")
 
     h = cfg.hardware
     _need(h.name in HARDWARE, "hardware.name", f"{h.name!r} is not one of {list(HARDWARE)}")

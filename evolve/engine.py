@@ -23,6 +23,13 @@ instant resumes from the last commit, re-evaluates the untold candidates and, wi
 ends with the same archive as an uninterrupted run. ``ordered=False`` tells results as they complete
 (better GPU utilisation with uneven evaluation times, not reproducible).
 
+Multi-task search (``tasks``, an ``evolve.tasks.TaskSet``): every candidate is evaluated on one task's shapes
+(``evaluator.evaluate(kernel, shapes=...)``) and carries the feature ``"task"``, a dimension of the archive.
+Seeds are evaluated on every task. A child's task is the parent's, or a neighbour's (``TaskSet.choose``); a child
+that becomes the best of task ``t`` is then tried unchanged on the neighbouring tasks (rows whose
+``timings["transfer_from_task"]`` names ``t``; each an evaluation, counted in the budget). The hash cache keys on
+(identity, task): a kernel that failed (compile, gate) is not tried again on any task.
+
 Statuses of rows that never reached the evaluator: ``no_proposal`` (the operator had nothing to propose),
 ``apply_error`` (the script did not apply), ``operator_error`` (the operator raised something else). A kernel
 whose identity was already evaluated, or is in flight, is not re-evaluated and gets no row (``duplicates``
@@ -50,11 +57,13 @@ from evolve.algorithms.base import SEED, Ask, CandidateId, NoParent, Told
 from evolve.budget import Budget
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.selection import OperatorSelector, operator_reward
+from evolve.tasks import TASK_FEATURE, TaskSet, task_stats
 from population.kernel import Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "engine"
+TRANSFER = "transfer"
 # Statuses after which an operator's repair role gets a chance (compile or gate failures, DESIGN.md words).
 EVAL_STATUSES = frozenset(str(s) for s in Status)
 REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_ERROR, Status.WRONG_RESULT,
@@ -67,7 +76,10 @@ class EngineSettings:
     inspirations: elites from other cells put in ``OperatorContext.inspirations``; lessons: lines of the lessons
     memory given to operators; checkpoint_every: tells per checkpoint transaction; max_repairs: repair
     attempts per failed child; reward_validity / reward_improvement: bandit reward weights
-    (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots."""
+    (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots; ahead: proposals
+    made beyond ``capacity`` whose template instantiations (nvcc) run on the engine's compile executor while
+    earlier candidates are evaluated (0: every child is built in the engine's thread when proposed; needs a
+    ``compile_executor``)."""
 
     capacity: int = 1
     ordered: bool = True
@@ -78,6 +90,31 @@ class EngineSettings:
     reward_validity: float = 0.2
     reward_improvement: float = 0.8
     log_every: int = 10
+    ahead: int = 0
+
+
+@dataclass
+class _Staged:
+    """A proposal whose child is not built yet: the edit script waits for its template instantiation (nvcc,
+    submitted to the compile executor when proposed) and is applied when the item moves into the evaluation
+    window, in proposal order."""
+
+    ask: Ask
+    operator: str
+    parent_id: CandidateId
+    script_text: str
+    task: int | None
+    timings: dict[str, float] = field(default_factory=dict)
+    prep: Future | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ask": self.ask.to_json(), "operator": self.operator, "parent_id": self.parent_id,
+                "script": self.script_text, "task": self.task, "timings": self.timings}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> _Staged:
+        return cls(ask=Ask.from_json(d["ask"]), operator=d["operator"], parent_id=d["parent_id"],
+                   script_text=d["script"], task=d.get("task"), timings=dict(d.get("timings", {})))
 
 
 @dataclass
@@ -91,12 +128,18 @@ class _Item:
     repairs_left: int = 0
     repair_of: CandidateId | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    task: int | None = None
     future: Future | None = None
+
+    def key(self) -> str:
+        """The hash-cache key: the kernel identity, plus ``@task`` in a multi-task run."""
+        return self.kernel.identity if self.task is None else f"{self.kernel.identity}@{self.task}"
 
     def to_json(self) -> dict[str, Any]:
         k = self.kernel
         return {"ask": self.ask.to_json(), "operator": self.operator, "edit_kind": self.edit_kind,
                 "repairs_left": self.repairs_left, "repair_of": self.repair_of, "timings": self.timings,
+                "task": self.task,
                 "kernel": {"ptx": k.ptx, "entry": k.entry, "launch": k.launch.to_json(),
                            "parents": list(k.parents), "operator": k.operator, "edit_text": k.edit_text}}
 
@@ -110,7 +153,7 @@ class _Item:
                         operator=kd["operator"], edit_text=kd["edit_text"])
         return cls(ask=Ask.from_json(d["ask"]), operator=d["operator"], kernel=kernel,
                    edit_kind=d["edit_kind"], repairs_left=int(d["repairs_left"]),
-                   repair_of=d["repair_of"], timings=dict(d["timings"]))
+                   repair_of=d["repair_of"], timings=dict(d["timings"]), task=d.get("task"))
 
 
 @dataclass
@@ -121,6 +164,10 @@ class Snapshot:
     best: best objective in the archive (None before any valid kernel); qd_score / coverage / n_elites: archive
     stats; evals_per_s: evaluations per wall second this session; seconds: wall seconds of search;
     statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator;
+    tasks: per task name, ``evolve.tasks.task_stats`` (qd_score, coverage, best, n_elites), empty without tasks;
+    host_seconds: seconds the engine's thread spent per phase this session (propose: ask + operator; apply: edit
+    + instantiation when not staged; wait_instantiation: waiting for a staged one; tell: store, archive,
+    lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step).
     disabled: operators switched off (name -> reason).
     """
 
@@ -136,6 +183,8 @@ class Snapshot:
     statuses: dict[str, int]
     duplicates: int
     operator_rewards: dict[str, float]
+    tasks: dict[str, dict[str, float]] = field(default_factory=dict)
+    host_seconds: dict[str, float] = field(default_factory=dict)
     disabled: dict[str, str] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
@@ -151,6 +200,12 @@ class Snapshot:
                 out[f"failures/{s}"] = n
         for op, r in self.operator_rewards.items():
             out[f"operator_reward/{op}"] = r
+        for k, v in self.host_seconds.items():
+            out[f"host/{k}_s"] = v
+        for name, st in self.tasks.items():
+            for k, v in st.items():
+                if v == v:  # NaN (no elite yet) is left out
+                    out[f"task/{name}/{k}"] = v
         for op in self.disabled:
             out[f"switched_off/{op}"] = 1
         return out
@@ -164,7 +219,11 @@ class Engine:
     archive: QD metrics, export; MAP-Elites selects from it); operators: objects with ``name`` and ``propose``
     (optionally ``repair`` and ``reflect``); selector: the bandit over ``operators`` by name; store: the run's
     ``archive.store.Store``; budget: limits; seed: the numpy Generator seed; lessons: an ``archive.lessons``
-    Lessons memory or None; on_snapshot: called with each Snapshot (tracker, progress line, metrics file).
+    Lessons memory or None; on_snapshot: called with each Snapshot (tracker, progress line, metrics file);
+    tasks: an ``evolve.tasks.TaskSet`` for a multi-task run (the archive must then have the ``"task"``
+    dimension), None for one objective over the evaluator's shapes; compile_executor: a
+    ``concurrent.futures.Executor`` (``evaluators.compile_executor``) for the template instantiations of
+    proposals staged ahead (``EngineSettings.ahead``).
 
     Raises ValueError when an algorithm needs an operator that is not configured (the GA needs ``crossover``).
     """
@@ -172,13 +231,22 @@ class Engine:
     def __init__(self, *, workload: Any, evaluator: Any, algorithm: Any, archive: Any, operators: list[Any],
                  selector: OperatorSelector, store: Store, budget: Budget, seed: int,
                  settings: EngineSettings | None = None, lessons: Any = None,
-                 on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+                 on_snapshot: Callable[[Snapshot], None] | None = None, tasks: TaskSet | None = None,
+                 compile_executor: Any = None) -> None:
         self.workload, self.evaluator, self.algorithm, self.archive = workload, evaluator, algorithm, archive
         self.operators = {op.name: op for op in operators}
         self.selector, self.store, self.budget = selector, store, budget
         self.settings = settings or EngineSettings()
         self.lessons, self.on_snapshot = lessons, on_snapshot
         self.rng = np.random.default_rng(seed)
+        self.tasks = tasks
+        if tasks is not None and TASK_FEATURE not in [d.name for d in getattr(archive, "dims", [])]:
+            raise ValueError(f"a multi-task run needs an archive with the {TASK_FEATURE!r} dimension "
+                             "(evolve.tasks.TaskSet.dimension())")
+        self.transfers: deque[tuple[CandidateId, int, int | None]] = deque()
+        self.compile_executor = compile_executor
+        self.staged: deque[_Staged] = deque()
+        self.host_seconds: Counter[str] = Counter()
         for name in getattr(algorithm, "required_operators", ()):
             if name not in self.operators:
                 raise ValueError(f"algorithm {algorithm.name!r} needs operator {name!r}; add it to "
@@ -242,6 +310,8 @@ class Engine:
             "statuses": dict(self.statuses),
             "duplicates": self.duplicates,
             "last_logged": self.last_logged,
+            "transfers": [list(t) for t in self.transfers],
+            "staged": [st.to_json() for st in self.staged],
             # operators that learn (e.g. the LLM operator's role/model bandit) checkpoint with the rest
             "operators": {n: op.state_dict() for n, op in self.operators.items() if hasattr(op, "state_dict")},
         }
@@ -259,6 +329,8 @@ class Engine:
         self.statuses = Counter(state["statuses"])
         self.duplicates = int(state["duplicates"])
         self.last_logged = int(state["last_logged"])
+        self.transfers = deque((t[0], int(t[1]), t[2]) for t in state.get("transfers", []))
+        self.staged = deque(_Staged.from_json(d) for d in state.get("staged", []))
         for name, op_state in state.get("operators", {}).items():
             if name in self.operators and hasattr(self.operators[name], "load_state"):
                 self.operators[name].load_state(op_state)
@@ -322,6 +394,16 @@ class Engine:
         lesson_status = "no_proposal" if status == "operator_error" else status
         self._lesson(operator, script_kind(edit_text) if edit_text else "NONE", lesson_status, False, reason)
 
+    def _all_switched_off(self) -> bool:
+        """True (and ``halted`` set, once) when every selectable operator has switched itself off."""
+        off = self.disabled_operators()
+        if not off or [a for a in self.selector.active if a not in off]:
+            return False
+        if not self.halted:
+            self.halted = "every operator is switched off: " + "; ".join(f"{n}: {why}" for n, why in off.items())
+            log.warning("stopping: %s", self.halted)
+        return True
+
     def disabled_operators(self) -> dict[str, str]:
         """Operators that switched themselves off (``op.disabled``: the reason), e.g. the LLM operator after
         its failure budget; the bandit no longer selects them."""
@@ -338,11 +420,17 @@ class Engine:
         return apply_script(parent, script, operator=operator,
                             instantiate=getattr(self.workload, "instantiate", None))
 
-    def _propose(self) -> _Item | None:
-        """One ask: returns an item to evaluate, or None when every tried operator failed (rows recorded)."""
+    def _propose(self, staged: bool = False) -> _Item | _Staged | None:
+        """One ask: returns an item to evaluate, or None when every tried operator failed (rows recorded).
+        staged: return the script as a ``_Staged`` proposal (built later by ``_build``) instead of applying it."""
+        t_ask = time.perf_counter()
         ask = self.algorithm.ask(self.rng)
         parent = self.kernel(ask.parents[0])
         ctx = self._context(ask, ask.parents[0])
+        task = None
+        if self.tasks is not None:
+            task = self.tasks.choose(self._task_of(ask.parents[0]), self.rng)
+            ctx.task = self.tasks[task]
         tried: set[str] = set(self.disabled_operators())
         while True:
             if ask.operator is not None:
@@ -370,7 +458,13 @@ class Engine:
                 self._reward(name, 0.0)
                 continue
             t1 = time.perf_counter()
+            self.host_seconds["propose"] += t1 - t_ask
             text = script.to_text() if hasattr(script, "to_text") else str(script)
+            if staged:
+                st = _Staged(ask=ask, operator=name, parent_id=ask.parents[0], script_text=text, task=task,
+                             timings={"propose": t1 - t0})
+                self._prepare(st, script)
+                return st
             try:
                 child = self._apply(parent, script, name)
             except Exception as e:
@@ -381,25 +475,98 @@ class Engine:
                 child = replace(child, parents=tuple(self.kernel(p).identity for p in ask.parents))
             item = _Item(ask=ask, operator=name, kernel=child, edit_kind=script_kind(script),
                          repairs_left=self.settings.max_repairs,
-                         timings={"propose": t1 - t0, "apply": time.perf_counter() - t1})
+                         timings={"propose": t1 - t0, "apply": time.perf_counter() - t1}, task=task)
+            self.host_seconds["apply"] += time.perf_counter() - t1
             return self._admit(item)
 
+    def _prepare(self, st: _Staged, script: Any) -> None:
+        """Submit the template instantiation a staged script needs (its KNOBS edits) to the compile executor."""
+        from population.edits import SetKnobs
+
+        knobs = [dict(e.knobs) for e in getattr(script, "edits", ()) if isinstance(e, SetKnobs)]
+        spec = getattr(self.workload, "spec", None)
+        if knobs and self.compile_executor is not None and spec is not None:
+            from evaluators.compile_executor import instantiate_template
+
+            st.prep = self.compile_executor.submit(instantiate_template, spec(), knobs[-1])
+
+    def _build(self, st: _Staged) -> _Item | None:
+        """Apply a staged proposal (waiting for its instantiation), then the hash cache; None when it failed to
+        apply (an ``apply_error`` row) or is a duplicate."""
+        t0 = time.perf_counter()
+        if st.prep is not None:
+            try:
+                st.timings["instantiate"] = float(st.prep.result())
+            except Exception:  # the apply below raises the same error in this thread, with its message
+                pass
+        t1 = time.perf_counter()
+        self.host_seconds["wait_instantiation"] += t1 - t0
+        parent = self.kernel(st.parent_id)
+        try:
+            script = _parse_script(st.script_text)
+            child = self._apply(parent, script, st.operator)
+        except Exception as e:
+            self._failure_row(parent, st.operator, "apply_error", _short_exc(e), edit_text=st.script_text,
+                              island=st.ask.island)
+            self._reward(st.operator, 0.0)
+            return None
+        if len(st.ask.parents) > 1:
+            child = replace(child, parents=tuple(self.kernel(p).identity for p in st.ask.parents))
+        t2 = time.perf_counter()
+        self.host_seconds["apply"] += t2 - t1
+        item = _Item(ask=st.ask, operator=st.operator, kernel=child, edit_kind=script_kind(script),
+                     repairs_left=self.settings.max_repairs, timings={**st.timings, "apply": t2 - t1}, task=st.task)
+        return self._admit(item)
+
+    def _task_best(self, task: int | None) -> float | None:
+        """The best objective among the archive's elites of ``task`` (None: no elite, or no task)."""
+        if task is None or self.tasks is None:
+            return None
+        axis = [d.name for d in self.archive.dims].index(TASK_FEATURE)
+        objs = [e.objective for e in self.archive.elites() if e.cell[axis] == task]
+        return max(objs) if objs else None
+
+    def _task_of(self, cid: CandidateId) -> int | None:
+        """The task a candidate row was evaluated on (its ``"task"`` feature), None when it has none."""
+        try:
+            t = self.result(cid).features.get(TASK_FEATURE)
+        except Exception:
+            return None
+        return None if t is None else int(t)
+
+    def _transfer_item(self) -> _Item | None:
+        """The next queued transfer (an elite tried unchanged on a neighbouring task), admitted or None."""
+        cid, task, island = self.transfers.popleft()
+        src = self._task_of(cid)
+        item = _Item(ask=Ask((cid,), TRANSFER, island), operator=TRANSFER, kernel=self.kernel(cid),
+                     edit_kind="TRANSFER", repairs_left=0, task=task,
+                     timings={} if src is None else {"transfer_from_task": float(src)})
+        return self._admit(item)
+
     def _admit(self, item: _Item) -> _Item | None:
-        """Hash cache: an identity in flight or already evaluated is not evaluated again."""
+        """Hash cache: an identity in flight or already evaluated is not evaluated again (per task in a
+        multi-task run; a kernel that failed is not tried again on any task)."""
         ident = item.kernel.identity
-        if ident in self.in_flight:
+        if item.key() in self.in_flight:
             return self._duplicate(item)
-        # Only id and status: find_identity would also load and decode the earlier row's PTX and metrics.
-        prev = self.store.query("SELECT status FROM candidates WHERE identity=? ORDER BY id LIMIT 1", (ident,))
-        if prev and prev[0][0] in EVAL_STATUSES:
-            return self._duplicate(item)
+        if item.task is None:
+            # Only id and status: find_identity would also load and decode the earlier row's PTX and metrics.
+            prev = self.store.query("SELECT status FROM candidates WHERE identity=? ORDER BY id LIMIT 1", (ident,))
+            if prev and prev[0][0] in EVAL_STATUSES:
+                return self._duplicate(item)
+        else:
+            prev = self.store.query("SELECT status, json_extract(features, '$.task') FROM candidates "
+                                    "WHERE identity=?", (ident,))
+            for status, task in prev:
+                if status in EVAL_STATUSES and (status != Status.OK or (task is not None and int(task) == item.task)):
+                    return self._duplicate(item)
         self.budget.candidates += 1
         return item
 
     def _duplicate(self, item: _Item) -> None:
         self.duplicates += 1
         self.budget.candidates += 1
-        if item.operator != SEED:
+        if item.operator not in (SEED, TRANSFER):
             self._reward(item.operator, 0.0)
             hook = getattr(self.operators.get(item.operator), "duplicate", None)
             if hook is not None:  # e.g. the LLM operator counts answers that repeat an evaluated kernel
@@ -411,21 +578,29 @@ class Engine:
             self.selector.update(name, reward)
 
     def _submit(self, item: _Item, pool: Any) -> None:
-        self.in_flight.add(item.kernel.identity)
+        self.in_flight.add(item.key())
         self.budget.evaluations += 1
-        item.future = pool.submit(_timed_evaluate, self.evaluator, item.kernel)
+        item.future = pool.submit(_timed_evaluate, self.evaluator, item.kernel, self._shapes(item))
         self.pending.append(item)
+
+    def _shapes(self, item: _Item) -> tuple[tuple[int, ...], ...] | None:
+        """The shapes ``item`` is evaluated on: its task's, or None (the evaluator's own) without tasks."""
+        return None if item.task is None or self.tasks is None else self.tasks[item.task].shapes
 
     def _seed_items(self) -> list[_Item]:
         seeds = list(self.workload.seeds())
         if not seeds:
             raise ValueError(f"workload {getattr(self.workload, 'name', '?')!r} has no seeds")
-        return [_Item(ask=Ask((), SEED), operator=SEED, kernel=k) for k in seeds]
+        if self.tasks is None:
+            return [_Item(ask=Ask((), SEED), operator=SEED, kernel=k) for k in seeds]
+        return [_Item(ask=Ask((), SEED), operator=SEED, kernel=k, task=t.index) for k in seeds for t in self.tasks]
 
     # ------------------------------------------------------------------------------------------ telling
     def _tell(self, item: _Item, result: EvalResult, pool: Any) -> None:
-        self.in_flight.discard(item.kernel.identity)
+        self.in_flight.discard(item.key())
         timings = {**item.timings, "evaluate": result.eval_seconds}
+        if item.task is not None:
+            result.features = {**result.features, TASK_FEATURE: float(item.task)}
         with self.store.transaction() as tx:
             for row in self.buffer:
                 tx.add_candidate(row)
@@ -438,20 +613,26 @@ class Engine:
             valid = result.status == Status.OK and result.objective is not None
             added, cell = "invalid", None
             if valid:
+                task_best = self._task_best(item.task)
                 res = self.archive.add(cid, float(result.objective), result.features)
                 added, cell = res.status, res.cell
                 if res.added:  # joins this transaction
                     self.store.update_candidate(cid, cell=[int(c) for c in cell])
+                    # A new best of its task is "good on one task": try it on the neighbouring tasks.
+                    if (item.task is not None and self.tasks is not None
+                            and (task_best is None or float(result.objective) > task_best)):
+                        self.transfers.extend((cid, t, item.ask.island) for t in self.tasks.transfer_targets(item.task))
             told = Told(item.ask, cid, valid, result.objective if valid else None, dict(result.features), added,
                         cell)
             self.algorithm.tell(told)
             improved = told.improved
-            if item.operator != SEED:
+            if item.operator not in (SEED, TRANSFER):
                 self._reward(item.operator, operator_reward(valid, improved,
                                                             validity=self.settings.reward_validity,
                                                             improvement=self.settings.reward_improvement))
             kind = "SEED" if item.operator == SEED else item.edit_kind
-            self._lesson(item.operator, kind, status, improved, result.reason, candidate_id=cid)
+            if item.operator != TRANSFER:
+                self._lesson(item.operator, kind, status, improved, result.reason, candidate_id=cid)
             op = self.operators.get(item.operator)
             self._reflect(op, item, result, cid)
             if (op is not None and not valid and result.status in REPAIRABLE and item.repairs_left > 0
@@ -535,6 +716,8 @@ class Engine:
             evals_per_s=(self.budget.evaluations - self._session_evals0) / secs, seconds=self.budget.seconds,
             statuses=dict(self.statuses), duplicates=self.duplicates,
             operator_rewards={a: self.selector.mean(a) for a in self.selector.arms},
+            tasks=task_stats(self.archive, self.tasks) if self.tasks is not None else {},
+            host_seconds={k: round(v, 3) for k, v in self.host_seconds.items()},
             disabled=self.disabled_operators())
 
     @property
@@ -566,16 +749,46 @@ class Engine:
             # Items restored from a checkpoint were proposed but never told: evaluate them again, in order.
             restored, self.pending = list(self.pending), deque()
             for it in restored:
-                self.in_flight.add(it.kernel.identity)
-                it.future = pool.submit(_timed_evaluate, self.evaluator, it.kernel)
+                self.in_flight.add(it.key())
+                it.future = pool.submit(_timed_evaluate, self.evaluator, it.kernel, self._shapes(it))
                 self.pending.append(it)
             if not self.seeds_queued:
                 self.seeds_queued = True
                 for it in self._seed_items():
                     self.budget.candidates += 1
                     self._submit(it, pool)
+            ahead = max(0, int(self.settings.ahead)) if self.compile_executor is not None else 0
+            for st in self.staged:  # restored from a checkpoint: instantiate again
+                if st.prep is None:
+                    self._prepare(st, _parse_script(st.script_text))
             while True:
+                t_refill = time.perf_counter()
+                if ahead:
+                    while (len(self.pending) + len(self.staged) < capacity + ahead and not self.budget.exhausted()
+                           and not self.halted):
+                        try:
+                            st = self._propose(staged=True)
+                        except NoParent:
+                            if not self.pending and not self.staged:
+                                raise
+                            break
+                        if st is not None:
+                            self.staged.append(st)  # type: ignore[arg-type]
+                        elif self._all_switched_off():
+                            break
                 while len(self.pending) < capacity and not self.budget.exhausted() and not self.halted:
+                    if self.transfers:
+                        item = self._transfer_item()
+                        if item is not None:
+                            self._submit(item, pool)
+                        continue
+                    if self.staged:
+                        item = self._build(self.staged.popleft())
+                        if item is not None:
+                            self._submit(item, pool)
+                        continue
+                    if ahead:
+                        break  # the next proposals are staged on the next pass
                     try:
                         item = self._propose()
                     except NoParent:
@@ -583,13 +796,13 @@ class Engine:
                             raise
                         break
                     if item is not None:
-                        self._submit(item, pool)
-                    elif self.disabled_operators() and not [
-                            a for a in self.selector.active if a not in self.disabled_operators()]:
-                        self.halted = "every operator is switched off: " + "; ".join(
-                            f"{n}: {why}" for n, why in self.disabled_operators().items())
-                        log.warning("stopping: %s", self.halted)
+                        self._submit(item, pool)  # type: ignore[arg-type]
+                    elif self._all_switched_off():
+                        break
+                self.host_seconds["refill"] += time.perf_counter() - t_refill
                 if not self.pending:
+                    if ahead and self.staged and not self.budget.exhausted():
+                        continue
                     if self.buffer or self.tells_since_checkpoint:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
@@ -603,7 +816,12 @@ class Engine:
                     done, _ = wait([it.future for it in self.pending], return_when=FIRST_COMPLETED)
                     item = next(it for it in self.pending if it.future in done)
                     self.pending.remove(item)
-                self._tell(item, item.future.result(), pool)
+                t_wait = time.perf_counter()
+                result = item.future.result()
+                t_tell = time.perf_counter()
+                self.host_seconds["wait_evaluation"] += t_tell - t_wait
+                self._tell(item, result, pool)
+                self.host_seconds["tell"] += time.perf_counter() - t_tell
         final = self.snapshot()
         if self.on_snapshot is not None:
             self.last_logged = -1
@@ -629,17 +847,24 @@ class _InlineExecutor:
         return None
 
 
-def _timed_evaluate(evaluator: Any, kernel: Kernel) -> EvalResult:
-    """Evaluate on a worker thread; an exception becomes a ``crash`` result rather than ending the run."""
+def _timed_evaluate(evaluator: Any, kernel: Kernel, shapes: Any = None) -> EvalResult:
+    """Evaluate on a worker thread (on ``shapes`` when given: a task's); an exception becomes a ``crash``
+    result rather than ending the run."""
     t0 = time.perf_counter()
     try:
-        res = evaluator.evaluate(kernel)
+        res = evaluator.evaluate(kernel) if shapes is None else evaluator.evaluate(kernel, shapes=list(shapes))
     except Exception as e:
         res = EvalResult(status=Status.CRASH, reason=f"evaluator raised {_short_exc(e)}")
         log.debug("evaluator raised:\n%s", traceback.format_exc())
     if not res.eval_seconds:
         res.eval_seconds = time.perf_counter() - t0
     return res
+
+
+def _parse_script(text: str) -> Any:
+    from population.edit_script import parse_edit_script
+
+    return parse_edit_script(text)
 
 
 def _short_exc(e: BaseException) -> str:

@@ -70,9 +70,11 @@ def _workload_key(workload: Any, node: Any) -> dict[str, Any]:
 
 
 def run_provenance(cfg: Any, *, evaluator_kind: str, estimate: bool, workload: Any = None,
-                   evaluator: Any = None) -> dict[str, Any]:
+                   evaluator: Any = None, objective: dict[str, Any] | None = None) -> dict[str, Any]:
     """The provenance of a run (module docstring) from its composed config (a plain dict or DictConfig):
-    keys ``POOL_KEYS`` plus ``estimate`` (bool), ``baseline`` and ``seed``."""
+    keys ``POOL_KEYS`` plus ``estimate`` (bool), ``baseline`` and ``seed``. objective: the run's objective meta
+    (``evolve.app.objective_definition``: ``definition``, ``baseline``, ``gate_version``...); when given, its
+    definition, baselines and gate version are what the provenance records."""
     def get(*path: str) -> Any:
         node: Any = cfg
         for p in path:
@@ -92,12 +94,19 @@ def run_provenance(cfg: Any, *, evaluator_kind: str, estimate: bool, workload: A
         return x
 
     definition, baseline = objective_definition(evaluator_kind, workload, evaluator)
+    gate = gate_version() if evaluator_kind != "static" else None
+    if objective:
+        obj = {k: v for k, v in objective.items() if k not in ("estimate", "shapes", "tasks", "gate_version")}
+        definition = obj if len(obj) > 1 else obj.get("definition", definition)
+        baseline = objective.get("baseline", objective.get("baselines", baseline))
+        if evaluator_kind != "static":
+            gate = objective.get("gate_version", gate)
     return {
         "workload": _workload_key(workload, plain(get("workload"))),
         "budget": {k: get("budget", k) for k in ("evaluations", "seconds", "candidates")},
         "evaluator": evaluator_kind,
         "hardware": {"name": get("hardware", "name"), "arch": get("hardware", "arch")},
-        "gate_version": gate_version() if evaluator_kind != "static" else None,
+        "gate_version": gate,
         "objective": definition,
         "static_model_version": static_model_version() if evaluator_kind == "static" else None,
         "estimate": bool(estimate),

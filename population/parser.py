@@ -148,6 +148,17 @@ class _Builder(Transformer):
                         return True
         return False
 
+    def _int(self, tok: Token, text: str | None = None) -> int:
+        """The value of an integer token as ptxas reads it: a leading 0 makes it octal (``[010]`` is 8
+        elements, ``%r<010>`` 8 registers, PTX ISA §4.5.1). PTXSyntaxError for a digit 8 or 9 in an octal."""
+        s = str(tok) if text is None else text
+        if len(s) > 1 and s[0] == "0":
+            try:
+                return int(s, 8)
+            except ValueError:
+                raise self._error(tok, f"{s} is not an octal number (a leading 0 makes it octal)") from None
+        return int(s)
+
     def _reg(self, tok: Token) -> ast.Register | ast.SpecialRegister:
         name = str(tok)
         return ast.SpecialRegister(name) if _is_special(name) else ast.Register(name)
@@ -287,7 +298,7 @@ class _Builder(Transformer):
         name = tok[1:]
         if name not in _FUNC_PERF_DIRECTIVES:
             raise self._error(tok, f"unknown function directive {tok!s}")
-        return ast.PerfDirective(name=name, values=tuple(int(v) for v in c[1:]), loc=self._loc(tok))
+        return ast.PerfDirective(name=name, values=tuple(self._int(v) for v in c[1:]), loc=self._loc(tok))
 
     # -------------------------------------------------------------------------------- declarations
     def specs(self, c: list) -> list:
@@ -297,7 +308,7 @@ class _Builder(Transformer):
         return tuple(c)
 
     def dim(self, c: list) -> int | None:
-        return int(c[0]) if c else None
+        return self._int(c[0]) if c else None
 
     def decl_item(self, c: list) -> tuple:
         name_tok = c[0]
@@ -308,7 +319,7 @@ class _Builder(Transformer):
             if isinstance(x, tuple):
                 dims = x
             elif x.type == "RANGE":
-                count = int(x[1:-1])
+                count = self._int(x, x[1:-1])
             else:
                 init = x[1:].strip()
         return name_tok, count, dims, init
@@ -337,7 +348,7 @@ class _Builder(Transformer):
             if words == "align":
                 if nxt is None:
                     raise self._error(tok, ".align needs a byte count")
-                info["align"] = int(nxt)
+                info["align"] = self._int(nxt)
                 i += 1
                 continue
             if words == "ptr":

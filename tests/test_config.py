@@ -126,6 +126,33 @@ def test_workload_target_and_options_errors_name_the_key(tmp_path):
     assert build_workload_from(cfg_of("workload.dtype=fp16")).dtype == "fp16"
 
 
+def test_algorithms_are_built_from_their_target(tmp_path, monkeypatch):
+    from archive.grid import GridArchive, default_dimensions
+    from evolve.app import make_algorithm
+
+    archive = GridArchive(default_dimensions("h200"))
+    built = {o: make_algorithm(cfg_of(f"algorithm={o}").algorithm, archive, lambda: GridArchive(archive.dims))
+             for o in ("map_elites", "random", "hill_climb", "ga", "islands")}
+    assert {o: a.name for o, a in built.items()} == {o: o for o in built}
+    assert built["ga"].population_size == 16 and built["islands"].n_islands == 4
+    assert make_algorithm(cfg_of("algorithm=map_elites", "algorithm.selection=curiosity").algorithm, archive,
+                          lambda: archive).selection == "curiosity"
+    # an out-of-tree algorithm: its class path and its own option
+    (tmp_path / "my_algo.py").write_text(
+        "from evolve.algorithms.hill_climb import HillClimb\n\n\n"
+        "class Patient(HillClimb):\n    name = 'patient'\n\n"
+        "    def __init__(self, patience: int = 3):\n        super().__init__()\n        self.patience = patience\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    algo = make_algorithm(cfg_of("algorithm._target_=my_algo.Patient", "algorithm.name=patient",
+                                 "+algorithm.options.patience=7").algorithm, archive, lambda: archive)
+    assert (type(algo).__name__, algo.patience) == ("Patient", 7)
+    with pytest.raises(ConfigError, match=r"^algorithm\._target_: cannot import 'my_algo\.Nope'"):
+        make_algorithm(cfg_of("algorithm._target_=my_algo.Nope").algorithm, archive, lambda: archive)
+    with pytest.raises(ConfigError, match=r"^algorithm\.options: my_algo\.Patient takes no \['colour'\]"):
+        make_algorithm(cfg_of("algorithm._target_=my_algo.Patient", "+algorithm.options.colour=red").algorithm,
+                       archive, lambda: archive)
+
+
 def test_cli_fails_before_any_work(tmp_path):
     run_dir = tmp_path / "run"
     out = subprocess.run([sys.executable, "-m", "evolve", "budget.evaluations=0", f"hydra.run.dir={run_dir}",
@@ -172,7 +199,7 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
     # the budget and engine knobs may change on resume
     check_resume_compatible(cfg_of("budget.evaluations=500", "engine.capacity=1"), path)
     check_resume_compatible(cfg_of("algorithm=ga", "resume=false"), path)
-    for overrides, key in [(["algorithm=ga"], "algorithm.name"), (["seed=1"], "seed"),
+    for overrides, key in [(["algorithm=ga"], "algorithm._target_"), (["seed=1"], "seed"),
                            (["hardware=h100"], "hardware.name"), (["mutator=template"], "mutator.operators")]:
         with pytest.raises(ConfigError) as ei:
             check_resume_compatible(cfg_of(*overrides), path)
@@ -180,7 +207,7 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200']"),
+    ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200', 'rmsnorm_h200_tasks']"),
     ("workload.dtype=int8", "workload: workloads.rmsnorm.RMSNorm rejected options {'dtype': 'int8', 'eps': 1e-06}: "
                             "dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
     ("knowledge=/proc/nope/k.sqlite", "knowledge: cannot open '/proc/nope/k.sqlite'"),

@@ -17,6 +17,7 @@ from population.analysis import memory_sites
 from population.cfg import basic_blocks, flat_instructions, loop_depths
 from population.defuse import declare_missing, def_use, scopes, undeclared_registers, used_registers
 from population.edits import apply_script, copy_module, line_map, parse_edit_script
+from population.errors import PTXSyntaxError
 from population.kernel import Kernel
 from population.parser import parse_module, parse_statements, reference_parse_module
 from population.printer import listing, print_module, without_debug
@@ -218,6 +219,22 @@ def test_literals_print_back_to_the_same_value(literal: str, value: float | None
     assert stmt.operands[1] == imm
 
 
+def test_octal_integers_in_declarations_and_directives() -> None:
+    """ptxas reads ``[010]``, ``%r<010>``, ``.align 010`` and ``.maxntid 0100`` as octal too (8 bytes, 8 registers,
+    8, 64 threads): the canonical print spells the same values in decimal."""
+    text = HEADER + (".global .align 010 .b8 g[010];\n.visible .entry k(.param .u64 p)\n.maxntid 0100, 1, 1\n{\n"
+                     "\t.reg .b32 %r<010>;\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n\tmov.u32 %r7, %ntid.x;\n"
+                     "\tst.global.u32 [%rd1], %r7;\n\tret;\n}\n")
+    m = check_round_trip(text)
+    g = m.items[0]
+    assert (g.align, g.dims) == (8, (8,))
+    fn = m.function("k")
+    assert fn.directives[0].values == (64, 1, 1) and fn.body[0].names == (("%r", 8),)
+    assert compile_ptx(text, "sm_90").gmem_bytes == 8
+    with pytest.raises(PTXSyntaxError, match="09 is not an octal number"):
+        parse_module(text.replace("g[010]", "g[09]"))
+
+
 def test_octal_offset_from_parse_statements_and_edits() -> None:
     (ld,) = parse_statements("ld.global.u32 %r1, [%rd2+010];")
     assert ld.operands[1] == ast.Address(ast.Register("%rd2"), 8)
@@ -228,6 +245,15 @@ def test_octal_offset_from_parse_statements_and_edits() -> None:
     child = apply_script(k, parse_edit_script(f"INSERT AFTER {ln}\n\tld.global.u32 %r1, [%rd2+010];\nEND\n"),
                          operator="test")
     assert print_module(child.module, canonical=True).count("[%rd2+8]") == 2
+
+
+def test_empty_return_parameter_list() -> None:
+    """``.func () f ()`` (ZLUDA's tests; ptxas accepts an empty return list) keeps its empty list."""
+    text = HEADER + ".func () f ()\n{\n\t.reg.u64 t;\n\tmov.u64 t, 1234567890U;\n\tret;\n}\n"
+    m = parse_module(text)
+    assert m.function("f").return_params == [] and print_module(m) == text
+    assert "func () f()" in print_module(m, canonical=True)
+    assert compile_ptx(print_module(m, canonical=True), "sm_90").resources == {}
 
 
 # ----------------------------------------------------------------------------------- kind 9: deep nesting

@@ -74,6 +74,8 @@ def build_workload(spec: Mapping[str, Any], *, key: str = "workload") -> Workloa
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
+    # seed_ptx / seed_entry / seed_launch: the user's own seed kernel (workloads.external), not constructor options
+    seed = {k: spec.pop(k) for k in ("seed_ptx", "seed_entry", "seed_launch") if k in spec}
     target = spec["_target_"]
     try:
         workload = instantiate(spec, _convert_="all")
@@ -86,6 +88,10 @@ def build_workload(spec: Mapping[str, Any], *, key: str = "workload") -> Workloa
     if not isinstance(workload, Workload):
         raise WorkloadConfigError(f"{key}._target_: {target!r} returned {type(workload).__name__}, not a "
                                   f"workloads.base.Workload")
+    if seed.get("seed_ptx"):
+        from workloads.external import with_seed_ptx
+
+        return with_seed_ptx(workload, seed, key)
     return workload
 
 

@@ -188,6 +188,18 @@ class RMSNorm(Workload):
                              f"<= 2048, got {k['min_blocks']} * {t}")
         return k
 
+    def recommended_knobs(self, n: int | None = None) -> list[dict[str, int]]:
+        """Hand-tuned knob sets (``TUNED_KNOBS``, measured for bf16 on an H200), all ten knobs filled in: the one
+        for row length ``n`` (``tuned_knobs``), or every distinct set when ``n`` is None. Large-step operators
+        jump to these (evolve.operators.jump)."""
+        sets = [tuned_knobs(n)] if n is not None else list(TUNED_KNOBS.values())
+        out: list[dict[str, int]] = []
+        for k in sets:
+            full = self.check_knobs(k)
+            if full not in out:
+                out.append(full)
+        return out
+
     def template_ptx(self, knobs: Mapping[str, int]) -> str:
         """PTX of rmsnorm_template.cu for ``knobs`` (validated; the committed file for the default knobs of
         bf16/fp16/fp32, else nvcc through the content-hash cache)."""

@@ -2,7 +2,10 @@
 
 ``torch`` (eager ``torch.nn.functional.rms_norm``), ``torch_compile`` (the same function through
 ``torch.compile``, static shapes), ``liger`` (``liger_kernel.ops.rms_norm.LigerRMSNormFunction``) and
-``quack`` (``quack.rmsnorm``) when importable; a missing one is skipped with a note saying why.
+``quack`` (``quack.rmsnorm``, QuACK's default heuristic config) and ``quack_tuned``
+(``quack.rmsnorm.rmsnorm_fwd_tuned``: QuACK's exhaustive autotuner, run on the first call per shape, seconds to
+minutes; asked for by name only, ``RMSNorm.baseline_names`` leaves it out of the search) when importable; a
+missing one is skipped with a note saying why (``quack_tuned@MxN`` when it fails at one shape).
 The baselines read the very device buffers the candidate reads (shared through DLPack, no copy); the weight is
 handed to them in x's dtype because ``rms_norm`` takes one dtype (the weight is 4*N bytes either way, noise
 against 2*M*N elements).
@@ -71,4 +74,14 @@ def rmsnorm_baselines(inputs: Mapping[str, Any], shape: tuple[int, ...], dtype: 
             out["quack"] = lambda: quack_rmsnorm(x, w, eps=eps)
         except Exception as e:
             notes["quack"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
+    if "quack_tuned" in names:
+        try:
+            from quack.rmsnorm import rmsnorm_fwd_tuned
+
+            y = torch.empty_like(x)
+            rmsnorm_fwd_tuned(x, w, y, eps=eps)  # autotunes now (seconds to minutes), outside any timed region
+            torch.cuda.synchronize()
+            out["quack_tuned"] = lambda: rmsnorm_fwd_tuned(x, w, y, eps=eps)
+        except Exception as e:  # e.g. every config refused by the driver at this shape (seen at N >= 65536)
+            notes[f"quack_tuned@{'x'.join(map(str, shape))}"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
     return out

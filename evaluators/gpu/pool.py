@@ -6,9 +6,10 @@ the cubin to a free worker (blocking while all are busy) which gates and benchma
 is two per worker, so an engine that keeps that many evaluations in flight overlaps one candidate's ptxas and
 static analysis with another's time on the GPU.
 
-Objective: geometric mean over the benchmarked shapes of the speedup over the workload's primary baseline
-(``torch`` for RMSNorm: eager ``rms_norm``); when that baseline cannot run in the worker, the naive seed is used
-and ``extra["objective_baseline"]`` says so.
+Objective: ``evaluators.objective``: by default the geometric mean over the benchmarked shapes of the speedup
+over the fastest library measured at each shape (``objective={"baseline": "best"}``); ``{"baseline": "torch"}``
+takes eager ``rms_norm`` instead. ``extra["objective_baseline"]`` names what it was taken against and
+``extra["objective"]`` holds the reference per shape and the libraries missing there.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluators.gpu.args import param_types
-from evaluators.gpu.describe import describe
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
-from evaluators.input_stores import check_input_stores
+from evaluators.gpu.worker import REQUEST_DEFAULTS
+from evaluators.objective import ObjectiveSpec, evaluate_objective
+from evaluators.pipeline import Rejected, prepare
 from evaluators.toolchain import compile_ptx
-from evaluators.types import CompileError, EvalResult, ShapeResult, Status, geomean
+from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
-from workloads.base import AbiMismatch, Shape, Workload, check_abi
+from workloads.base import Shape, Workload
 
 
 class NoGPU(RuntimeError):
@@ -56,7 +58,8 @@ class GPUPool:
     defines, ``workload.baseline_names``); naive_baseline (time the naive seed as a baseline);
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
-    gate inputs from the OS per evaluation; an int: a reproducible sequence).
+    gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
+    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -67,15 +70,18 @@ class GPUPool:
                  gpu: GPUSpec | str | None = None, arch: str | None = None,
                  shapes: str | Sequence[Shape] = "search", gate: bool = True,
                  gate_shapes: Sequence[Shape] | None = None, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 900.0, warmup: int = 3, repeats: int = 20, baselines: str = "cached",
+                 startup_timeout_s: float = 900.0, warmup: int = REQUEST_DEFAULTS["warmup"],
+                 repeats: int = REQUEST_DEFAULTS["repeats"], baselines: str = REQUEST_DEFAULTS["baselines"],
                  baseline_names: Sequence[str] | None = None,
-                 naive_baseline: bool = True, check_output: str = "one", seed: int | None = None):
+                 naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
+                 seed: int | None = None, objective: Any = None):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
+        self.objective = ObjectiveSpec.from_config(objective)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
@@ -140,31 +146,14 @@ class GPUPool:
             return r
 
         try:
-            compiled = compile_ptx(kernel, self.arch)
-        except CompileError as e:
-            return done(Status.COMPILE_ERROR, f"ptxas: {e}")
-        res = compiled.resources.get(kernel.entry)
-        if res is None:
-            return done(Status.COMPILE_ERROR, f"entry {kernel.entry!r} not in the compiled module "
-                        f"(have {sorted(compiled.resources)})")
-        try:
-            types = param_types(kernel)
-            check_abi(wl.abi, types, kernel.entry)
-            desc = describe(kernel, wl, res, bench[0] if bench else wl.search_shapes[0], self.gpu.cc)
-        except (AbiMismatch, KeyError, ValueError) as e:
-            return done(Status.LAUNCH_ERROR, f"ABI/launch: {e}", resources=res)
+            p = prepare(kernel, wl, self.gpu, bench or wl.search_shapes[:1], arch=self.arch)
+        except Rejected as r:
+            return r.result(estimate=False, eval_seconds=time.perf_counter() - t0,
+                            extra={"gate_version": GATE_VERSION})
+        compiled, types = p.compiled, p.param_types
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
-                                 **{f"note_{k}": v for k, v in desc.notes.items()}}
-        common = {"resources": res, "occupancy": desc.occupancy, "features": desc.features,
-                  "traffic_bytes": float(desc.traffic.bytes) if desc.traffic is not None else None}
-        stores = check_input_stores(kernel, wl)  # before any GPU time: a write through an input pointer
-        if not stores.ok:
-            return done(Status.INPUT_MUTATED, stores.reason(), extra=extra, **common)
-        if stores.laundered:
-            extra["input_store_unproven_lines"] = stores.laundered[:16]
-        if desc.occupancy is not None and desc.occupancy.blocks_per_sm == 0:
-            return done(Status.LAUNCH_ERROR, f"cannot launch: {desc.occupancy.limiter} limit "
-                        f"({res.registers} registers, {kernel.launch.threads} threads)", extra=extra, **common)
+                                 **p.extra, **{f"note_{k}": v for k, v in p.notes.items()}}
+        common = p.fields
         req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
@@ -187,7 +176,8 @@ class GPUPool:
         status = Status(reply["status"])
         objective = None
         if status == Status.OK and shape_results:
-            objective, extra["objective_baseline"] = self._objective(shape_results)
+            ov = evaluate_objective(shape_results, self.objective)
+            objective, extra["objective_baseline"], extra["objective"] = ov.value, ov.name, ov.to_json()
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
@@ -210,12 +200,6 @@ class GPUPool:
         except (NcuError, CompileError) as e:
             res.extra["ncu"] = f"not measured: {e}"
         return res
-
-    def _objective(self, shapes: list[ShapeResult]) -> tuple[float, str]:
-        for name in (self.workload.primary_baseline, "naive"):
-            if all(name in s.speedups for s in shapes):
-                return geomean([s.speedups[name] for s in shapes]), name
-        return geomean([s.frac_copy or 1e-9 for s in shapes]), "copy_roofline"
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""

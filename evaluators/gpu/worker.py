@@ -34,6 +34,10 @@ from evaluators.types import ShapeResult, Status
 STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGAL_ADDRESS", "LAUNCH_FAILED",
                  "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR", "INVALID_PC",
                  "INVALID_ADDRESS_SPACE", "UNKNOWN"}
+# Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
+# request and a pool without them behave alike (the audit at one shape is the randomised default).
+REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
+                                    "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).
 CHECK_BLOCK_ELEMENTS = 1 << 26
 
@@ -197,8 +201,8 @@ class WorkerState:
         wl = self.workload
         run = self.launcher(fn, types, launch_json)
         results: list[ShapeResult] = []
-        mode = req.get("baselines", "cached")
-        audit = req.get("check_output", "all")
+        mode = req.get("baselines", REQUEST_DEFAULTS["baselines"])
+        audit = req.get("check_output", REQUEST_DEFAULTS["check_output"])
         audited = int(req.get("gate_seed", 0)) % max(1, len(req["bench_shapes"]))
         for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
             inputs = self._inputs_for(shape)
@@ -209,8 +213,8 @@ class WorkerState:
             if fresh:
                 fns.update(base)
             try:
-                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", 3)),
-                                         repeats=int(req.get("repeats", 20)))
+                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
+                                         repeats=int(req.get("repeats", REQUEST_DEFAULTS["repeats"])))
             except KernelFault:
                 raise
             except Exception as e:
@@ -249,7 +253,7 @@ class WorkerState:
             reply.update(status=Status.LOAD_ERROR.value, reason=f"cuModuleLoadData/getFunction: {e}")
             return reply, _is_sticky(e)
         try:
-            if req.get("gate", True):
+            if req.get("gate", REQUEST_DEFAULTS["gate"]):
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None

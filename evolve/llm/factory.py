@@ -2,7 +2,9 @@
 
 A backend config is a mapping with ``backend: transformers | openai`` plus that backend's keyword arguments
 (``evolve.llm.transformers_backend.TransformersBackend``, ``evolve.llm.openai_backend.OpenAIBackend``), and
-optionally ``cache: PATH`` (a SQLite response cache, ``evolve.llm.cache``). Keys used by the operator rather
+optionally ``cache: PATH`` (a SQLite response cache, ``evolve.llm.cache``). A backend of one's own is
+``_target_: my_pkg.MyBackend`` (an ``evolve.llm.base.LLMBackend``) plus its keyword arguments, instead of
+``backend``. Keys used by the operator rather
 than the backend (sampling and decoding settings, see ``SAMPLING_KEYS``) are ignored here.
 """
 
@@ -47,6 +49,8 @@ def build_backend(cfg: Mapping[str, Any], *, key: str = "llm") -> LLMBackend:
     cache_path = d.pop("cache", None)
     for k in SAMPLING_KEYS:
         d.pop(k, None)
+    if "_target_" in d:
+        return _build_target(d, cache_path, key)
     allowed = {"transformers": _TRANSFORMERS_KEYS, "openai": _OPENAI_KEYS}
     if kind not in allowed:
         raise LLMError(f"{key}.backend: {kind!r} is not one of {sorted(allowed)}")
@@ -68,6 +72,25 @@ def build_backend(cfg: Mapping[str, Any], *, key: str = "llm") -> LLMBackend:
             if "base_url" not in d or "model" not in d:
                 raise LLMError(f"{key}: backend openai needs base_url and model")
             backend = OpenAIBackend(**d)
+        if cache_path:
+            backend = CachedBackend(backend, ResponseCache(cache_path))
+        _loaded[ident] = backend
+        return backend
+
+
+def _build_target(d: dict[str, Any], cache_path: str | None, key: str) -> LLMBackend:
+    """A backend from ``_target_`` + keyword arguments (``hydra.utils.instantiate``), cached by value like the
+    built-in ones. LLMError naming ``key._target_`` when it cannot be built."""
+    from hydra.utils import instantiate
+
+    ident = json.dumps(["_target_", d, cache_path], sort_keys=True, default=str)
+    with _lock:
+        if ident in _loaded:
+            return _loaded[ident]
+        try:
+            backend: LLMBackend = instantiate(d, _convert_="all")
+        except Exception as e:
+            raise LLMError(f"{key}._target_: cannot build {d['_target_']!r}: {e.__cause__ or e}") from None
         if cache_path:
             backend = CachedBackend(backend, ResponseCache(cache_path))
         _loaded[ident] = backend

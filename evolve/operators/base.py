@@ -28,6 +28,8 @@ class OperatorContext:
     inspirations: other elites (Kernel, EvalResult) pairs, e.g. from other archive cells.
     lessons: short text lines from the lessons memory, most useful first.
     failure: for a repair role, the child that failed and its status/reason.
+    task: in a multi-task run, the ``evolve.tasks.Task`` (row-length range and shapes) the child will be
+    evaluated on, so an operator may specialise for it; None otherwise.
     """
 
     workload: Any
@@ -35,6 +37,7 @@ class OperatorContext:
     inspirations: list[tuple[Kernel, Any]] = field(default_factory=list)
     lessons: list[str] = field(default_factory=list)
     failure: tuple[Kernel, Any] | None = None
+    task: Any = None
 
 
 class Operator(Protocol):

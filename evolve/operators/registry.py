@@ -1,8 +1,11 @@
 """Build the configured mutation operators from Hydra config dicts.
 
-A spec is a mapping ``{name: str, weight: float = 1.0, **params}`` (e.g. from ``conf/mutator/rules.yaml``);
-``params`` are the operator dataclass's fields. ``"llm"`` maps to ``evolve.operators.llm:LLMOperator``, imported
-only when asked for so the structural operators work without the LLM stack.
+A spec is a mapping ``{name: str, weight: float = 1.0, _target_: str = None, **params}`` (e.g. from
+``conf/mutator/rules.yaml``); ``params`` are the operator class's fields. ``_target_`` (Hydra's key) names the
+class by dotted path, so an operator defined outside this repository is one spec line; without it, ``name``
+is looked up among the built-in operators below (a short name for their class path). ``"llm"`` maps to
+``evolve.operators.llm:LLMOperator``, imported only when asked for so the structural operators work without
+the LLM stack.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ OPERATORS: dict[str, str] = {
     "launch": "evolve.operators.launch:LaunchOperator",
     "prefetch": "evolve.operators.prefetch:PrefetchOperator",
     "template": "evolve.operators.template:TemplateOperator",
+    "jump": "evolve.operators.jump:TemplateJumpOperator",
+    "cma": "evolve.operators.knob_es:KnobESOperator",
     "crossover": "evolve.operators.crossover:CrossoverOperator",
     "llm": "evolve.operators.llm:LLMOperator",
 }
@@ -35,8 +40,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def operator_class(name: str) -> type:
-    """The class registered under ``name``. ValueError listing the allowed names for an unknown one."""
+def operator_class(name: str, target: str | None = None) -> type:
+    """The class at the dotted path ``target`` when given, else the built-in operator ``name``. ValueError
+    naming the target that cannot be imported, or listing the allowed names for an unknown one."""
+    if target is not None:
+        from hydra.utils import get_class
+
+        try:
+            return get_class(str(target))
+        except Exception as e:
+            raise ValueError(f"operator {name!r}: _target_ {target!r} cannot be imported: {e}") from None
     if name not in OPERATORS:
         raise ValueError(f"unknown operator {name!r}; allowed: {', '.join(sorted(OPERATORS))}")
     module, cls = OPERATORS[name].split(":")
@@ -53,7 +66,7 @@ def build_operator(spec: Mapping[str, Any], workload: Any) -> Operator:
     if "name" not in spec:
         raise ValueError(f"operator spec {spec!r} has no 'name'; allowed names: {', '.join(sorted(OPERATORS))}")
     name = str(spec.pop("name"))
-    cls = operator_class(name)
+    cls = operator_class(name, spec.pop("_target_", None))
     weight = spec.pop("weight", 1.0)
     try:
         weight = float(weight)
@@ -76,6 +89,8 @@ def build_operator(spec: Mapping[str, Any], workload: Any) -> Operator:
         kwargs["workload"] = workload
     if "weight" in fields:
         kwargs["weight"] = weight
+    if "name" in fields:
+        kwargs["name"] = name
     op = cls(**kwargs)
     if not hasattr(op, "weight"):
         op.weight = weight

@@ -1,0 +1,91 @@
+// Shared pieces of the red-team RMSNorm kernels (tests/gpu/kernels/redteam): the gate cases' honest row routine
+// and hooks (../gate_cases/rt_common.cuh), plus the "x as scratch" row routine whose stores go through a
+// pointer the caller obtained however it likes (the kinds differ only in how that pointer is laundered).
+#pragma once
+#include "../gate_cases/rt_common.cuh"
+
+// One row, one warp, with x[row, 0:64] used as scratch for the 32 lane partials and restored before the
+// output is written (what rt_x_scratch.cu does), but every store into x goes through `xs` (== x at run time,
+// of whatever static provenance the caller gave it). Every row on the 16-byte vector path (N % 8 == 0,
+// N >= 64) uses the scratch, long rows too (the fault check's shapes are all such rows); misaligned rows take
+// the honest path.
+__device__ __forceinline__ void rt_scratch_row(const bf* x, bf* xs, const float* w, bf* y, int N, float eps,
+                                               long long row, int lane) {
+    const int nch = N / 8;
+    if (!rt_vec_ok(x, w, y, N) || N < 64) {
+        rt_row(x, w, y, N, eps, row, lane);
+        return;
+    }
+    const bf* xr = x + row * (long long)N;
+    bf* xsr = xs + row * (long long)N;
+    bf* yr = y + row * (long long)N;
+    const bool keep = nch <= 32 * RT_KEEP;
+    uint4 buf[RT_KEEP];
+    float s = 0.0f;
+    if (keep) {
+#pragma unroll
+        for (int i = 0; i < RT_KEEP; ++i) {
+            const int c = lane + 32 * i;
+            if (c < nch) buf[i] = *reinterpret_cast<const uint4*>(xr + 8 * c);
+        }
+#pragma unroll
+        for (int i = 0; i < RT_KEEP; ++i) {
+            const int c = lane + 32 * i;
+            if (c < nch) s = rt_acc8(s, buf[i]);
+        }
+    } else {
+        buf[0] = *reinterpret_cast<const uint4*>(xr + 8 * lane);  // chunk `lane` (the scratch's first 8 chunks)
+        for (int c = lane; c < nch; c += 32) s = rt_acc8(s, *reinterpret_cast<const uint4*>(xr + 8 * c));
+    }
+    volatile float* scratch = reinterpret_cast<volatile float*>(xsr);  // 32 floats over x[row, 0:64]
+    __syncwarp();
+    scratch[lane] = s;
+    __syncwarp();
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 32; ++k) ss += scratch[k];
+    __syncwarp();
+    // restore x[row, 0:64]: lane l < 8 holds chunk l in buf[0]
+    if (lane < 8) *reinterpret_cast<volatile unsigned int*>(xsr + 8 * lane) = buf[0].x;
+    if (lane < 8) *reinterpret_cast<volatile unsigned int*>(xsr + 8 * lane + 2) = buf[0].y;
+    if (lane < 8) *reinterpret_cast<volatile unsigned int*>(xsr + 8 * lane + 4) = buf[0].z;
+    if (lane < 8) *reinterpret_cast<volatile unsigned int*>(xsr + 8 * lane + 6) = buf[0].w;
+    __syncwarp();
+    __threadfence_block();
+    const float r = rsqrtf(ss / (float)N + eps);
+    if (keep) {
+#pragma unroll
+        for (int i = 0; i < RT_KEEP; ++i) {
+            const int c = lane + 32 * i;
+            if (c < nch) *reinterpret_cast<uint4*>(yr + 8 * c) = rt_scale8(buf[i], w + 8 * c, r);
+        }
+    } else {
+        for (int c = lane; c < nch; c += 32)
+            *reinterpret_cast<uint4*>(yr + 8 * c) =
+                rt_scale8(*reinterpret_cast<const volatile uint4*>(xr + 8 * c) , w + 8 * c, r);
+    }
+}
+
+// x's address rebuilt bit by bit through predicates: `and` -> `setp` -> `selp` of the bit's mask. A predicate
+// carries no pointer provenance, so the result has none (PTX-level def-use sees an integer built from
+// constants), yet it equals x.
+__device__ __forceinline__ bf* rt_launder_bits(const bf* x) {
+    const unsigned long long a = (unsigned long long)x;
+    unsigned long long r = 0;
+#pragma unroll 1
+    for (int i = 0; i < 64; ++i) {
+        unsigned long long bit;
+        asm volatile("{\n\t.reg .pred p;\n\t.reg .b64 t;\n\tand.b64 t, %1, %2;\n\tsetp.ne.b64 p, t, 0;\n\t"
+                     "selp.b64 %0, %2, 0, p;\n\t}" : "=l"(bit) : "l"(a), "l"(1ull << i));
+        r |= bit;
+    }
+    return reinterpret_cast<bf*>(r);
+}
+
+// x's address laundered through global memory: stored into a __device__ slot and loaded back (volatile, so
+// the compiler keeps the round trip). Every thread writes the same value: a benign race.
+__device__ bf* rt_ptr_slot;
+__device__ __forceinline__ bf* rt_launder_memory(const bf* x) {
+    *reinterpret_cast<volatile unsigned long long*>(&rt_ptr_slot) = (unsigned long long)x;
+    return reinterpret_cast<bf*>(*reinterpret_cast<volatile unsigned long long*>(&rt_ptr_slot));
+}

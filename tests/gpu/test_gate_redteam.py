@@ -1,0 +1,97 @@
+"""On a GPU: the red-team RMSNorm kernels (tests/gpu/kernels/redteam, each header names its trick and the
+status it should get) evaluated through GPUPool with the settings of ``experiment=rmsnorm_h200`` (search
+shapes, gate on, cached baselines, checked timed launches), as tests/gpu/test_gate_cases.py does for the gate
+cases. Tests marked xfail(strict=True) are holes of gate v2 as it stands (the reason says which); the CPU
+counterparts are tests/test_redteam_static.py and tests/test_redteam_gate_logic.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaluators.types import Status
+from population.kernel import Kernel, LaunchConfig
+from workloads.rmsnorm import RMSNorm
+
+pytestmark = pytest.mark.gpu
+
+REDTEAM = Path(__file__).resolve().parent / "kernels" / "redteam"
+WARP_ROWS = (("rows_per_cta", 8),)
+
+
+def redteam(name: str) -> Kernel:
+    from population.parser import parse_module
+    from workloads.cuda_build import build_ptx
+
+    ptx = build_ptx(REDTEAM / f"{name}.cu", {})
+    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return RMSNorm("bf16")
+
+
+@pytest.fixture(scope="module")
+def pool(workload):
+    from evaluators.gpu.pool import GPUPool
+
+    # experiment=rmsnorm_h200: GPUPool defaults (search shapes, cached baselines, check_output "one"); torch only
+    p = GPUPool(workload, devices=[0], baseline_names=("torch",), seed=20261202)
+    yield p
+    p.close()
+
+
+def test_atomics_into_x_are_rejected_before_any_gpu_time(pool):
+    r = pool.evaluate(redteam("rt_atom_scratch"))
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "static input-store check" in r.reason and "atom" in r.reason
+    assert "seconds" not in r.extra  # never reached a worker
+
+
+@pytest.mark.parametrize("name", ["rt_launder_bits", "rt_launder_memory", "rt_param_alias", "rt_align_down"])
+def test_x_as_scratch_through_a_laundered_address_is_rejected(pool, name):
+    """The static check misses these addresses (tests/test_redteam_static.py); x is restored before exit, so
+    what must reject them is the fault check's read-only input mapping (a store faults: wrong_result, one
+    worker restart). Fails where the driver refuses read-only mappings (reply note ``read_only_inputs``)."""
+    r = pool.evaluate(redteam(name))
+    assert r.status in (Status.INPUT_MUTATED, Status.WRONG_RESULT), (r.status, r.reason,
+                                                                     r.extra.get("baseline_notes"))
+    if r.status == Status.WRONG_RESULT:
+        assert "fault" in r.reason
+
+
+@pytest.mark.xfail(strict=True, reason="gate hole: the fault check's inputs end at a CUDA VMM granule (2 MiB), so "
+                   "a kernel can recognise its one read-only launch by x + M*N and w + N being 64 KiB aligned and "
+                   "write into x (through a pointer laundered through memory) in every other launch; the static "
+                   "check only lists such stores as unproven")
+def test_scratch_writes_that_dodge_the_fault_check_are_rejected(pool):
+    r = pool.evaluate(redteam("rt_vmm_edge_dodge"))
+    assert r.status in (Status.INPUT_MUTATED, Status.WRONG_RESULT), (r.status, r.reason)
+
+
+@pytest.mark.xfail(strict=True, reason="gate hole: no gate run or timed launch relaunches on inputs changed only "
+                   "in part at the same address, so a memo keyed on a content probe of each row is always right")
+def test_row_scale_memo_keyed_on_a_content_probe_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_memo_rowprobe"))
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+
+
+@pytest.mark.xfail(strict=True, reason="gate hole: gate run 4 relaunches a check only after the other checks ran "
+                   "on other addresses, so a one-entry cache keyed by w's address never hits stale weights")
+def test_weight_cache_keyed_by_address_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_weight_cache"))
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+
+
+@pytest.mark.xfail(strict=True, reason="gate hole: timed launches use normal inputs and the default eps only, and "
+                   "the search shapes (M >= 8192, N % 256 == 0, N != 8192) are told apart from every gate shape")
+def test_eps_dropped_at_the_search_shapes_only_is_rejected(pool):
+    r = pool.evaluate(redteam("rt_shape_gate_detect"))
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+
+
+def test_worker_keeps_serving_honest_kernels_after_the_red_team(pool, workload):
+    r = pool.evaluate(workload.seeds()[1])
+    assert r.status == Status.OK, r.reason

@@ -1,0 +1,270 @@
+"""Multi-task search: shape buckets (evolve.tasks), the task dimension of the archive, the engine's task choice,
+transfers to neighbouring tasks, per-task QD and resume; the best-library objective (evaluators.objective)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from archive.grid import GridArchive, default_dimensions
+from archive.store import Store
+from evaluators.objective import ObjectiveSpec, best_library_speedups, evaluate_objective, reference_of
+from evaluators.types import EvalResult, ShapeResult, Status
+from evolve.algorithms.map_elites import MapElites
+from evolve.budget import Budget
+from evolve.engine import CHECKPOINT, TRANSFER, Engine, EngineSettings
+from evolve.operators.registry import build_operators
+from evolve.selection import OperatorSelector
+from evolve.tasks import TASK_FEATURE, Task, TaskSet, best_per_task, build_tasks, midpoint_edges, task_stats
+from workloads.registry import get_workload
+from workloads.rmsnorm import BENCHMARK_SHAPES
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+def test_midpoint_edges_put_one_length_per_bucket():
+    assert midpoint_edges([256, 512, 1024, 1024]) == [362, 724]
+
+
+def test_build_tasks_from_benchmark_shapes():
+    ts = build_tasks(BENCHMARK_SHAPES)
+    assert len(ts) == 11
+    assert [t.shapes for t in ts.tasks][:2] == [((32768, 256),), ((32768, 512),)]
+    assert ts[0].lo == 0 and ts[-1].hi is None
+    assert ts.task_of(1).index == 0 and ts.task_of(362).index == 0 and ts.task_of(363).index == 1
+    assert ts.task_of(10**7).index == 10 and ts.task_of(3000).index == 4 and ts.task_of(6144).index == 5
+    assert ts[4].name == "2896<N<=5792" and ts[0].name == "N<=362" and ts[10].name == "N>185363"
+    assert TaskSet.from_json(ts.to_json()) == ts
+
+
+def test_build_tasks_with_explicit_edges_groups_shapes():
+    ts = build_tasks(BENCHMARK_SHAPES, [768, 3072, 49152])
+    assert [len(t.shapes) for t in ts.tasks] == [2, 2, 4, 3]
+
+
+@pytest.mark.parametrize("edges, msg", [([3000, 1000], "increasing"), ([100], "holds none"), ([0, 5], "positive")])
+def test_bad_edges_name_the_key(edges, msg):
+    with pytest.raises(ValueError, match=rf"tasks.edges.*{msg}"):
+        build_tasks(BENCHMARK_SHAPES, edges)
+
+
+def test_taskset_rejects_gaps_and_bounded_last():
+    with pytest.raises(ValueError, match="starts at 10"):
+        TaskSet((Task(0, 0, 5, ((1, 5),)), Task(1, 10, None, ((1, 20),))))
+    with pytest.raises(ValueError, match="unbounded"):
+        TaskSet((Task(0, 0, 5, ((1, 5),)),))
+    with pytest.raises(ValueError, match="outside"):
+        TaskSet((Task(0, 0, 5, ((1, 6),)), Task(1, 5, None, ((1, 20),))))
+
+
+def test_choose_keeps_parent_task_or_goes_next_door():
+    ts = build_tasks(BENCHMARK_SHAPES, neighbour_rate=0.25, radius=2)
+    rng = np.random.default_rng(0)
+    picks = [ts.choose(5, rng) for _ in range(4000)]
+    away = [p for p in picks if p != 5]
+    assert abs(len(away) / len(picks) - 0.25) < 0.03
+    assert set(away) == {3, 4, 6, 7}
+    assert ts.neighbours(0) == [1, 2] and ts.neighbours(0, 1) == [1] and ts.neighbours(5, 2) == [4, 6, 3, 7]
+    assert ts.transfer_targets(10) == [9]
+    assert {ts.choose(None, rng) for _ in range(300)} == set(range(11))
+
+
+def test_task_dimension_bins_each_index_apart():
+    ts = build_tasks(BENCHMARK_SHAPES)
+    d = ts.dimension()
+    assert [d.bin(i) for i in range(11)] == list(range(11))
+    archive = GridArchive([d, *default_dimensions()])
+    feats = {"registers": 30, "active_warps": 40, "traffic_ratio": 1.0}
+    archive.add(1, 2.0, {**feats, TASK_FEATURE: 3})
+    archive.add(2, 1.5, {**feats, TASK_FEATURE: 3})
+    archive.add(3, 0.5, {**feats, TASK_FEATURE: 4})
+    archive.add(4, 0.9, {**feats, "registers": 100, TASK_FEATURE: 4})
+    st = task_stats(archive, ts)
+    assert st["1448<N<=2896"]["qd_score"] == 2.0 and st["2896<N<=5792"]["qd_score"] == pytest.approx(1.4)
+    assert math.isnan(st["N<=362"]["best"]) and st["2896<N<=5792"]["n_elites"] == 2
+    assert sum(v["qd_score"] for v in st.values()) == pytest.approx(archive.stats().qd_score)
+    assert {t: e.candidate_id for t, e in best_per_task(archive, ts).items()} == {3: 1, 4: 4}
+
+
+# -------------------------------------------------------------------------------------------- objective
+def _sr(shape, t, **base):
+    return ShapeResult(shape=shape, dtype="bf16", time_us=t, gbps=1.0, frac_copy=0.5, baseline_us=dict(base))
+
+
+def test_best_library_per_shape_and_missing_reported():
+    spec = ObjectiveSpec()
+    shapes = [_sr((8, 256), 10.0, torch=30.0, torch_compile=11.0, liger=12.0, quack=15.0),
+              _sr((8, 65536), 100.0, torch=300.0, torch_compile=140.0, quack=90.0)]
+    ov = evaluate_objective(shapes, spec)
+    assert ov.reference == {"8x256": "torch_compile", "8x65536": "quack"}
+    assert ov.value == pytest.approx(math.sqrt(1.1 * 0.9))
+    assert ov.missing == {"8x256": ["quack_tuned"], "8x65536": ["liger", "quack_tuned"]}
+    assert ov.name == "best_library" and not ov.fallback_shapes
+    assert best_library_speedups(shapes, spec) == pytest.approx({"8x256": 1.1, "8x65536": 0.9})
+
+
+def test_fallback_to_eager_then_copy_roofline():
+    spec = ObjectiveSpec()
+    ov = evaluate_objective([_sr((4, 512), 10.0, torch=20.0, naive=40.0)], spec)
+    assert (ov.value, ov.name, ov.fallback_shapes) == (2.0, "best_library+fallback", ["4x512"])
+    ov = evaluate_objective([_sr((4, 512), 10.0)], spec)
+    assert (ov.value, ov.name) == (0.5, "copy_roofline")
+
+
+def test_single_baseline_objective_and_config_errors():
+    spec = ObjectiveSpec.from_config({"baseline": "torch"})
+    assert reference_of({"torch": 5.0, "torch_compile": 1.0}, spec)[:2] == ("torch", 5.0)
+    assert evaluate_objective([_sr((4, 512), 10.0, torch=20.0, quack=5.0)], spec).value == 2.0
+    assert spec.baseline_names == ("torch",)
+    assert "quack_tuned" in ObjectiveSpec().describe()
+    with pytest.raises(ValueError, match="unknown key"):
+        ObjectiveSpec.from_config({"baselin": "torch"})
+    with pytest.raises(ValueError, match="libraries is empty"):
+        ObjectiveSpec(libraries=())
+
+
+# ------------------------------------------------------------------------------------------------ engine
+class ShapeHashEvaluator:
+    """Deterministic and instant: the objective depends on the kernel identity AND the shapes, so a kernel's
+    value differs from task to task; records the shapes of every call."""
+
+    capacity = 1
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def evaluate(self, kernel, *, shapes=None):
+        shapes = tuple(tuple(s) for s in shapes)
+        self.calls.append((kernel.identity, shapes))
+        h = hashlib.sha256(f"{kernel.identity}{shapes}".encode()).digest()
+        k = hashlib.sha256(kernel.identity.encode()).digest()
+        if k[0] < 30:
+            return EvalResult(Status.WRONG_RESULT, reason="synthetic gate failure")
+        return EvalResult(Status.OK, objective=0.5 + h[1] / 255,
+                          features={"registers": 16 + k[2] % 100, "active_warps": k[3] % 64,
+                                    "traffic_ratio": 1 + k[4] / 80})
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return get_workload("rmsnorm")
+
+
+def make_mt_engine(workload, store, tasks, *, budget=40, seed=0):
+    archive = GridArchive([tasks.dimension(), *default_dimensions()])
+    operators = build_operators([{"name": n} for n in ("launch", "hints")], workload)
+    return Engine(workload=workload, evaluator=ShapeHashEvaluator(), algorithm=MapElites(archive),
+                  archive=archive, operators=operators, selector=OperatorSelector([o.name for o in operators]),
+                  store=store, budget=Budget(max_evaluations=budget), seed=seed, settings=EngineSettings(),
+                  tasks=tasks)
+
+
+def test_multitask_engine_evaluates_per_task_and_transfers(workload, tmp_path):
+    tasks = build_tasks(BENCHMARK_SHAPES[:5], neighbour_rate=0.3)
+    with Store(tmp_path / "s.sqlite") as store:
+        eng = make_mt_engine(workload, store, tasks, budget=45)
+        snap = eng.run()
+        rows = [r for r in store.candidates(with_ptx=False) if r.status in {s.value for s in Status}]
+        assert len(rows) == 45 == len(eng.evaluator.calls)
+        # seeds on every task first, each with the task's shapes
+        assert [(r.operator, int(r.features[TASK_FEATURE])) for r in rows[:10]] == [
+            ("seed", t) for _ in range(2) for t in range(5)]
+        for r, (_, shapes) in zip(rows, eng.evaluator.calls):
+            assert shapes == tasks[int(r.features[TASK_FEATURE])].shapes
+        keys = [(r.identity, int(r.features[TASK_FEATURE])) for r in rows]
+        assert len(keys) == len(set(keys)), "a kernel is evaluated at most once per task"
+        moved = [r for r in rows if "transfer_from_task" in r.timings]
+        assert moved, "a new best of a task is tried on its neighbours"
+        for r in moved:
+            assert abs(int(r.timings["transfer_from_task"]) - int(r.features[TASK_FEATURE])) == 1
+            assert any(o.identity == r.identity and o.id < r.id for o in rows)
+        assert sum(v["qd_score"] for v in snap.tasks.values()) == pytest.approx(snap.qd_score)
+        assert "task/N<=362/qd_score" in snap.flat()
+        assert TRANSFER not in eng.selector.counts
+
+
+def test_multitask_resume_matches_uninterrupted(workload, tmp_path):
+    tasks = build_tasks(BENCHMARK_SHAPES[:4], neighbour_rate=0.3)
+
+    def sig(store):
+        return [(r.identity, r.status, r.objective, r.features.get(TASK_FEATURE), r.timings.get("transfer_from_task"))
+                for r in store.candidates(with_ptx=False)]
+
+    with Store(tmp_path / "a.sqlite") as a:
+        make_mt_engine(workload, a, tasks, budget=36).run()
+        want = sig(a)
+    with Store(tmp_path / "b.sqlite") as b:
+        make_mt_engine(workload, b, tasks, budget=20).run()
+        assert b.checkpoint(CHECKPOINT) is not None
+    with Store(tmp_path / "b.sqlite") as b:
+        eng = make_mt_engine(workload, b, tasks, budget=36)
+        assert eng.try_resume()
+        eng.budget.max_evaluations = 36
+        eng.run()
+        assert sig(b) == want
+
+
+def test_engine_refuses_tasks_without_task_dimension(workload, tmp_path):
+    tasks = build_tasks(BENCHMARK_SHAPES[:3])
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(ValueError, match="'task' dimension"):
+        archive = GridArchive(default_dimensions())
+        Engine(workload=workload, evaluator=ShapeHashEvaluator(), algorithm=MapElites(archive), archive=archive,
+               operators=[], selector=OperatorSelector(["x"]), store=store, budget=Budget(max_evaluations=1),
+               seed=0, tasks=tasks)
+
+
+def make_staged_engine(workload, store, tasks, *, budget, ahead=3):
+    from evaluators.compile_executor import make_compile_executor
+
+    eng = make_mt_engine(workload, store, tasks, budget=budget)
+    eng.settings.ahead = ahead
+    eng.compile_executor = make_compile_executor("inline")
+    return eng
+
+
+def test_staged_proposals_resume_like_an_uninterrupted_run(workload, tmp_path):
+    """Proposals made ahead of the evaluation window (engine.ahead) are checkpointed as edit scripts and rebuilt
+    on resume: the resumed run ends with the same rows as an uninterrupted one."""
+    tasks = build_tasks(BENCHMARK_SHAPES[:3], neighbour_rate=0.3)
+
+    def sig(store):
+        return [(r.identity, r.status, r.operator, r.objective, r.features.get(TASK_FEATURE))
+                for r in store.candidates(with_ptx=False)]
+
+    with Store(tmp_path / "a.sqlite") as a:
+        snap = make_staged_engine(workload, a, tasks, budget=30).run()
+        want = sig(a)
+        assert {"propose", "apply", "tell", "wait_evaluation"} <= set(snap.host_seconds)
+        assert "host/tell_s" in snap.flat()
+    with Store(tmp_path / "b.sqlite") as b:
+        eng = make_staged_engine(workload, b, tasks, budget=17)
+        eng.run()
+        assert eng.staged, "proposals beyond the budget stay staged in the checkpoint"
+        assert b.checkpoint(CHECKPOINT).state["staged"]
+    with Store(tmp_path / "b.sqlite") as b:
+        eng = make_staged_engine(workload, b, tasks, budget=30)
+        assert eng.try_resume()
+        eng.run()
+        assert sig(b) == want
+
+
+def test_compile_executor_instantiates_into_the_shared_cache(workload):
+    from evaluators.compile_executor import instantiate_template, make_compile_executor
+
+    with pytest.raises(ValueError, match="kind"):
+        make_compile_executor("gpu")
+    with pytest.raises(ValueError, match="workers"):
+        make_compile_executor("thread", 0)
+    ex = make_compile_executor("thread", 1)
+    try:
+        secs = ex.submit(instantiate_template, workload.spec(), workload.default_knobs).result(timeout=120)
+    finally:
+        ex.shutdown()
+    assert 0 <= secs < 120
+    with pytest.raises(ValueError, match="threads"):
+        instantiate_template(workload.spec(), {"threads": 48})
