@@ -135,3 +135,15 @@ def test_duplicate_missing_seeds_and_killed_runs(sweep, tmp_path):
                                                           ("random", 0), ("random", 1)]
     runs, warn = ca.select_runs(ca.load_runs([root]), include_partial=True)
     assert ("random", 2) in [(r.algorithm, r.seed) for r in runs]
+
+
+def test_tables_and_plots_go_to_wandb(sweep, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    runs, _ = ca.select_runs(ca.load_runs([sweep]))
+    rows, tests, _ = ca.comparison_table(runs, [10, 20])
+    pngs = ca.plot_metrics(runs, tmp_path / "png")
+    run_dir = Path(ca.log_to_wandb(rows, tests, pngs, group="cmp", mode="offline", run_dir=tmp_path))
+    tables = sorted(p.name.split("_")[0] for p in (run_dir / "files" / "media" / "table").glob("*.table.json"))
+    assert tables == ["comparison", "pairwise"]
+    images = list((run_dir / "files" / "media" / "images").rglob("*.png"))
+    assert len(images) == 3

@@ -25,9 +25,11 @@ from typing import Any
 from evolve.llm.base import ChatRequest, Completion, LLMError, Usage
 
 # Wall seconds one local generation may take (transformers ``max_time``) unless the request's deadline is
-# sooner. CPU: SmolLM2-135M on a 2-core machine generates about 15-25 tokens/s with the grammar mask, so the
-# default 160-token optimizer answer takes 7-11 s; 45 s leaves room for a loaded machine and longer prompts
-# while a stuck or far too slow model costs at most that per call. GPU: an order of magnitude faster.
+# sooner. CPU: SmolLM2-135M (float32, threads=1, as conf/llm/smollm2.yaml runs it) decoded 160 tokens after an
+# 892-token prompt in 17.2 s of CPU time (9.3 tokens per CPU second, measured 2026-12-01 on the 2-core CPU
+# machine), so the default 160-token optimizer answer takes about 17-25 s on an idle 2-core machine with the
+# grammar mask; 45 s is about twice that, while a stuck or far too slow model costs at most 45 s per call.
+# GPU: an order of magnitude faster; 20 s.
 DEFAULT_MAX_TIME_S = {"cpu": 45.0, "cuda": 20.0}
 CLOSING_BIAS = 8.0  # logits added to closing tokens once the budget runs low (e^8: about 3000x likelier)
 CLOSING_RESERVE = 40  # tokens before max_new_tokens at which closing tokens start being favoured
