@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from archive.export import _config, _versions, export_kernel
+from archive.export import _config, _ptx_target, _versions, export_kernel
 from archive.store import Store
 
 DISPATCH_FORMAT = "ptxforge-dispatch/1"
@@ -38,7 +38,7 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
 
     archive: the run's GridArchive with the ``"task"`` dimension (elite ``candidate_id`` = store row id);
     tasks: the run's ``evolve.tasks.TaskSet``; workload: the run's Workload (entry, ABI, options);
-    arch: ptxas target for the cubins (default the store config's ``hardware.arch``, else ``sm_90``).
+    arch: ptxas target for the cubins (default the store config's ``hardware.arch``, else the ``.target`` of the PTX).
     Raises ValueError when no task has an elite (nothing to dispatch to).
     """
     from archive.lineage import build_graph, lineage_steps
@@ -50,7 +50,7 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
     if not best:
         raise ValueError("export_dispatch: no task has an elite; nothing to dispatch to")
     meta = store.meta()
-    arch = arch or _config(meta, "hardware", "arch") or "sm_90"
+    arch = arch or _config(meta, "hardware", "arch") or _ptx_target(store.get(int(next(iter(best.values())).candidate_id)).ptx)
     versions = _versions(store)
     graph = build_graph(store)
     buckets = []

@@ -125,7 +125,9 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "features": row.features, "cell": row.cell,
         "method": {"evaluator": meta.get("evaluator") or _config(meta, "evaluator", "kind"),
                    "estimate": bool(m.get("estimate", False)),
-                   "eval_seconds": row.eval_seconds},
+                   "eval_seconds": row.eval_seconds,
+                   # the correctness gate that judged it (evaluators.gpu.gate.GATE_VERSION; None: static/older)
+                   "gate_version": (m.get("extra") or {}).get("gate_version")},
         "gpu": _jsonable(gpu) if gpu is not None else (meta.get("gpu") or _config(meta, "hardware", "name")),
         "arch": arch,
         "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,

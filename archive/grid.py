@@ -234,6 +234,8 @@ class GridArchive:
     _cells: dict[Cell, Elite] = field(default_factory=dict, init=False, repr=False)
     _by_id: dict[CandidateId, Cell] = field(default_factory=dict, init=False, repr=False)
     _counter: int = field(default=0, init=False, repr=False)
+    # candidate id of an elite whose verdict (e.g. compute-sanitizer) is pending -> the elite it displaced
+    _pending: dict[CandidateId, Elite | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.dims:
@@ -266,8 +268,12 @@ class GridArchive:
         return tuple(cell)
 
     # ------------------------------------------------------------------------------------------- mutation
-    def add(self, candidate_id: CandidateId, objective: float, features: Mapping[str, float]) -> AddResult:
-        """Offer a candidate; returns AddResult. ValueError for a non-finite objective."""
+    def add(self, candidate_id: CandidateId, objective: float, features: Mapping[str, float], *,
+            pending: bool = False) -> AddResult:
+        """Offer a candidate; returns AddResult. ValueError for a non-finite objective.
+
+        pending: the candidate still awaits a verdict (``confirm`` / ``reject``): when it enters, the elite it
+        displaces is kept aside so that ``reject`` can bring it back."""
         obj = float(objective)
         if not math.isfinite(obj):
             raise ValueError(f"candidate {candidate_id!r}: objective must be finite, got {objective!r}")
@@ -285,6 +291,8 @@ class GridArchive:
             self._by_id.pop(inc.candidate_id, None)
         self._cells[cell] = elite
         self._by_id[candidate_id] = cell
+        if pending:
+            self._pending[candidate_id] = inc
         return AddResult(status, cell, None if inc is None else inc.objective, gain)  # type: ignore[arg-type]
 
     def credit(self, parent_id: CandidateId, child_added: bool) -> bool:
@@ -302,10 +310,37 @@ class GridArchive:
         cell = self._by_id.pop(candidate_id, None)
         return None if cell is None else self._cells.pop(cell)
 
+    def confirm(self, candidate_id: CandidateId) -> None:
+        """The pending verdict on ``candidate_id`` passed: it is a plain elite from now on (no-op if not pending)."""
+        self._pending.pop(candidate_id, None)
+
+    def reject(self, candidate_id: CandidateId) -> Elite | None:
+        """The pending verdict on ``candidate_id`` failed: take it out of the archive and bring back the elite it
+        displaced (into its cell, when the rejected one still holds it; else the candidate that displaced the
+        rejected one inherits what it had displaced). Returns the elite brought back, or None."""
+        displaced = self._pending.pop(candidate_id, None)
+        rejected = self.elite_of(candidate_id)
+        if rejected is None:
+            for k, d in self._pending.items():
+                if d is not None and d.candidate_id == candidate_id:
+                    self._pending[k] = displaced
+            return None
+        self.remove(candidate_id)
+        if displaced is not None:
+            self._cells[displaced.cell] = displaced
+            self._by_id[displaced.candidate_id] = displaced.cell
+        return displaced
+
+    @property
+    def pending(self) -> list[CandidateId]:
+        """Candidate ids of elites whose verdict is pending, in insertion order."""
+        return list(self._pending)
+
     def clear(self) -> None:
         """Remove every elite and reset the insertion counter."""
         self._cells.clear()
         self._by_id.clear()
+        self._pending.clear()
         self._counter = 0
 
     # -------------------------------------------------------------------------------------------- queries
@@ -375,8 +410,11 @@ class GridArchive:
     # ----------------------------------------------------------------------------------------- persistence
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state; ``load_state(state_dict())`` restores an equal archive (floats survive JSON exactly)."""
-        return {"dims": [d.to_json() for d in self.dims], "qd_offset": self.qd_offset, "counter": self._counter,
-                "elites": [e.to_json() for e in self.elites()]}
+        state = {"dims": [d.to_json() for d in self.dims], "qd_offset": self.qd_offset, "counter": self._counter,
+                 "elites": [e.to_json() for e in self.elites()]}
+        if self._pending:  # absent when empty: states written before pending verdicts existed stay equal
+            state["pending"] = [[k, None if d is None else d.to_json()] for k, d in self._pending.items()]
+        return state
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Replace the contents with ``state``; ValueError when its dimensions or offset differ from this
@@ -393,6 +431,8 @@ class GridArchive:
             self._cells[e.cell] = e
             self._by_id[e.candidate_id] = e.cell
         self._counter = int(state.get("counter", len(self._cells)))
+        for k, d in state.get("pending", []):
+            self._pending[k] = None if d is None else Elite.from_json(d)
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> GridArchive:

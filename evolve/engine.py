@@ -66,6 +66,9 @@ CHECKPOINT = "engine"
 TRANSFER = "transfer"
 # Statuses after which an operator's repair role gets a chance (compile or gate failures, DESIGN.md words).
 EVAL_STATUSES = frozenset(str(s) for s in Status)
+# Seconds the end of a run waits for outstanding elite verdicts (compute-sanitizer); those still out stay pending
+# in the archive checkpoint and are asked again on resume.
+VERDICT_WAIT_S = 900.0
 REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_ERROR, Status.WRONG_RESULT,
                         Status.NONDETERMINISTIC, Status.TOO_FAST_TO_BE_TRUE})
 
@@ -345,6 +348,9 @@ class Engine:
         if dropped:
             log.warning("resume: dropped %d rows written after the last checkpoint", dropped)
         self.load_state(cp.state)
+        submit = getattr(self.evaluator, "submit_verdict", None)
+        for cid in self.archive.pending if submit is not None and hasattr(self.archive, "pending") else []:
+            submit(cid, self.kernel(cid))  # verdicts lost with the killed run are asked again
         self.resumed = True
         self._session_evals0 = self.budget.evaluations
         log.info("resumed from checkpoint: %d evaluations, %d candidates, %d untold", self.budget.evaluations,
@@ -614,14 +620,18 @@ class Engine:
             added, cell = "invalid", None
             if valid:
                 task_best = self._task_best(item.task)
-                res = self.archive.add(cid, float(result.objective), result.features)
+                submit = getattr(self.evaluator, "submit_verdict", None)
+                res = self.archive.add(cid, float(result.objective), result.features, pending=submit is not None)
                 added, cell = res.status, res.cell
                 if res.added:  # joins this transaction
                     self.store.update_candidate(cid, cell=[int(c) for c in cell])
+                    if submit is not None:  # a sanitizer verdict before the elite counts (pending till then)
+                        submit(cid, item.kernel)
                     # A new best of its task is "good on one task": try it on the neighbouring tasks.
                     if (item.task is not None and self.tasks is not None
                             and (task_best is None or float(result.objective) > task_best)):
                         self.transfers.extend((cid, t, item.ask.island) for t in self.tasks.transfer_targets(item.task))
+            self._apply_verdicts()
             told = Told(item.ask, cid, valid, result.objective if valid else None, dict(result.features), added,
                         cell)
             self.algorithm.tell(told)
@@ -643,6 +653,23 @@ class Engine:
             if self.tells_since_checkpoint >= self.settings.checkpoint_every:
                 self._checkpoint(tx)
         self._after_commit()
+
+    def _apply_verdicts(self, wait: bool = False, timeout: float | None = None) -> None:
+        """Apply the evaluator's finished elite verdicts (compute-sanitizer): a failed one takes the elite out of
+        the archive, brings back the elite it displaced and turns its row's status into the verdict's; the
+        others are confirmed. Call inside a store transaction."""
+        collect = getattr(self.evaluator, "collect_verdicts", None)
+        if collect is None:
+            return
+        for cid, v in collect(wait=wait, timeout=timeout):
+            if v.status == Status.SANITIZER:
+                self.archive.reject(cid)
+                self.store.update_candidate(int(cid), status=str(v.status), reason=v.reason, cell=None)
+                self.statuses[str(Status.OK)] -= 1
+                self.statuses[str(v.status)] += 1
+                log.info("candidate %s rejected by compute-sanitizer: %s", cid, v.reason)
+            else:
+                self.archive.confirm(cid)
 
     def _after_commit(self) -> None:
         if self._committed and self.lessons is not None:
@@ -822,6 +849,11 @@ class Engine:
                 self.host_seconds["wait_evaluation"] += t_tell - t_wait
                 self._tell(item, result, pool)
                 self.host_seconds["tell"] += time.perf_counter() - t_tell
+        if getattr(self.evaluator, "submit_verdict", None) is not None:
+            with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
+                self._apply_verdicts(wait=True, timeout=VERDICT_WAIT_S)
+                self._checkpoint(tx)
+            self._after_commit()
         final = self.snapshot()
         if self.on_snapshot is not None:
             self.last_logged = -1

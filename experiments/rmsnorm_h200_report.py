@@ -162,6 +162,7 @@ class RunFacts:
     n_candidates: int
     first_created: float | None = None
     last_created: float | None = None
+    gate_versions: dict[str, int] | None = None
 
 
 def read_run(run_dir: Path, best_id: int | None) -> RunFacts:
@@ -191,8 +192,10 @@ def read_run(run_dir: Path, best_id: int | None) -> RunFacts:
             if r["top_failure"] and not d["top_failure"]:
                 d["top_failure"] = r["top_failure"]
         span = store.query("SELECT MIN(created), MAX(created) FROM candidates")[0]
+        gates = {str(v) if v is not None else "unrecorded": int(n) for v, n in store.query(
+            "SELECT json_extract(metrics, '$.extra.gate_version'), COUNT(*) FROM candidates GROUP BY 1")}
         return RunFacts(meta, counts, steps, best_id, sorted(per_op.values(), key=lambda d: -d["improved"]),
-                        store.count(), span[0], span[1])
+                        store.count(), span[0], span[1], gates)
     finally:
         store.close()
 
@@ -504,6 +507,8 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
            "is not timed; median of repeats; kernel and baselines interleaved in one worker; "
            "every benchmarked output re-checked; compute-sanitizer over `experiments/sanitize_replay.py` with "
            "exact-size allocations). torch baselines take w in x's dtype.", "",
+           f"- Correctness gate: version {verify.get('gate_version', 'unrecorded (v1)')} (GATE.md); the search's "
+           f"rows: {_gate_versions(facts)}",
            f"- Run versions (store meta): `{json.dumps(facts.meta.get('versions', {}))}`",
            f"- Verification versions: `{json.dumps(verify.get('versions', {}))}`", ""]
     tl = verify.get("search_timeline") or {}
@@ -539,6 +544,12 @@ def write_report(run_dir: Path, verify_path: Path, out: Path) -> dict[str, Any]:
     (out / "report.md").write_text(text)
     (out / "report.json").write_text(json.dumps(numbers, indent=1, default=str))
     return numbers
+
+
+def _gate_versions(facts: Any) -> str:
+    """The gate versions recorded in the store rows (metrics.extra.gate_version), with counts."""
+    counts = getattr(facts, "gate_versions", None) or {}
+    return ", ".join(f"gate {k}: {n} rows" for k, n in sorted(counts.items())) or "no rows"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluators.gpu.gate import GATE_VERSION
+from evaluators.gpu.sanitizer import find_sanitizer, parse_sanitizer
 from evaluators.provenance import versions as package_versions
 
 SCHEMA = 1
@@ -63,8 +64,6 @@ NCU_SHAPE = (32768, 4096)
 FALLBACK_KNOBS = {"threads": 128, "rows_per_cta": 4, "vec": 8, "keep_in_regs": 1, "max_chunks": 8, "cache_hint": 0}
 # Seconds a phase is assumed to need; a phase is cut when less than this is left before the deadline.
 PHASE_ESTIMATE_S = {"sanitize": 25.0, "pool_start": 60.0, "benchmark": 45.0, "heldout": 15.0, "ncu": 40.0}
-SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
-RACE_RE = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
 
 
 def utc_now() -> str:
@@ -167,29 +166,6 @@ class Recorder:
 
 
 # ------------------------------------------------------------------------------------------------- sanitizer
-def find_sanitizer() -> str | None:
-    """compute-sanitizer on PATH, under CUDA_HOME or /usr/local/cuda*, or None."""
-    hit = shutil.which("compute-sanitizer")
-    if hit:
-        return hit
-    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(Path("/usr/local").glob("cuda-*"))]
-    for root in roots:
-        for sub in ("bin/compute-sanitizer", "compute-sanitizer/compute-sanitizer"):
-            p = Path(root) / sub if root else None
-            if p is not None and p.is_file():
-                return str(p)
-    return None
-
-
-def parse_sanitizer(text: str) -> dict[str, Any]:
-    """errors (int from ``ERROR SUMMARY: N errors``, None when the line is missing) and every summary line."""
-    m = SUMMARY_RE.findall(text)
-    lines = [ln.strip("= ").strip() for ln in text.splitlines() if "SUMMARY" in ln]
-    if not m:  # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
-        m = RACE_RE.findall(text)
-    return {"errors": int(m[-1]) if m else None, "summary_lines": lines}
-
-
 def run_sanitizer(tool: str, spec_path: Path, timeout_s: float, exe: str) -> dict[str, Any]:
     """One ``compute-sanitizer --tool <tool>`` run of the replay: errors, summary lines, exit code, replay
     output lines (one per shape, with the output check), the tail of the sanitizer's report and ``clean``
@@ -345,7 +321,7 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": evaluator, "estimate": evaluator == "static", "started_utc": utc_now(),
         "run_dir": str(run_dir), "deadline_s": deadline_s, "workload": wl.name, "dtype": wl.dtype,
-        "arch": arch, "versions": versions(), "store_status_counts": status_counts,
+        "arch": arch, "versions": versions(), "store_status_counts": status_counts, "gate_version": GATE_VERSION,
         "shapes": {"benchmark": [list(s) for s in wl.benchmark_shapes],
                    "heldout": [list(s) for s in wl.heldout_shapes], "sanitizer": [list(s) for s in SANITIZER_SHAPES],
                    "ncu": list(NCU_SHAPE)},

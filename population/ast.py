@@ -148,6 +148,15 @@ class OffsetExpr:
 
 
 @dataclass(frozen=True)
+class ArrayElement:
+    """``a[i]``: element ``i`` of the array variable ``a`` (PTX ISA §6.4.1 "Arrays as Operands":
+    ``ld.global.u32 s, a[0];`` reads it, ``mov.u32 s, a[1];`` takes its address)."""
+
+    base: Symbol
+    index: int
+
+
+@dataclass(frozen=True)
 class Vector:
     """A brace-enclosed operand list ``{%f1, %f2, %f3, %f4}`` (vector loads/stores, wgmma fragments)."""
 
@@ -182,8 +191,8 @@ class Negated:
 
 
 Operand = (
-    Register | SpecialRegister | Immediate | Symbol | Address | HandleAddress | OffsetExpr | Vector | ParenList | Sink
-    | PredicatePair | Negated
+    Register | SpecialRegister | Immediate | Symbol | Address | HandleAddress | OffsetExpr | ArrayElement | Vector
+    | ParenList | Sink | PredicatePair | Negated
 )
 
 

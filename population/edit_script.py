@@ -58,7 +58,7 @@ PERF_DIRECTIVES: dict[str, tuple[int, int]] = {
     "noreturn": (0, 0),
 }
 
-KEYWORDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS", "END")
+KEYWORDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS", "REWRITE", "END")
 _KEYWORD_LINE = re.compile(r"(?:" + "|".join(KEYWORDS) + r")(?:[ \t]|$)")
 _MODIFIER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:]*")
 _KNOB_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -308,7 +308,29 @@ class SetKnobs:
         return "KNOBS " + " ".join(f"{k}={v}" for k, v in self.knobs)
 
 
-Edit = Replace | Insert | Delete | SetModifier | SetLaunch | SetDirective | SetKnobs
+@dataclass(frozen=True)
+class Rewrite:
+    """A named structural rewrite (``REWRITE name line key=value ...``) at canonical ``line`` of the parent,
+    with integer parameters ``args``. ``population.edits.apply_script`` expands it into line edits through the
+    function registered under ``name`` (``population.edits.register_rewrite``; the structural operators of
+    ``evolve.operators`` register theirs, e.g. ``vectorize`` and ``hoist_loads``), so an operator and a language
+    model asking for it by name get the same code."""
+
+    name: str
+    line: int
+    args: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _KNOB_NAME.fullmatch(self.name):
+            raise ValueError(f"REWRITE: {self.name!r} is not a rewrite name")
+        object.__setattr__(self, "line", _check_line(self.line, "REWRITE"))
+        object.__setattr__(self, "args", _check_knobs(self.args, "REWRITE") if self.args else ())
+
+    def to_text(self) -> str:
+        return " ".join([f"REWRITE {self.name} {self.line}", *(f"{k}={v}" for k, v in self.args)])
+
+
+Edit = Replace | Insert | Delete | SetModifier | SetLaunch | SetDirective | SetKnobs | Rewrite
 LINE_EDITS = (Replace, Insert, Delete, SetModifier)
 
 
@@ -342,7 +364,7 @@ class EditScript:
 
 # The text keyword of each edit class, in the order of the format description.
 _KIND = {Replace: "REPLACE", Insert: "INSERT", Delete: "DELETE", SetModifier: "MODIFIER",
-         SetLaunch: "LAUNCH", SetDirective: "DIRECTIVE", SetKnobs: "KNOBS"}
+         SetLaunch: "LAUNCH", SetDirective: "DIRECTIVE", SetKnobs: "KNOBS", Rewrite: "REWRITE"}
 
 
 def edit_kind(edit: Edit) -> str:
@@ -421,6 +443,11 @@ class _ToEdits(Transformer):
             name = next(n for n, _ in items if str(n) == "block")
             raise EditSyntaxError(name.line, name.column, "KNOBS: block takes one value per knob; use LAUNCH block=")
         return self._at(items[0][0], lambda: SetKnobs(tuple((k, v[0]) for k, v in m.items())))
+
+    def rewrite(self, items):  # type: ignore[no-untyped-def]
+        name, line, *assigns = items
+        m = self._assign_map(assigns, "REWRITE") if assigns else {}
+        return self._at(name, lambda: Rewrite(str(name), int(line), tuple((k, v[0]) for k, v in m.items())))
 
     def directive(self, items):  # type: ignore[no-untyped-def]
         entry, change, *values = items
@@ -532,6 +559,7 @@ def ebnf_grammar(*, kinds: tuple[str, ...] | None = None, entries: tuple[str, ..
                   '| " smem=" uint (" " knob)* | (" " knob)+)',
         "directive": 'directive ::= "DIRECTIVE " entry " " ("-." dname | dset)',
         "knobs": 'knobs ::= "KNOBS" (" " knob)+',
+        "rewrite": 'rewrite ::= "REWRITE " knobname " " num (" " knob)*',
     }
     used = [k.lower() for k in chosen]
     root = '( edit "\\n" )+' if max_edits is None else " ".join(

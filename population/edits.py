@@ -56,6 +56,7 @@ from population.edit_script import (
     EditSyntaxError,
     Insert,
     Replace,
+    Rewrite,
     SetDirective,
     SetKnobs,
     SetLaunch,
@@ -82,6 +83,7 @@ __all__ = [
     "Insert",
     "LineMap",
     "Replace",
+    "Rewrite",
     "SetDirective",
     "SetKnobs",
     "SetLaunch",
@@ -94,6 +96,8 @@ __all__ = [
     "insert_modifier",
     "line_map",
     "parse_edit_script",
+    "register_rewrite",
+    "rewrite_names",
     "set_modifier",
 ]
 
@@ -414,6 +418,41 @@ def _check_overlaps(plans: list[_Plan], script: EditScript) -> None:
                                      "touch disjoint lines", script.edits[p.index].to_text().splitlines()[0])
 
 
+# name -> fn(parent kernel, canonical line, integer args) -> line edits on the parent's listing (REWRITE edits).
+REWRITES: dict[str, Callable[[Kernel, int, dict[str, int]], list[Edit]]] = {}
+
+
+def register_rewrite(name: str, fn: Callable[[Kernel, int, dict[str, int]], list[Edit]]) -> None:
+    """Make ``REWRITE name line k=v ...`` expand through ``fn(parent, line, {k: v})``, which returns line edits
+    referring to the parent's listing and raises ValueError (with the reason) when the rewrite does not apply
+    there. Re-registering a name replaces it."""
+    REWRITES[str(name)] = fn
+
+
+def rewrite_names() -> tuple[str, ...]:
+    """The registered rewrite names, sorted."""
+    return tuple(sorted(REWRITES))
+
+
+def _expand_rewrites(kernel: Kernel, script: EditScript) -> EditScript:
+    out: list[Edit] = []
+    for i, e in enumerate(script.edits):
+        if not isinstance(e, Rewrite):
+            out.append(e)
+            continue
+        fn = REWRITES.get(e.name)
+        if fn is None:
+            raise EditApplyError(i, f"unknown rewrite {e.name!r}; registered: {list(rewrite_names())}", e.to_text())
+        try:
+            new = list(fn(kernel, e.line, dict(e.args)))
+        except (ValueError, LookupError) as err:
+            raise EditApplyError(i, f"rewrite {e.name} at line {e.line}: {err}", e.to_text()) from None
+        if any(isinstance(x, Rewrite | SetKnobs) for x in new):
+            raise EditApplyError(i, f"rewrite {e.name} expanded into another REWRITE or KNOBS", e.to_text())
+        out += new
+    return EditScript(tuple(out))
+
+
 def apply_script(kernel: Kernel, script: EditScript, *, operator: str,
                  instantiate: Callable[[dict[str, int]], Kernel] | None = None) -> Kernel:
     """Apply ``script`` to ``kernel`` and return the child (the parent is never modified).
@@ -429,10 +468,14 @@ def apply_script(kernel: Kernel, script: EditScript, *, operator: str,
     Raises EditApplyError(edit_index, reason) naming the edit and the parent line that broke a rule (an
     unknown line, a range across scopes, a non-instruction under MODIFIER, a missing modifier, replacement PTX
     that does not parse, an unknown function, KNOBS without ``instantiate``, a register whose type cannot be
-    inferred ...)."""
+    inferred ...). REWRITE edits are first expanded into line edits on the parent (``register_rewrite``); the
+    child's ``edit_text`` keeps the REWRITE lines."""
     edits = script.edits
     if not edits:
         raise EditApplyError(0, "the script has no edits")
+    if any(isinstance(e, Rewrite) for e in edits):
+        child = apply_script(kernel, _expand_rewrites(kernel, script), operator=operator, instantiate=instantiate)
+        return dc_replace(child, edit_text=script.to_text())
     first = [e.to_text().splitlines()[0] for e in edits]
     knob_edits = [i for i, e in enumerate(edits) if isinstance(e, SetKnobs)]
     line_edits = [i for i, e in enumerate(edits) if isinstance(e, LINE_EDITS)]

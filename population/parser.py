@@ -662,6 +662,13 @@ class _Builder(Transformer):
             raise self._error(base_tok, f"{base_tok} cannot take an offset")
         return ast.OffsetExpr(base, value)
 
+    def array_element(self, c: list) -> ast.ArrayElement:
+        base = self._name(c[0])
+        value = ast.Immediate(str(c[1])).value
+        if not isinstance(base, ast.Symbol) or not isinstance(value, int):
+            raise self._error(c[0], f"{c[0]}[{c[1]}]: an array element needs an array variable and an integer index")
+        return ast.ArrayElement(base, value)
+
     def handle_address(self, c: list) -> ast.HandleAddress:
         base_tok: Token = c[0]
         handle = self._reg_or_name(base_tok)
@@ -875,6 +882,13 @@ class _OperandScanner:
                 node = ast.Register(t)
             else:
                 node = ast.Sink() if t == "_" else ast.Symbol(t)
+            if self.i + 2 < self.n and toks[self.i] == "[" and toks[self.i + 2] == "]":
+                # a[i] (ast.ArrayElement)
+                value = ast.Immediate(toks[self.i + 1]).value if _is_number(toks[self.i + 1]) else None
+                if type(node) is not ast.Symbol or not isinstance(value, int):
+                    raise _Reject
+                self.i += 3
+                return ast.ArrayElement(node, value)
             if self.i < self.n and toks[self.i] == "+":
                 # reg+imm / var+imm (ast.OffsetExpr)
                 num = toks[self.i + 1]

@@ -58,6 +58,8 @@ def operand_text(op: ast.Operand) -> str:
         return "[" + ", ".join(operand_text(e) for e in op.elements) + "]"  # type: ignore[union-attr]
     if t is ast.OffsetExpr:
         return f"{op.base.name}+{op.offset}"  # type: ignore[union-attr]
+    if t is ast.ArrayElement:
+        return f"{op.base.name}[{op.index}]"  # type: ignore[union-attr]
     if t is ast.ParenList:
         return "(" + ", ".join(operand_text(e) for e in op.elements) + ")"  # type: ignore[union-attr]
     if t is ast.Sink:

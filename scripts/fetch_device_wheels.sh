@@ -24,6 +24,9 @@ wheels=(
   plotly==6.5.0
   # RMSNorm baseline (pure Python + Triton, which the image has)
   liger-kernel
+  # KDA baseline: fla's fused_recurrent_kda (pure Python + Triton, which the image has); fla-core 0.6.0 requires
+  # einops (torch >= 2.7 and triton >= 3.3 for CUDA are on the image); fla.layers/models are optional imports
+  fla-core==0.6.0 einops==0.8.2
   # CMA-ES emitter over the template knobs (pure Python)
   cma==4.5.0
 )

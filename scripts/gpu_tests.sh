@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
-#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost]   (no argument: the first three)
-# Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300).
+#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [stability]   (no argument: the first three)
+# Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300),
+# STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,10 @@ for step in "${steps[@]}"; do
                 rc=$((rc | ${PIPESTATUS[0]})) ;;
     cost) timeout -k 10 "${COST_S:-300}" python3 experiments/gate_cost.py --out "$out" 2>&1 | tee "$out/gate_cost.log"
           rc=$((rc | ${PIPESTATUS[0]})) ;;
-    *) echo "unknown step $step (tests | baselines | throughput | cost)"; rc=2 ;;
+    stability) timeout -k 10 "${STABILITY_S:-560}" python3 experiments/gate_stability.py --out "$out" 2>&1 \
+                 | tee "$out/gate_stability.log"
+               rc=$((rc | ${PIPESTATUS[0]})) ;;
+    *) echo "unknown step $step (tests | baselines | throughput | cost | stability)"; rc=2 ;;
   esac
 done
 exit $rc

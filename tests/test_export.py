@@ -52,7 +52,7 @@ def test_export_best_and_cells(tmp_path, workload):
     assert [p["name"] for p in card["abi"]][:2] == ["x", "w"]
     assert card["launch_dims"] == [{"shape": [1000, 4096], "grid": [1000, 1, 1], "block": [256, 1, 1],
                                     "smem_bytes": 0}]
-    assert card["method"] == {"evaluator": "static", "estimate": True, "eval_seconds": 0.25}
+    assert card["method"] == {"evaluator": "static", "estimate": True, "eval_seconds": 0.25, "gate_version": None}
     assert card["gpu"] == "h200" and card["status"] == "ok" and card["cell"] == [1, 5]
     assert "release 13" in card["versions"]["ptxas"]
     assert card["cubin_source"] == "ptxas -arch=sm_90"

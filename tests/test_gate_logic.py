@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import evaluators.gpu.gate as gate
 from evaluators.gpu.gate import (
     GUARD_ELEMENTS,
     allocate_poisoned,
@@ -44,7 +45,8 @@ def test_correct_kernel_passes_every_check(dtype):
     wl = RMSNorm(dtype)
     res = run_gate(wl, correct(dtype), seed=5, shapes=SMALL)
     assert res.status == Status.OK, res.reason
-    assert len(res.checks) == 3 * len(wl.distributions)
+    assert len(res.checks) == len(gate_plan(wl, 5, SMALL)) == 3 * gate.DISTRIBUTIONS_PER_SHAPE
+    assert {c.distribution for c in res.checks} == set(wl.distributions)  # three shapes cover all five
     assert all(c.max_abs_err < wl.tolerance[0] for c in res.checks)
 
 
@@ -248,10 +250,11 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
         correct("bf16")(inputs, outputs, shape, params)
 
     res = gate.run_gate(wl, record, seed=16, shapes=[(1, 192), (199, 192), (7, 192)])
-    assert res.status == Status.OK and len(res.checks) == len(wl.distributions) * 2 + 1
-    # batch: one check per distribution at each small shape, in plan order per run; then the large check's runs
-    d = len(wl.distributions)
-    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[4 * d:] == [(199, 192)] * 2
+    d = gate.DISTRIBUTIONS_PER_SHAPE
+    assert res.status == Status.OK and len(res.checks) == d * 2 + 1
+    # batch: DISTRIBUTIONS_PER_SHAPE checks at each small shape, in plan order in each of its four runs; then the
+    # large check's two runs
+    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[8 * d:] == [(199, 192)] * 2
 
 
 def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():

@@ -187,6 +187,33 @@ def test_every_form_together_compiles_to_the_same_cubin() -> None:
     assert "%r2" in used_registers(m.function("k"))
 
 
+def test_array_elements_as_operands() -> None:
+    """PTX ISA "Arrays as Operands": ``arr[2]`` reads an element, ``mov.u64 r, arr[1]`` takes its address."""
+    text = HEADER + """.global .u32 arr[4] = {1, 2, 3, 4};
+.visible .entry k(.param .u64 p)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [p];
+	ld.global.u32 %r1, arr[2];
+	ld.global.u32 %r2, arr[010];
+	mov.u64 %rd2, arr[1];
+	cvta.to.global.u64 %rd3, %rd1;
+	add.u32 %r1, %r1, %r2;
+	st.global.u32 [%rd3], %r1;
+	st.global.u64 [%rd3+8], %rd2;
+	ret;
+}
+"""
+    m = check_round_trip(text)
+    ins = instructions(m)
+    assert [i.operands[1] for i in ins[1:4]] == [ast.ArrayElement(ast.Symbol("arr"), 2),
+                                                 ast.ArrayElement(ast.Symbol("arr"), 8),
+                                                 ast.ArrayElement(ast.Symbol("arr"), 1)]
+    assert [(s.kind, s.state_space, s.width_bytes) for s in memory_sites(m.function("k"))][1:3] == [
+        ("load", "global", 4), ("load", "global", 4)]
+
+
 def test_handle_address_in_the_independent_texture_mode() -> None:
     text = (".version 8.0\n.target sm_90, texmode_independent\n.address_size 64\n.global .texref t0;\n"
             ".global .samplerref smp;\n.visible .entry k(.param .u64 out, .param .f32 x)\n{\n\t.reg .f32 %f<6>;\n"

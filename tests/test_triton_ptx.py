@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import triton
+import triton.language as tl
 from triton.backends.nvidia.compiler import get_ptxas
 
 from evaluators.toolchain import compile_ptx, ptx_isa_version
@@ -23,7 +24,13 @@ from population.printer import print_module, without_debug
 from workloads.base import check_abi
 from workloads.registry import get_workload
 from workloads.triton_kernels import matmul_fwd, rmsnorm_fwd, softmax_fwd, tma_copy
-from workloads.triton_seed import TritonSeedError, adapt_to_abi, compile_triton, triton_seed
+from workloads.triton_seed import (
+    TritonSeedError,
+    adapt_to_abi,
+    compile_triton,
+    inductor_rmsnorm_mapping,
+    triton_seed,
+)
 
 TRITON_PTXAS = Path(get_ptxas(90).path)
 
@@ -124,3 +131,95 @@ def test_adapter_names_what_does_not_fit() -> None:
 def test_triton_is_a_real_dependency() -> None:
     assert tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 4)
     assert TRITON_PTXAS.is_file()
+
+
+@triton.jit
+def triton_red_fused_add_mean_mul_pow_rsqrt_0(in_ptr0, in_ptr1, in_ptr2, out_ptr1, ks0, xnumel, r0_numel,
+                                              XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    # written the way Inductor writes an RMSNorm row reduction with dynamic shapes and an unspecialized eps
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    x0 = xindex
+    _tmp3 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        tmp0 = tl.load(in_ptr0 + (r0_index + ks0 * x0), r0_mask & xmask, other=0.0).to(tl.float32)
+        _tmp3 = _tmp3 + tmp0 * tmp0
+    tmp3 = tl.sum(_tmp3, 1)[:, None]
+    tmp8 = tl.load(in_ptr1 + (0))
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        tmp10 = tl.load(in_ptr0 + (r0_index + ks0 * x0), r0_mask & xmask, other=0.0).to(tl.float32)
+        tmp15 = tl.load(in_ptr2 + (r0_index), r0_mask, other=0.0)
+        tmp12 = tl.rsqrt(tmp3 / r0_numel.to(tl.float32) + tmp8)
+        tl.store(out_ptr1 + (r0_index + ks0 * x0), (tmp10 * tmp12 * tmp15).to(tl.bfloat16), r0_mask & xmask)
+
+
+def test_inductor_style_kernel_mapped_and_adapted() -> None:
+    """The CPU half of ``--inductor``: an RMSNorm kernel in Inductor's form (eps read through a pointer at
+    offset 0, the row stride as ``ks0``) is mapped onto the ABI, compiled and adapted; its eps becomes a by-value
+    .f32 parameter and ptxas compiles the result."""
+    wl = get_workload("rmsnorm")
+    jit = triton_red_fused_add_mean_mul_pow_rsqrt_0
+    sig = {"in_ptr0": "*bf16", "in_ptr1": "*fp64", "in_ptr2": "*fp32", "out_ptr1": "*bf16", "ks0": "i64",
+           "xnumel": "i32", "r0_numel": "i32"}
+    names = [a for a in jit.arg_names if a in sig]
+    mapping, types = inductor_rmsnorm_mapping(names, sig, jit.src, wl)
+    assert mapping == {"in_ptr0": "x", "in_ptr1": "eps", "in_ptr2": "w", "out_ptr1": "y", "ks0": "N",
+                       "xnumel": "M", "r0_numel": "N"}
+    assert types["in_ptr1"] == "*fp32" and types["ks0"] == "i32"
+    compiled = compile_triton(jit, types, {"XBLOCK": 1, "R0_BLOCK": 1024}, num_warps=4, ptx_version=90)
+    text = adapt_to_abi(compiled, wl, mapping)
+    fn = parse_module(text).function("rmsnorm")
+    assert [p.type for p in fn.params] == ["u64", "u64", "u64", "u32", "u32", "f32"]
+    eps_param = fn.params[5].name
+    reads = [i for i in flat_instructions(fn) if i.opcode == "ld" and isinstance(i.operands[1], ast.Address)
+             and getattr(i.operands[1].base, "name", None) == eps_param]
+    assert len(reads) == 1 and reads[0].modifiers == ("param", "b32")
+    assert compile_ptx(text, "sm_90").resources["rmsnorm"].registers > 0
+    with pytest.raises(TritonSeedError, match="writes 2 buffers"):
+        inductor_rmsnorm_mapping([*names, "out_ptr2"], {**sig, "out_ptr2": "*fp32"}, jit.src, wl)
+
+
+INTERPRET = r'''
+import numpy as np, torch
+from workloads.registry import get_workload
+from workloads.triton_kernels import rmsnorm_fwd
+bad = []
+for dtype in ("fp32", "bf16"):
+    wl = get_workload("rmsnorm", dtype=dtype)
+    atol, rtol = wl.tolerance
+    for dist in wl.distributions:
+        for seed, (m, n) in enumerate([(7, 760), (3, 1001)]):
+            inp = wl.make_inputs((m, n), seed, dist)
+            params = wl.draw_params(seed + 11)
+            x = torch.tensor(np.asarray(inp["x"]).astype(np.float32)).to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+            w = torch.from_numpy(np.asarray(inp["w"]))
+            y = torch.empty_like(x)
+            rmsnorm_fwd[(m,)](x, w, y, m, n, float(np.float32(params["eps"])), n, BLOCK=256)
+            ref = wl.reference(inp, params=params)["y"]
+            out = y.float().numpy().astype(np.float64)
+            same_nan = np.array_equal(np.isnan(ref), np.isnan(out))
+            fin = ~np.isnan(ref)
+            close = np.all(np.abs(out[fin] - ref[fin]) <= atol + rtol * np.abs(ref[fin]) + 2.0 ** -8 * np.abs(ref[fin]))
+            if not (same_nan and close):
+                bad.append((dtype, dist, m, n))
+print("BAD", bad)
+'''
+
+
+def test_triton_rmsnorm_kernel_computes_the_reference_in_the_interpreter() -> None:
+    """The Triton RMSNorm seed's math, run by Triton's CPU interpreter on every input distribution of the
+    workload (NaN and Inf rows included) with drawn eps, matches the float64 reference within the workload's
+    tolerance plus half a bf16 ulp (what the GPU gate checks on the compiled kernel)."""
+    import os
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", INTERPRET], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "BAD []" in proc.stdout, proc.stdout

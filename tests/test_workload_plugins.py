@@ -83,3 +83,12 @@ def test_baselines_come_from_the_workload():
     assert NoLibs().baselines({}, (1, 8), ("torch",), notes) == {}
     assert notes == {"all": "workload 'nolibs' defines no library baselines"}
     assert RMSNorm().baseline_names == ("torch", "torch_compile", "liger", "quack")
+
+
+def test_default_objective_follows_the_workload_baselines():
+    from evaluators.gpu.pool import default_objective
+
+    assert default_objective(get_workload("rmsnorm")).libraries[:3] == ("torch_compile", "liger", "quack")
+    soft, kda = default_objective(get_workload("softmax")), default_objective(get_workload("kda_recurrent"))
+    assert (soft.libraries, soft.fallback) == (("torch",), ("torch", "naive"))
+    assert (kda.libraries, kda.fallback) == (("fla",), ("fla", "naive"))

@@ -231,6 +231,8 @@ class ExternalSeedWorkload(Workload):
                      "heldout_shapes", "distributions", "primary_baseline", "baseline_names", "uses_atomics",
                      "scalar_draws", "nonfinite_distributions"):
             setattr(self, attr, getattr(workload, attr))
+        if hasattr(workload, "elt"):  # bytes per streamed element (evaluators.features reads it when present)
+            self.elt = workload.elt
         self.entry = self._seed.entry
         self.knob_space: dict[str, tuple[int, ...]] = {}
         self.default_knobs: dict[str, int] = {}

@@ -67,9 +67,10 @@ BENCHMARK_SHAPES: list[Shape] = [(32768, n) for n in (256, 512, 1024, 2048, 4096
 # Small N, the middle, a long row held in registers and a row too long for them: where the knobs trade off.
 SEARCH_SHAPES: list[Shape] = [(32768, 512), (32768, 4096), (32768, 16384), (16384, 131072)]
 # M that fills no CTA evenly, N that is no multiple of 256 threads x 8 elements, odd N (misaligned rows:
-# the scalar fallback), one long row, and the full benchmark M with a large N.
+# the scalar fallback), one long row, the full benchmark M with a large N, and the regime of the largest search
+# shape (M >= 8192 with N >= 65536: thread-block clusters per row), with N no multiple of a cluster's span.
 GATE_SHAPES: list[Shape] = [(m, n) for m in (1, 7, 199) for n in (192, 760, 1128)] + [
-    (199, 1001), (5, 4099), (3, 262144), (32768, 8192)]
+    (199, 1001), (5, 4099), (3, 262144), (32768, 8192), (8192, 65544)]
 HELDOUT_SHAPES: list[Shape] = [(m, n) for m in (1, 199, 4096) for n in (3072, 5120, 7168, 12288, 28672)]
 
 # eps values the gate draws per check (a kernel that ignores eps is wrong at the larger ones on "tiny" rows).

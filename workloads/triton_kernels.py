@@ -67,3 +67,4 @@ def tma_copy(in_desc, out_ptr, n_cols, BM: tl.constexpr, BN: tl.constexpr):
     rows = pid * BM + tl.arange(0, BM)
     cols = tl.arange(0, BN)
     tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], tile)
+

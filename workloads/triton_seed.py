@@ -38,8 +38,12 @@ from typing import Any
 from population import ast
 from population.parser import parse_module
 from population.printer import print_module
+from targets.spec import SEED_ARCH
 from workloads.base import Workload
 from workloads.external import LaunchRule, SeedConfigError
+
+# The compute capability Triton compiles seeds for (90 for sm_90): the seeds' own target, targets.spec.SEED_ARCH.
+SEED_CAPABILITY = int(SEED_ARCH.removeprefix("sm_").rstrip("af"))
 
 #: Triton's element types for the workload dtypes and ``.param`` scalar types.
 TRITON_DTYPES = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "float32": "*fp32", "float16": "*fp16",
@@ -86,7 +90,7 @@ def project_ptx_version() -> int:
 
 
 def compile_triton(fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None, *,
-                   num_warps: int = 4, num_stages: int = 3, capability: int = 90,
+                   num_warps: int = 4, num_stages: int = 3, capability: int = SEED_CAPABILITY,
                    ptx_version: int | None = None) -> TritonPTX:
     """Compile the ``@triton.jit`` function ``fn`` to PTX for ``GPUTarget("cuda", capability, 32)`` (no GPU
     needed). signature: argument name -> Triton type (``"*bf16"``, ``"i32"``, ``"fp32"``; constexpr arguments
@@ -163,7 +167,7 @@ def default_param_map(arg_names: Sequence[str], workload: Workload) -> dict[str,
 
 
 def adapt_to_abi(compiled: TritonPTX, workload: Workload, param_map: Mapping[str, str], *,
-                 arch: str | None = "sm_90", entry: str | None = None) -> str:
+                 arch: str | None = SEED_ARCH, entry: str | None = None) -> str:
     """Compiled Triton PTX with the workload's ABI (module docstring): ``.param`` list in ABI order,
     ``param_map`` (Triton argument -> ABI parameter name) naming which is which; scratch parameters removed;
     ``.target`` set to ``arch`` (None: kept); the entry renamed to ``entry`` (default: the workload's).
@@ -205,14 +209,27 @@ def adapt_to_abi(compiled: TritonPTX, workload: Workload, param_map: Mapping[str
             aliases[by_arg[tname].name] = first.name
         else:
             inverse[abi_name] = tname
+    # A scalar the kernel reads through a pointer (Inductor's unspecialized float, a 0-d tensor): its loads
+    # become loads of the ABI's by-value .param, which takes the pointer's place.
+    by_value: dict[str, ast.Param] = {}
+    for abi_name, tname in inverse.items():
+        p, spec = by_arg[tname], specs[abi_name]
+        if spec.kind == "scalar" and p.type in ("u64", "b64") and spec.ptx_type not in ("u64", "b64", "s64"):
+            new = ast.Param(type=spec.ptx_type, name=f"{compiled.name}_{abi_name}_value")
+            _scalar_through_pointer(fn.body or [], p.name, new.name, spec.ptx_type)
+            by_value[abi_name] = new
     # Scratch pointers: unused when their size is 0; their loads read a null pointer instead.
     scratch = {by_arg[a].name for a in SCRATCH_PARAMS if a in by_arg}
+    scratch |= {by_arg[inverse[a]].name for a in by_value}
     _replace_param_loads(fn.body or [], scratch, aliases)
     params: list[ast.Param] = []
     for spec in workload.abi:
         tname = inverse.get(spec.name)
         if tname is None:  # the kernel does not read it: an unused parameter keeps the ABI's position
             params.append(ast.Param(type=spec.ptx_type, name=f"{workload.entry}_unused_{spec.name}"))
+            continue
+        if spec.name in by_value:
+            params.append(by_value[spec.name])
             continue
         p = by_arg[tname]
         if spec.kind == "scalar" and (p.type[1:] != spec.ptx_type[1:] or (p.type[0] == "f") != (spec.ptx_type[0] == "f")):
@@ -223,6 +240,51 @@ def adapt_to_abi(compiled: TritonPTX, workload: Workload, param_map: Mapping[str
     if arch is not None:
         module.target = (arch, *[t for t in module.target[1:] if not t.startswith("sm_")])
     return print_module(module)
+
+
+def _scalar_through_pointer(body: list, pointer: str, value: str, ptx_type: str) -> None:
+    """In place: every load through the pointer parameter ``pointer`` (``ld.param`` of it, then ``mov`` /
+    ``cvta`` copies of that register, then ``ld.global`` at offset 0 from one) becomes ``ld.param`` of the
+    by-value parameter ``value`` (guard kept). TritonSeedError when the pointer is used otherwise, or the load
+    is not as wide as ``ptx_type``."""
+    held: set[str] = set()
+    bits = int(re.sub(r"\D", "", ptx_type))
+    for event, s, lst, i, _depth in ast.iter_body(body):
+        if event != "stmt" or not isinstance(s, ast.Instruction) or not s.operands:
+            continue
+        ops = s.operands
+        src = ops[1] if len(ops) == 2 else None
+        if s.opcode == "ld" and "param" in s.modifiers and isinstance(src, ast.Address) \
+                and isinstance(src.base, ast.Symbol) and src.base.name == pointer:
+            held.add(ops[0].name)  # type: ignore[union-attr]
+            continue
+        mentioned = {r.name for o in ops for r in _registers(o)}
+        if not mentioned & held:
+            continue
+        if s.opcode in ("mov", "cvta") and isinstance(src, ast.Register) and src.name in held:
+            held.add(ops[0].name)  # type: ignore[union-attr]
+            continue
+        if s.opcode == "ld" and isinstance(src, ast.Address) and isinstance(src.base, ast.Register) \
+                and src.base.name in held and not src.offset:
+            width = next((int(m[1:]) for m in s.modifiers if re.fullmatch(r"[bsuf]\d+", m)), 0)
+            if width != bits or any(m in ("v2", "v4", "v8") for m in s.modifiers):
+                raise TritonSeedError(f"{s.full_opcode} reads {width} bits through {pointer}; the ABI passes .{ptx_type}")
+            dst = ops[0]
+            if isinstance(dst, ast.Vector) and len(dst.elements) == 1:
+                dst = dst.elements[0]
+            lst[i] = ast.Instruction("ld", ("param", f"b{bits}"), (dst, ast.Address(ast.Symbol(value))), s.predicate)
+            continue
+        raise TritonSeedError(f"{s.full_opcode} uses the pointer {pointer} other than by a load; cannot pass it by value")
+
+
+def _registers(op: ast.Operand) -> list[ast.Register]:
+    if isinstance(op, ast.Register):
+        return [op]
+    if isinstance(op, ast.Address) and isinstance(op.base, ast.Register):
+        return [op.base]
+    if isinstance(op, ast.Vector | ast.ParenList | ast.HandleAddress):
+        return [r for e in op.elements for r in _registers(e)]
+    return []
 
 
 def _replace_param_loads(body: list, zero: set[str], aliases: Mapping[str, str]) -> None:
@@ -265,7 +327,7 @@ class TritonSeed:
 
 def triton_seed(fn: Any, workload: Workload, *, grid: Sequence[str | int], constexprs: Mapping[str, Any] | None = None,
                 param_map: Mapping[str, str] | None = None, num_warps: int = 4, num_stages: int = 3,
-                arch: str = "sm_90", capability: int = 90) -> TritonSeed:
+                arch: str = SEED_ARCH, capability: int = SEED_CAPABILITY) -> TritonSeed:
     """``fn`` compiled for ``capability`` at the project's PTX version and adapted to ``workload``'s ABI
     (``param_map`` default: by name, ``default_param_map``), launched on ``grid`` (expressions of the
     workload's scalars). TritonSeedError / SeedConfigError on a mismatch."""
@@ -287,8 +349,8 @@ def triton_seed(fn: Any, workload: Workload, *, grid: Sequence[str | int], const
 
 
 def inductor_kernels(fn: Callable[..., Any], *args: Any) -> list[Any]:
-    """The Triton kernels Inductor generates for ``torch.compile(fn)(*args)`` (needs CUDA torch and tensors on
-    the GPU), as Inductor's ``CachingAutotuner`` objects in launch order: ``.fn`` is the ``@triton.jit``
+    """The Triton kernels Inductor generates for ``torch.compile(fn, dynamic=True)(*args)`` (needs CUDA torch
+    and tensors on the GPU), as Inductor's ``CachingAutotuner`` objects in launch order: ``.fn`` is the ``@triton.jit``
     function, ``.launchers[0]`` the chosen config (``.config.kwargs``, ``.config.num_warps``, ``.bin``). Raises
     TritonSeedError when Inductor produced no Triton kernel."""
     import torch
@@ -307,7 +369,7 @@ def inductor_kernels(fn: Callable[..., Any], *args: Any) -> list[Any]:
     return kernels
 
 
-def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 4096), arch: str = "sm_90") -> TritonSeed:
+def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 4096), arch: str = SEED_ARCH) -> TritonSeed:
     """The Triton kernel ``torch.compile`` generates for RMSNorm (``x * rsqrt(mean(x^2) + eps) * w`` in float32)
     at ``shape`` with dynamic shapes and an unspecialized eps (``torch._dynamo.config.specialize_float =
     False``), so M, N and eps are kernel arguments, adapted to the RMSNorm ABI ``(x, w, y, M, N, eps)``.
@@ -319,6 +381,9 @@ def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 40
     naming the arguments when the generated code is not one row-reduction kernel of that form."""
     import torch
 
+    if not torch.cuda.is_available():
+        raise TritonSeedError(f"--inductor needs a CUDA build of torch and a GPU (torch {torch.__version__}, "
+                              f"CUDA available: no): Inductor generates Triton kernels for CUDA tensors only")
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[workload.dtype]
     m, n = shape
     x = torch.randn(m, n, device="cuda", dtype=dt)
@@ -346,14 +411,44 @@ def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 40
     constexprs.update({k: v for k, v in (autotuner.triton_meta.get("constants") or {}).items()
                        if isinstance(k, str) and k in jit.arg_names})
     names = [a for a in jit.arg_names if a not in constexprs and sig.get(a) != "constexpr"]
+    mapping, types = inductor_rmsnorm_mapping(names, sig, getattr(jit, "src", ""), workload)
+    compiled = compile_triton(jit, types, constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                              ptx_version=project_ptx_version())
+    text = adapt_to_abi(compiled, workload, mapping, arch=arch)
+    xblock = int(constexprs.get("XBLOCK", 1))
+    rule = LaunchRule.from_config({"grid": [f"cdiv(M, {xblock})" if xblock > 1 else "M", 1, 1],
+                                   "block": [32 * compiled.num_warps, 1, 1], "dynamic_smem": compiled.shared})
+    return TritonSeed(text, rule, compiled)
+
+
+def _scalar_pointer(src: str, name: str) -> bool:
+    """Whether the Triton source only ever reads ``name`` at offset 0 (``tl.load(in_ptr2 + (0))``): a scalar
+    passed through memory."""
+    uses = re.findall(rf"\b{re.escape(name)}\b\s*\+\s*([^,)\]]+\)?)", src.split(":", 1)[-1])
+    return bool(uses) and all(u.replace(" ", "") in ("(0)", "0", "0)") for u in uses)
+
+
+def inductor_rmsnorm_mapping(names: Sequence[str], signature: Mapping[str, Any], src: str,
+                             workload: Workload) -> tuple[dict[str, str], dict[str, str]]:
+    """(Inductor argument -> RMSNorm ABI name, argument -> Triton type to compile with) for the arguments
+    ``names`` of an Inductor RMSNorm kernel with Triton types ``signature`` and source ``src``: the output
+    pointer -> y; a pointer read only at offset 0 (an unspecialized float) or a float scalar -> eps (fp32);
+    the input pointer of x's element type -> x, the other -> w; ``xnumel`` -> M; ``r*numel`` and ``ks*`` -> N.
+    TritonSeedError naming the arguments when that does not cover the ABI exactly once per buffer."""
     x_type = TRITON_DTYPES[workload.dtype]
     mapping: dict[str, str] = {}
     types: dict[str, str] = {}
+    outputs = [a for a in names if str(signature.get(a, "")).startswith("*") and a.startswith(("out_ptr", "in_out_ptr"))]
+    if len(outputs) > 1:
+        raise TritonSeedError(f"the Inductor kernel writes {len(outputs)} buffers {outputs}; the ABI has one output")
     for a in names:
-        t = str(sig.get(a, ""))
+        t = str(signature.get(a, ""))
         if t.startswith("*"):
-            if a.startswith(("out_ptr", "in_out_ptr")):
+            if a in outputs:
                 mapping[a] = "y"
+            elif t.startswith("*fp") and _scalar_pointer(src, a):
+                mapping[a], types[a] = "eps", "*fp32"
+                continue
             elif t == x_type and "x" not in mapping.values():
                 mapping[a] = "x"
             else:
@@ -367,15 +462,9 @@ def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 40
             mapping[a], types[a] = "N", "i32"
     unmapped = [a for a in names if a not in mapping]
     if unmapped or sorted(set(mapping.values())) != sorted(p.name for p in workload.abi):
-        raise TritonSeedError(f"Inductor kernel {jit.__name__}{tuple(names)} with types {sig}: mapped {mapping}, "
-                              f"cannot map {unmapped} onto the ABI {[p.name for p in workload.abi]}")
-    compiled = compile_triton(jit, types, constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                              ptx_version=project_ptx_version())
-    text = adapt_to_abi(compiled, workload, mapping, arch=arch)
-    xblock = int(constexprs.get("XBLOCK", 1))
-    rule = LaunchRule.from_config({"grid": [f"cdiv(M, {xblock})" if xblock > 1 else "M", 1, 1],
-                                   "block": [32 * compiled.num_warps, 1, 1], "dynamic_smem": compiled.shared})
-    return TritonSeed(text, rule, compiled)
+        raise TritonSeedError(f"Inductor kernel arguments {tuple(names)} with types {dict(signature)}: mapped "
+                              f"{mapping}, cannot map {unmapped} onto the ABI {[p.name for p in workload.abi]}")
+    return mapping, types
 
 
 # ------------------------------------------------------------------------------------------------------- CLI
@@ -413,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--num-stages", type=int, default=3)
     ap.add_argument("--grid", default="M,1,1", help="grid expressions of the workload's scalars (default M,1,1)")
-    ap.add_argument("--arch", default="sm_90", help="the .target written into the seed (default sm_90)")
+    ap.add_argument("--arch", default=SEED_ARCH, help=f"the .target written into the seed (default {SEED_ARCH})")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="workload option")
     ap.add_argument("-o", "--output", required=True, help="where to write the PTX")
     args = ap.parse_args(argv)

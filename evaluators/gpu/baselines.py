@@ -18,7 +18,8 @@ Baseline = Callable[[], Any]
 
 @dataclass
 class BaselineSet:
-    """Baseline callables per shape, built on first use; ``notes`` says which were skipped and why.
+    """Baseline callables per shape, built on first use; ``notes`` says which were skipped and why, keyed
+    ``"<baseline>@<M>x<N>"``.
 
     names: the baselines asked for (the workload builds those it knows and notes the rest)."""
 
@@ -29,4 +30,9 @@ class BaselineSet:
     def build(self, inputs: dict[str, Any], shape: Shape) -> dict[str, Baseline]:
         """name -> zero-argument callable launching that baseline on ``inputs`` (device arrays) at ``shape``.
         Baselines that cannot be built are left out and explained in ``notes``."""
-        return dict(self.workload.baselines(inputs, tuple(shape), tuple(self.names), self.notes))
+        fresh: dict[str, str] = {}
+        fns = dict(self.workload.baselines(inputs, tuple(shape), tuple(self.names), fresh))
+        at = "x".join(str(v) for v in shape)
+        for k, v in fresh.items():  # keyed by baseline and shape: one can fail at one shape and run at the others
+            self.notes[k if "@" in k else f"{k}@{at}"] = v
+        return fns

@@ -93,27 +93,51 @@ class L2Flusher:
             self.hold((1,), (1,), (cp.uint64(int(self.hold_us * 1000)),))
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any]], flush: Callable[[], None] | None = None, *,
+@dataclass
+class TimedCall:
+    """A timed callable with untimed set-up and follow-up work, all enqueued on the current stream.
+
+    launch(): the timed work (one kernel launch). prepare(r): enqueued before repeat ``r``'s flush, outside
+    the timed interval (refill the outputs with a pattern drawn for this launch, pick the input set); warm-up
+    launches get ``r = -1 - k``. after(r): enqueued right after repeat ``r``'s end event (e.g. keep a copy of
+    the output of the launch that will be checked). Candidates and baselines get the same kind of set-up, so
+    the work around each timed launch, and therefore the L2 state, is alike.
+    """
+
+    launch: Callable[[], Any]
+    prepare: Callable[[int], Any] | None = None
+    after: Callable[[int], Any] | None = None
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,
                      warmup: int = 3, repeats: int = 20) -> dict[str, list[float]]:
     """Time each callable ``repeats`` times, round-robin, each launch between two CUDA events after ``flush``.
 
-    fns: name -> a callable that enqueues the work (a kernel launch) on the current stream.
+    fns: name -> a callable that enqueues the work (a kernel launch) on the current stream, or a TimedCall
+    (its ``prepare`` runs before the flush, its ``after`` after the end event: neither is timed).
     Returns name -> list of per-launch times in µs (take the median). Exceptions of the callables propagate.
     """
     cp = cupy_module()
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
+    calls = {n: f if isinstance(f, TimedCall) else TimedCall(f) for n, f in fns.items()}
+    for call in calls.values():
+        for k in range(warmup):
+            if call.prepare is not None:
+                call.prepare(-1 - k)
+            call.launch()
     cp.cuda.get_current_stream().synchronize()
-    marks: dict[str, list[tuple[Any, Any]]] = {n: [] for n in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    marks: dict[str, list[tuple[Any, Any]]] = {n: [] for n in calls}
+    for r in range(repeats):
+        for name, call in calls.items():
+            if call.prepare is not None:
+                call.prepare(r)
             if flush is not None:
                 flush()
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record()
-            fn()
+            call.launch()
             end.record()
+            if call.after is not None:
+                call.after(r)
             marks[name].append((start, end))
     cp.cuda.get_current_stream().synchronize()
     return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.items()}

@@ -37,7 +37,7 @@ import numpy as np
 from evaluators.types import Status
 from workloads import fused
 from workloads.base import OutputSpec, Shape, Workload
-from workloads.dtypes import POISON_NAN_BITS, bits_dtype, half_ulp, storage_dtype, to_float64
+from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, storage_dtype, to_float64
 
 # Version of the gate's rules, recorded with every GPU evaluation (store rows' metrics.extra.gate_version, elite
 # cards, reports) so results judged by different gates are never pooled unknowingly. 1: the gate of 2026-11-30;
@@ -49,6 +49,11 @@ GATE_VERSION = 2
 GUARD_ELEMENTS = 4096
 # Gate shapes with more elements than this run under one input distribution (rotated by seed), not all.
 SMALL_CHECK_ELEMENTS = 1 << 22
+# Distributions each small gate shape runs under per gate (rotated by seed and shape): with RMSNorm's five and
+# twelve small shapes every distribution runs at about seven shapes of every gate (a cheat wrong under one
+# distribution at every shape escapes with probability (2/5)^12), at 4 runs a check for ~36 checks, the count of
+# gate v1. Raise it to every distribution when the gate's cost allows (experiments/gate_cost.py).
+DISTRIBUTIONS_PER_SHAPE = 3
 
 # launch(inputs, outputs, shape, params): run the kernel on the buffers by name at ``shape`` with the drawn
 # runtime scalars ``params`` (Workload.draw_params; empty when the workload draws none), synchronised.
@@ -204,13 +209,20 @@ class GateResult:
 
 
 def gate_plan(workload: Workload, seed: int, shapes: list[Shape] | None = None) -> list[tuple[Shape, str, int]]:
-    """(shape, distribution, input seed) for every check: small shapes under every distribution, shapes of more
-    than SMALL_CHECK_ELEMENTS elements under one (rotated by ``seed``). Input seeds derive from ``seed``."""
+    """(shape, distribution, input seed) for every check: each small shape under DISTRIBUTIONS_PER_SHAPE of the
+    workload's distributions (all of them when it has no more), consecutive in the workload's order from an
+    offset rotated by ``seed`` and the shape's position, so every distribution runs at most small shapes of every
+    gate and at every shape over a few gates; shapes of more than SMALL_CHECK_ELEMENTS elements under one
+    (rotated by ``seed``). Input seeds derive from ``seed``."""
     plan = []
     dists = workload.distributions
+    per = min(len(dists), DISTRIBUTIONS_PER_SHAPE)
     for i, shape in enumerate(shapes if shapes is not None else workload.gate_shapes):
         n = int(np.prod(shape))
-        chosen = dists if n <= SMALL_CHECK_ELEMENTS else (dists[(seed + i) % len(dists)],)
+        if n <= SMALL_CHECK_ELEMENTS:
+            chosen = tuple(dists[(seed + i + k) % len(dists)] for k in range(per))
+        else:
+            chosen = (dists[(seed + i) % len(dists)],)
         for d in chosen:
             plan.append((tuple(shape), d, (seed * 1_000_003 + len(plan) * 7919) % (2**63)))
     return plan
@@ -257,48 +269,167 @@ def _judge_determinism(chk: GateCheck, a: Any, b: Any, spec: OutputSpec, where: 
     return False
 
 
+def _rng(seed: int, xp: ModuleType) -> Any:
+    """A seeded Generator in ``xp`` (Philox on CuPy: its set-up is a counter assignment, not a skip-ahead)."""
+    philox = getattr(xp.random, "Philox4x3210", None) if xp is not np else None
+    return xp.random.Generator(philox(seed)) if philox is not None else xp.random.default_rng(seed)
+
+
+def finite_fill(n: int, dtype: str, seed: int, xp: ModuleType = np) -> Any:
+    """``n`` finite values of ``dtype`` (storage representation) drawn from ``seed``: all zeros when
+    ``seed % 3 == 0``, else uniform in [-4, 4). What an output holds before a launch that must look like any
+    other (a stale or uninitialised buffer), as opposed to the NaN poison."""
+    if seed % 3 == 0:
+        return xp.zeros(n, dtype=storage_dtype(dtype, xp))
+    u = _rng(seed, xp).random(n, dtype=xp.float32)
+    return from_float((u - xp.float32(0.5)) * xp.float32(8.0), dtype, xp)
+
+
+def _inout_specs(workload: Workload, inputs: Mapping[str, Any]) -> list[OutputSpec]:
+    """OutputSpecs of the workload's inout buffers (shape from ``inputs``, element type the workload's unless the
+    array is float32/float16)."""
+    out = []
+    for name in workload.buffer_names("inout"):
+        a = inputs[name]
+        dt = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}.get(np.dtype(a.dtype), workload.dtype)
+        out.append(OutputSpec(name, tuple(a.shape), dt))
+    return out
+
+
+# The runs of one gate check, in order (the detail of a failure names the run).
+RUNS = ("run 1 (outputs NaN-poisoned)", "run 2 (outputs poisoned with all-ones bits)",
+        "run 3 (outputs pre-filled with finite values)",
+        "run 4 (outputs holding the answer for other inputs, inputs rewritten at the same addresses)")
+
+
 def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution: str, seed: int,
-                xp: ModuleType = np) -> GateCheck:
-    """Run one gate check (steps 1-4 of the module docstring) with buffers of its own and return it;
-    ``failed`` is None on a pass."""
+                xp: ModuleType = np, full: bool | None = None) -> GateCheck:
+    """Run one gate check with buffers of its own and return it; ``failed`` is None on a pass.
+
+    Runs (module docstring): 1 NaN poison (bounds, inputs unchanged, values), 2 all-ones poison (bitwise equal to
+    run 1), and when ``full`` (default: small shapes, at most SMALL_CHECK_ELEMENTS) 3 finite fill (values, then
+    bitwise equal to run 1) and 4 fresh inputs written over the same input buffers with run 1's output (a
+    correct answer for the old inputs) left in the outputs (values against the new reference). Inout buffers are
+    restored to their initial value before each run and their final value is judged like an output.
+    """
     atol, rtol = workload.tolerance
+    full = int(np.prod(shape)) <= SMALL_CHECK_ELEMENTS if full is None else full
     chk = GateCheck(tuple(shape), distribution, seed)
     where = _where(shape, distribution, seed)
     inputs = workload.make_inputs(shape, seed, distribution, xp)
     before = {k: v.copy() for k, v in inputs.items()}
     params = workload.draw_params(seed)
-    ref = reference_for(workload, inputs, xp, params)
     specs = workload.outputs(shape)
+    inout = _inout_specs(workload, inputs)
+    judged = specs + inout
+    fixed = [k for k in inputs if k not in {s.name for s in inout}]
+    # Large checks compare a random sample of rows (SAMPLE_ROWS + first + last) with the float64 reference, and
+    # every element for the poison: no float64 copy of the whole output.
+    rows = None
+    if not full and not inout and shape and int(shape[0]) > SAMPLE_ROWS + 2:
+        rows = sample_rows(int(shape[0]), np.random.default_rng([seed % (2**63), 0x5A3B]), SAMPLE_ROWS)
+        rows_xp = rows if xp is np else xp.asarray(rows)
+        ref = (workload.reference_rows(inputs, rows_xp, xp, params) if params
+               else workload.reference_rows(inputs, rows_xp, xp))
+    else:
+        ref = reference_for(workload, inputs, xp, params)
 
-    runs = []
-    for pattern in (0, 1):
-        bufs = {s.name: allocate_poisoned(s, pattern, xp) for s in specs}
-        launch(inputs, {k: b.view for k, b in bufs.items()}, shape, params)
+    def values(got: Any, s: OutputSpec, pattern: int | None, run: str) -> bool:
+        if rows is None:
+            return _judge(chk, compare(got, ref[s.name], s.dtype, atol, rtol, xp, pattern), s.name, f"{where}, {run}",
+                          atol, rtol)
+        if pattern is not None:
+            left = int((got.view(bits_dtype(s.dtype)) == poison_bits(s.dtype, pattern)).sum())
+            if left:
+                chk.failed = "unwritten"
+                chk.detail = f"partial write: {left} of {got.size} elements of {s.name} never written at {where}, {run}"
+                return False
+        c = compare(got[rows_xp], ref[s.name], s.dtype, atol, rtol, xp, pattern)
+        return _judge(chk, c, s.name, f"{where}, {run}, {len(rows)} sampled rows", atol, rtol)
+
+    def launch_and_guard(outs: dict[str, Any], bufs: dict[str, GuardedBuffer], run: str, p: Mapping[str, float]
+                         ) -> dict[str, Any] | None:
+        for s in inout:
+            inputs[s.name][...] = before[s.name]
+        launch(inputs, outs, shape, p)
         for name, b in bufs.items():
             if not b.guards_intact(xp):
                 chk.failed = "bounds"
-                chk.detail = f"out-of-bounds store: guard zone around output {name} overwritten at {where}"
-                return chk
-        changed = changed_inputs(before, inputs, xp)
+                chk.detail = f"out-of-bounds store: guard zone around output {name} overwritten at {where}, {run}"
+                return None
+        changed = [k for k in fixed if not bitwise_equal(before[k], inputs[k], xp)]
         if changed:
-            chk.failed, chk.detail = "inputs_unchanged", f"input(s) {changed} modified by the kernel at {where}"
+            chk.failed, chk.detail = "inputs_unchanged", f"input(s) {changed} modified by the kernel at {where}, {run}"
+            return None
+        return {**outs, **{s.name: inputs[s.name].copy() for s in inout}}
+
+    runs: list[dict[str, Any]] = []
+    patterns: list[int | None] = [0, 1] + ([None] if full else [])
+    for r, pattern in enumerate(patterns):
+        if pattern is not None:
+            bufs = {s.name: allocate_poisoned(s, pattern, xp) for s in specs}
+        else:
+            bufs = {s.name: allocate_poisoned(s, 0, xp) for s in specs}
+            for k, s in enumerate(specs):
+                bufs[s.name].view.reshape(-1)[...] = finite_fill(int(np.prod(s.shape)), s.dtype, seed + 7 * k + 1, xp)
+        got = launch_and_guard({k: b.view for k, b in bufs.items()}, bufs, RUNS[r], params)
+        if got is None:
             return chk
-        for s in specs:
-            if pattern == 1 and not workload.uses_atomics:
+        for s in judged:
+            if r == 1 and not workload.uses_atomics:
                 continue  # the second run is judged bitwise against the first below
-            c = compare(bufs[s.name].view, ref[s.name], s.dtype, atol, rtol, xp, pattern)
-            if not _judge(chk, c, s.name, where, atol, rtol):
+            if not values(got[s.name], s, pattern, RUNS[r]):
                 return chk
-        runs.append(bufs)
+        runs.append(got)
+        if r == 0:
+            first_err = chk.max_abs_err  # the check's max error is run 1's (as in the batch)
     if not workload.uses_atomics:
+        for r in range(1, len(runs)):
+            for s in judged:
+                if not _judge_determinism(chk, runs[0][s.name], runs[r][s.name], s, f"{where}, {RUNS[r]}", xp):
+                    return chk
+    if full:
+        seed2 = (seed * 0x9E3779B1 + 1) % (2**63)
+        fresh = workload.make_inputs(shape, seed2, distribution, xp)
+        for k, v in fresh.items():
+            inputs[k][...] = v  # the same addresses, new values
+            before[k] = v.copy()
+        params2 = workload.draw_params(seed2)
+        ref2 = reference_for(workload, inputs, xp, params2)
+        # the outputs of run 1: a correct answer, for the old inputs
+        stale = {s.name: allocate_poisoned(s, 0, xp) for s in specs}
         for s in specs:
-            if not _judge_determinism(chk, runs[0][s.name].view, runs[1][s.name].view, s, where, xp):
+            stale[s.name].view[...] = runs[0][s.name]
+        got = launch_and_guard({k: b.view for k, b in stale.items()}, stale, RUNS[3], params2)
+        if got is None:
+            return chk
+        for s in judged:
+            c = compare(got[s.name], ref2[s.name], s.dtype, atol, rtol, xp)
+            if not _judge(chk, c, s.name, f"{where}, {RUNS[3]}", atol, rtol):
                 return chk
+    chk.max_abs_err = first_err
     return chk
+
+
+# Rows of a large check (and of a checked timed launch) compared with the float64 reference, plus the first and
+# the last row: a kernel wrong at a fraction f of the rows escapes with probability (1 - f)^SAMPLE_ROWS.
+SAMPLE_ROWS = 1024
+
+
+def sample_rows(m: int, rng: np.random.Generator, count: int = SAMPLE_ROWS) -> np.ndarray:
+    """Sorted distinct row indices: ``count`` drawn uniformly from ``range(m)`` (all when ``m <= count + 2``)
+    plus the first and the last row (where out-of-bounds tricks sit)."""
+    if m <= count + 2:
+        return np.arange(m)
+    rows = rng.choice(m, size=count, replace=False)
+    return np.unique(np.concatenate([rows, [0, m - 1]]))
 
 
 # Offsets inside the batch arenas are rounded up to this many bytes (cudaMalloc aligns to 256).
 ARENA_ALIGN = 256
+# Bytes of NaN (all-ones) padding before, between and after the inputs of a batch: a read past an input reads
+# NaN, which no arithmetic masks (0 * NaN is NaN), so an out-of-bounds read shows in the output.
+INPUT_PAD_BYTES = 1024
 
 
 def _align(nbytes: int) -> int:
@@ -309,7 +440,8 @@ def _align(nbytes: int) -> int:
 class OutputArena:
     """One output (one name) of every check in a batch, in one poisoned allocation: GUARD_ELEMENTS
     (or more, for alignment) of guard before, between and after the outputs. ``views[i]``: check i's output,
-    ``spans[i]``: its [start, end) in the arena (elements)."""
+    ``spans[i]``: its [start, end) in the arena (elements). ``fill_seed``: when set, the outputs (not the
+    guards) hold ``finite_fill`` values instead of the poison."""
 
     dtype: str
     base: Any
@@ -318,7 +450,8 @@ class OutputArena:
     pattern: int
 
     @classmethod
-    def allocate(cls, specs: list[OutputSpec], pattern: int, xp: ModuleType = np) -> OutputArena:
+    def allocate(cls, specs: list[OutputSpec], pattern: int, xp: ModuleType = np,
+                 fill_seed: int | None = None) -> OutputArena:
         dtype = specs[0].dtype
         item = bits_dtype(dtype).itemsize
         step = ARENA_ALIGN // item
@@ -327,8 +460,14 @@ class OutputArena:
             n = int(np.prod(sp.shape))
             spans.append((pos, pos + n))
             pos = -(-(pos + n + GUARD_ELEMENTS) // step) * step
-        base = xp.empty(pos, dtype=storage_dtype(dtype, xp))
-        base.view(bits_dtype(dtype)).fill(poison_bits(dtype, pattern))
+        if fill_seed is None:
+            base = xp.empty(pos, dtype=storage_dtype(dtype, xp))
+            base.view(bits_dtype(dtype)).fill(poison_bits(dtype, pattern))
+        else:
+            fill = finite_fill(pos, dtype, fill_seed, xp).view(bits_dtype(dtype))
+            guard = _guard_mask(xp, tuple(spans), pos)
+            bits = xp.where(guard, bits_dtype(dtype).type(poison_bits(dtype, pattern)), fill)
+            base = bits.astype(bits_dtype(dtype)).view(storage_dtype(dtype, xp))
         views = [base[a:b].reshape(sp.shape) for (a, b), sp in zip(spans, specs)]
         return cls(dtype, base, views, spans, pattern)
 
@@ -359,17 +498,18 @@ def _guard_mask(xp: ModuleType, spans: tuple[tuple[int, int], ...], total: int) 
     return xp.asarray(guard)
 
 
-def _pack_inputs(all_inputs: list[dict[str, Any]], xp: ModuleType) -> tuple[Any, list[dict[str, Any]]]:
-    """Copy every check's inputs into one byte arena (each array at a 256-byte aligned offset) and return it
-    with views of the same dtypes and shapes, so one snapshot and one comparison cover them all."""
-    offsets, pos = [], 0
+def pack_inputs(all_inputs: list[dict[str, Any]], xp: ModuleType) -> tuple[Any, list[dict[str, Any]]]:
+    """Copy every input set into one byte arena and return it with views of the same dtypes and shapes, so one
+    snapshot and one comparison cover them all. Each array starts at a 256-byte aligned offset with at least
+    INPUT_PAD_BYTES of all-ones bytes (NaN for every float type) before the first and after every array."""
+    offsets, pos = [], INPUT_PAD_BYTES
     for inputs in all_inputs:
         offs = {}
         for k, v in inputs.items():
             offs[k] = pos
-            pos += _align(int(v.nbytes))
+            pos += _align(int(v.nbytes) + INPUT_PAD_BYTES)
         offsets.append(offs)
-    arena = xp.zeros(max(pos, 1), dtype=xp.uint8)
+    arena = xp.full(max(pos, 1), 0xFF, dtype=xp.uint8)
     packed = []
     for inputs, offs in zip(all_inputs, offsets):
         views = {}
@@ -381,20 +521,40 @@ def _pack_inputs(all_inputs: list[dict[str, Any]], xp: ModuleType) -> tuple[Any,
     return arena, packed
 
 
+
+
+def _stale_partner(checks: list[GateCheck]) -> list[int]:
+    """For each check, the next check of the same shape in plan order (cyclically; itself when alone): its
+    inputs replace this check's for run 4."""
+    groups: dict[Shape, list[int]] = {}
+    for i, c in enumerate(checks):
+        groups.setdefault(c.shape, []).append(i)
+    partner = list(range(len(checks)))
+    for members in groups.values():
+        for k, i in enumerate(members):
+            partner[i] = members[(k + 1) % len(members)]
+    return partner
+
+
 def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, str, int]],
                 xp: ModuleType = np) -> list[GateCheck]:
-    """Run the checks ``items`` ((shape, distribution, input seed), each small) as one batch: the same checks as
-    ``check_shape``, with fresh inputs per check, but every check's inputs in one arena (one snapshot, one
-    comparison) and every output in one poisoned arena per pattern with guard zones between the outputs, so the
-    verification is a handful of array operations for the whole batch instead of a dozen per check.
+    """Run the checks ``items`` ((shape, distribution, input seed), each small) as one batch: the runs of
+    ``check_shape`` with ``full`` (NaN poison, all-ones poison, finite fill, then the stale-answer run), with fresh
+    inputs per check, but every check's inputs in one NaN-padded arena (one snapshot, one comparison) and every
+    output in one arena per run with guard zones between the outputs, so the verification is a handful of array
+    operations for the whole batch instead of a dozen per check. In run 4 each check's input buffers receive the
+    inputs of the next check of the same shape (another distribution: no new inputs to generate or reference to
+    compute) while its outputs still hold run 1's answer.
 
-    The stages run in check_shape's order over the whole batch (run 1: bounds, inputs unchanged, values; run 2:
-    bounds, inputs unchanged; determinism), so the check a failure is first seen at may not be the first check
-    that ``check_shape`` would fail; ``run_gate`` therefore re-runs the checks one by one after a batch failure.
-    Returns the checks up to and including the one a failure was attributed to (all of them when none failed).
-    ValueError when the checks' outputs differ in names or element types (one arena per output name).
+    The stages run in check_shape's order over the whole batch, so the check a failure is first seen at may not
+    be the first check that ``check_shape`` would fail; ``run_gate`` therefore re-runs the checks one by one
+    after a batch failure. Returns the checks up to and including the one a failure was attributed to (all of
+    them when none failed). ValueError when the checks' outputs differ in names or element types, or the
+    workload has inout buffers (those run one by one).
     """
     atol, rtol = workload.tolerance
+    if workload.buffer_names("inout"):
+        raise ValueError(f"{workload.name}: a gate batch cannot hold inout buffers; use check_shape")
     checks = [GateCheck(tuple(sh), d, s) for sh, d, s in items]
     wheres = [_where(c.shape, c.distribution, c.seed) for c in checks]
     specs = [workload.outputs(c.shape) for c in checks]
@@ -404,64 +564,98 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
         if [(sp.name, sp.dtype) for sp in spc] != layout:
             raise ValueError(f"{workload.name}: outputs at shape {c.shape} are {[(sp.name, sp.dtype) for sp in spc]}, "
                              f"at {checks[0].shape} {layout}; a gate batch needs the same names and types")
-    arena_in, inputs = _pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
+    arena_in, inputs = pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
     before = arena_in.copy()
     params = [workload.draw_params(c.seed) for c in checks]
     refs = [reference_for(workload, inp, xp, p) for inp, p in zip(inputs, params)]
+    partner = _stale_partner(checks)
 
     def fail(i: int) -> list[GateCheck]:
         return checks[: i + 1]
 
-    runs: list[dict[str, OutputArena]] = []
-    for pattern in (0, 1):
-        # Every check has the same outputs in the same order (checked above): output j of all checks, one arena.
-        arenas = {n: OutputArena.allocate([spc[j] for spc in specs], pattern, xp) for j, n in enumerate(names)}
-        for i, c in enumerate(checks):
-            launch(inputs[i], {n: arenas[n].views[i] for n in names}, c.shape, params[i])
+    def guards_and_inputs(arenas: dict[str, OutputArena], snapshot: Any, run: str) -> int | None:
+        """Bounds and inputs-unchanged after a run; the failing check's index, else None."""
         for n, arena in arenas.items():
             hits = arena.guard_hits(xp)
             if hits:
                 i = arena.owner(hits[0])
                 count = f"{len(hits)}+" if len(hits) >= 16 else str(len(hits))
                 checks[i].failed = "bounds"
-                checks[i].detail = (f"out-of-bounds store: guard zone around output {n} overwritten at {wheres[i]} "
-                                    f"(batched gate: {count} guard elements changed)")
-                return fail(i)
-        if not bitwise_equal(arena_in, before, xp):
+                checks[i].detail = (f"out-of-bounds store: guard zone around output {n} overwritten at {wheres[i]}, "
+                                    f"{run} (batched gate: {count} guard elements changed)")
+                return i
+        if not bitwise_equal(arena_in, snapshot, xp):
             for i, inp in enumerate(inputs):
                 changed = [k for k, v in inp.items()
-                           if not bitwise_equal(v, _snapshot_view(before, arena_in, v, xp), xp)]
+                           if not bitwise_equal(v, _snapshot_view(snapshot, arena_in, v, xp), xp)]
                 if changed:
                     checks[i].failed = "inputs_unchanged"
-                    checks[i].detail = f"input(s) {changed} modified by the kernel at {wheres[i]}"
-                    return fail(i)
+                    checks[i].detail = f"input(s) {changed} modified by the kernel at {wheres[i]}, {run}"
+                    return i
             # Only the padding between inputs changed: a store past the end of an input buffer.
-            i = _input_owner(arena_in, before, inputs, xp)
+            i = _input_owner(arena_in, snapshot, inputs, xp)
             checks[i].failed = "bounds"
-            checks[i].detail = f"out-of-bounds store past an input buffer at {wheres[i]} (batched gate)"
-            return fail(i)
-        if pattern == 0 or workload.uses_atomics:
-            for n in names:
-                dtype = arenas[n].dtype
-                flat_out = xp.concatenate([v.reshape(-1) for v in arenas[n].views])
-                flat_ref = xp.concatenate([r[n].reshape(-1) for r in refs])
-                if within_tolerance(flat_out, flat_ref, dtype, atol, rtol, xp):
-                    _batch_max_errors(checks, arenas[n], refs, n, xp)
-                    continue
-                for i in range(len(checks)):
-                    c = compare(arenas[n].views[i], refs[i][n], dtype, atol, rtol, xp, pattern)
-                    if not _judge(checks[i], c, n, wheres[i], atol, rtol):
-                        return fail(i)
-        runs.append(arenas)
-    if not workload.uses_atomics:
-        for j, n in enumerate(names):
-            a, b = runs[0][n], runs[1][n]
-            if bitwise_equal(xp.concatenate([v.reshape(-1) for v in a.views]),
-                             xp.concatenate([v.reshape(-1) for v in b.views]), xp):
+            checks[i].detail = f"out-of-bounds store past an input buffer at {wheres[i]}, {run} (batched gate)"
+            return i
+        return None
+
+    def values(arenas: dict[str, OutputArena], which: list[dict[str, Any]], pattern: int | None, run: str,
+               record: bool) -> int | None:
+        for n in names:
+            dtype = arenas[n].dtype
+            flat_out = xp.concatenate([v.reshape(-1) for v in arenas[n].views])
+            flat_ref = xp.concatenate([r[n].reshape(-1) for r in which])
+            if within_tolerance(flat_out, flat_ref, dtype, atol, rtol, xp, pattern):
+                if record:
+                    _batch_max_errors(checks, arenas[n], which, n, xp)
                 continue
             for i in range(len(checks)):
-                if not _judge_determinism(checks[i], a.views[i], b.views[i], specs[i][j], wheres[i], xp):
-                    return fail(i)
+                c = compare(arenas[n].views[i], which[i][n], dtype, atol, rtol, xp, pattern)
+                if not _judge(checks[i], c, n, f"{wheres[i]}, {run}", atol, rtol):
+                    return i
+        return None
+
+    runs: list[dict[str, OutputArena]] = []
+    base_seed = checks[0].seed if checks else 0
+    for r, pattern in enumerate((0, 1, None)):
+        # Every check has the same outputs in the same order (checked above): output j of all checks, one arena.
+        arenas = {n: OutputArena.allocate([spc[j] for spc in specs], 0 if pattern is None else pattern, xp,
+                                          fill_seed=None if pattern is not None else base_seed + 7 * j + 1)
+                  for j, n in enumerate(names)}
+        for i, c in enumerate(checks):
+            launch(inputs[i], {n: arenas[n].views[i] for n in names}, c.shape, params[i])
+        bad = guards_and_inputs(arenas, before, RUNS[r])
+        if bad is not None:
+            return fail(bad)
+        if r != 1 or workload.uses_atomics:
+            bad = values(arenas, refs, pattern, RUNS[r], record=r == 0)
+            if bad is not None:
+                return fail(bad)
+        runs.append(arenas)
+    if not workload.uses_atomics:
+        for r in (1, 2):
+            for j, n in enumerate(names):
+                a, b = runs[0][n], runs[r][n]
+                if bitwise_equal(xp.concatenate([v.reshape(-1) for v in a.views]),
+                                 xp.concatenate([v.reshape(-1) for v in b.views]), xp):
+                    continue
+                for i in range(len(checks)):
+                    if not _judge_determinism(checks[i], a.views[i], b.views[i], specs[i][j],
+                                              f"{wheres[i]}, {RUNS[r]}", xp):
+                        return fail(i)
+    # Run 4: each check's inputs replaced (same addresses) by its partner's; outputs still hold run 1's answer.
+    for i, inp in enumerate(inputs):
+        for k, v in inp.items():
+            v[...] = _snapshot_view(before, arena_in, inputs[partner[i]][k], xp)
+    moved = arena_in.copy()
+    for i, c in enumerate(checks):
+        launch(inputs[i], {n: runs[0][n].views[i] for n in names}, c.shape, params[partner[i]])
+    bad = guards_and_inputs(runs[0], moved, RUNS[3])
+    if bad is not None:
+        return fail(bad)
+    bad = values(runs[0], [refs[partner[i]] for i in range(len(checks))], None, RUNS[3], record=False)
+    if bad is not None:
+        return fail(bad)
     return checks
 
 
@@ -506,13 +700,15 @@ def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape
     """Run every check of ``gate_plan(workload, seed, shapes)``; stop at the first failure.
 
     Checks of at most SMALL_CHECK_ELEMENTS elements run as one batch (``check_batch``; after a batch failure
-    they are re-run one by one so the verdict is check_shape's), larger ones one by one (``check_shape``).
+    they are re-run one by one so the verdict is check_shape's), larger ones one by one (``check_shape``, runs
+    1-2 only); a workload with inout buffers runs every check one by one.
     launch(inputs, outputs, shape, params) runs the kernel to completion (synchronised); exceptions it raises (CUDA
     errors) propagate to the caller, who owns the process. Returns a GateResult (status OK when
     all passed).
     """
     plan = gate_plan(workload, seed, shapes)
-    small = [p for p in plan if int(np.prod(p[0])) <= SMALL_CHECK_ELEMENTS]
+    batched = not workload.buffer_names("inout")  # inout state is restored per run: one check at a time
+    small = [p for p in plan if int(np.prod(p[0])) <= SMALL_CHECK_ELEMENTS] if batched else []
     checks: list[GateCheck] = []
 
     def verdict() -> GateResult:
@@ -537,7 +733,7 @@ def run_gate(workload: Workload, launch: Launcher, seed: int, shapes: list[Shape
             return verdict()
         checks.extend(batch)
     for shape, dist, s in plan:
-        if int(np.prod(shape)) <= SMALL_CHECK_ELEMENTS:
+        if batched and int(np.prod(shape)) <= SMALL_CHECK_ELEMENTS:
             continue
         checks.append(check_shape(workload, launch, shape, dist, s, xp))
         if checks[-1].failed:

@@ -25,6 +25,7 @@ from typing import Any
 from evaluators.gpu.args import param_types
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
+from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
 from evaluators.objective import ObjectiveSpec, evaluate_objective
@@ -34,6 +35,17 @@ from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
 from workloads.base import Shape, Workload
+
+
+def default_objective(workload: Workload) -> ObjectiveSpec:
+    """The objective when none is configured: ``ObjectiveSpec()`` (the best of the default libraries) when the
+    workload defines one of those libraries (RMSNorm), else the best of the workload's own
+    ``baseline_names`` with its ``primary_baseline`` and the naive seed as fallbacks (softmax: torch; KDA: fla)."""
+    spec = ObjectiveSpec()
+    names = tuple(workload.baseline_names)
+    if not names or set(spec.libraries) & set(names):
+        return spec
+    return ObjectiveSpec(libraries=names, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
 
 
 class NoGPU(RuntimeError):
@@ -59,7 +71,10 @@ class GPUPool:
     check_output ("all" | "one" | "none": re-check the benchmarked output at every shape, at one shape
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
     gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
-    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape).
+    (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape);
+    sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``collect_verdicts``,
+    run in a background thread whose launches never overlap a timed interval on the same GPU); sanitizer_tools
+    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -74,14 +89,15 @@ class GPUPool:
                  repeats: int = REQUEST_DEFAULTS["repeats"], baselines: str = REQUEST_DEFAULTS["baselines"],
                  baseline_names: Sequence[str] | None = None,
                  naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
-                 seed: int | None = None, objective: Any = None):
+                 seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
+                 sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
-        self.objective = ObjectiveSpec.from_config(objective)
+        self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
@@ -111,6 +127,11 @@ class GPUPool:
         self.capacity = 2 * len(self._sups)
         self._lock = threading.Lock()
         self._closed = False
+        self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
+        self._verdicts: VerdictQueue | None = None
+        if not sanitize_elites:
+            self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
+        self._next_device = itertools.count()
 
     @property
     def copy_gbps(self) -> float:
@@ -201,9 +222,33 @@ class GPUPool:
             res.extra["ncu"] = f"not measured: {e}"
         return res
 
+    # -------------------------------------------------------------------------------------- sanitizer verdicts
+    def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
+        """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
+        robin), now; its launches wait while a worker of that GPU times a candidate (``TimingLock``)."""
+        from evaluators.gpu.devices import physical_device
+
+        device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
+        return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
+                        timeout_s=self.sanitizer_timeout_s, device=device)
+
+    def submit_verdict(self, key: Any, kernel: Kernel) -> None:
+        """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
+        if self._verdicts is None:
+            self._verdicts = VerdictQueue(self.sanitize)
+        self._verdicts.submit(key, kernel)
+
+    def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
+        """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one."""
+        if self._verdicts is None:
+            return []
+        return self._verdicts.collect(wait=wait, timeout=timeout)
+
     def close(self) -> None:
         """Stop every worker (idempotent)."""
         self._closed = True
+        if self._verdicts is not None:
+            self._verdicts.close()
         for s in self._sups:
             s.close()
 

@@ -12,17 +12,24 @@ Request (dict): ``op`` "evaluate"; ``cubin`` bytes; ``entry``; ``param_types`` (
 types); ``launch`` (LaunchConfig.to_json()); ``gate`` bool; ``gate_seed`` int; ``gate_shapes`` list or None
 (workload's); ``bench_shapes`` list (empty: no benchmark); ``warmup``, ``repeats``; ``baselines``:
 "cached" (reuse per-shape baseline medians measured once in this worker), "interleaved" (time them again,
-round-robin with the candidate) or "none"; ``check_output``: "all" (re-check the benchmarked output at every
-shape), "one" (at one shape picked by ``gate_seed``, unknown to the kernel: a randomised audit) or "none".
+round-robin with the candidate) or "none"; ``check_output``: "one" (default: at every benchmarked shape, one
+timed launch drawn at random is checked at a random sample of rows, ``timed_checks``), "all" (that, plus a
+full-output audit launch at every shape) or "none". Every timed launch, checked or not, gets its outputs
+refilled and its input set drawn (``timed_checks``); after the candidate the inputs' fingerprints are compared
+(status ``input_mutated``, inputs restored).
+After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
+small check with the inputs ending at an unmapped page, mapped read-only where the driver allows.
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
-``gate_checks``, ``seconds`` {gate, benchmark (the audit included), audit}, ``notes``.
+``gate_checks``, ``seconds`` {gate, benchmark (the checks included), audit}, ``notes``, ``gate_version``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any
 
@@ -35,11 +42,16 @@ STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGA
                  "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR", "INVALID_PC",
                  "INVALID_ADDRESS_SPACE", "UNKNOWN"}
 # Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
-# request and a pool without them behave alike (the audit at one shape is the randomised default).
+# request and a pool without them behave alike ("one": checked timed launches at every shape).
 REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
                                     "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).
 CHECK_BLOCK_ELEMENTS = 1 << 26
+# Benchmark input sets per shape (timed launches rotate among them), two when one set is above BIG_SET_BYTES;
+# shapes' sets are dropped least recently used first past BENCH_BYTES_BUDGET bytes (an H200 has 141 GB).
+BENCH_SETS = 3
+BIG_SET_BYTES = 1 << 30
+BENCH_BYTES_BUDGET = 48 << 30
 
 
 class KernelFault(Exception):
@@ -94,14 +106,16 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
     """Poison the outputs, ``run`` once more on ``inputs`` and compare with the float64 reference, block by
     block (CHECK_BLOCK_ELEMENTS): catches a kernel that stops working after the gate (counters in global
     memory, pointer caches). Returns None when right, else the reason (str; counts are of the first wrong
-    block). KernelFault from ``run`` propagates (the caller owns the process)."""
+    block). Inout buffers (a recurrent state) are read at the value they had before this launch, which is what
+    the reference starts from. KernelFault from ``run`` propagates (the caller owns the process)."""
     from evaluators.gpu.gate import allocate_poisoned, compare, within_tolerance
 
     wl = workload
     bufs = {s.name: allocate_poisoned(s, 1, cp) for s in wl.outputs(shape)}
+    ref_inputs = {**inputs, **{n: inputs[n].copy() for n in wl.buffer_names("inout")}}
     run(inputs, {k: b.view for k, b in bufs.items()}, shape)
     atol, rtol = wl.tolerance
-    for idx, ref in wl.reference_blocks(inputs, CHECK_BLOCK_ELEMENTS, cp):
+    for idx, ref in wl.reference_blocks(ref_inputs, CHECK_BLOCK_ELEMENTS, cp):
         for s in wl.outputs(shape):
             out = bufs[s.name].view[idx]
             if not within_tolerance(out, ref[s.name], s.dtype, atol, rtol, cp):
@@ -133,9 +147,12 @@ class WorkerState:
         self.flush = L2Flusher.for_device()
         self.baselines = BaselineSet(self.workload, names=tuple(config.get("baseline_names",
                                                                            self.workload.baseline_names)))
-        self.bench_inputs: dict[tuple[int, ...], dict[str, Any]] = {}
+        self.bench_sets: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # shape -> timed_checks.InputSets
+        self.bench_outputs: dict[tuple[int, ...], dict[str, Any]] = {}
+        self.set_builds = 0
+        self.timing_lock: Any = contextlib.nullcontext()  # worker_main sets the GPU's TimingLock
         self.baseline_us: dict[tuple[int, ...], dict[str, float]] = {}
-        self.baseline_fns: dict[tuple[int, ...], dict[str, Any]] = {}
+        self.baseline_fns: dict[tuple[int, ...], dict[str, list[Any]]] = {}
         self.notes: dict[str, str] = {}
         self.naive = None
         if config.get("naive_cubin"):
@@ -169,20 +186,49 @@ class WorkerState:
         return make_launcher(self.workload, self.cp, fn, types, launch_json)
 
     # -------------------------------------------------------------------------------------------- benchmark
-    def _inputs_for(self, shape: tuple[int, ...]) -> dict[str, Any]:
-        if shape not in self.bench_inputs:
-            self.bench_inputs[shape] = self.workload.make_inputs(shape, self.bench_seed + len(self.bench_inputs),
-                                                                 "normal", self.cp)
-        return self.bench_inputs[shape]
+    def _sets_for(self, shape: tuple[int, ...]) -> Any:
+        """The InputSets of ``shape`` (built on first use: BENCH_SETS sets, two above BIG_SET_BYTES; the naive
+        seed's output on set 0 kept as the "answer for other inputs" refill pattern); least recently used shapes
+        are dropped past BENCH_BYTES_BUDGET."""
+        from evaluators.gpu.timed_checks import InputSets
 
-    def _baselines_for(self, shape: tuple[int, ...]) -> dict[str, Any]:
+        if shape in self.bench_sets:
+            self.bench_sets.move_to_end(shape)
+            return self.bench_sets[shape]
+        wl = self.workload
+        probe = wl.make_inputs(shape, self.bench_seed, "normal", self.cp)
+        nbytes = sum(int(v.nbytes) for v in probe.values())
+        del probe
+        k = BENCH_SETS if nbytes <= BIG_SET_BYTES else 2
+        base = self.bench_seed + 1000 * self.set_builds  # a shape rebuilt after eviction gets new inputs
+        self.set_builds += 1
+        sets = InputSets.make(wl, shape, [base + i for i in range(k)], self.cp)
+        if self.naive is not None:
+            out = self._alloc_outputs(shape)
+            self.launcher(self.naive, self.naive_types, self.naive_launch)(sets.sets[0], out, shape)
+            sets.answers = out
+        self.bench_sets[shape] = sets
+        total = sum(v.nbytes for v in self.bench_sets.values())
+        while total > BENCH_BYTES_BUDGET and len(self.bench_sets) > 1:
+            old, dropped = self.bench_sets.popitem(last=False)
+            total -= dropped.nbytes
+            self.baseline_fns.pop(old, None)
+            self.bench_outputs.pop(old, None)
+        return sets
+
+    def _baselines_for(self, shape: tuple[int, ...]) -> dict[str, list[Any]]:
+        """Baseline name -> one zero-argument callable per input set of ``shape``."""
         if shape not in self.baseline_fns:
-            fns = self.baselines.build(self._inputs_for(shape), shape)
+            sets = self._sets_for(shape)
+            fns: dict[str, list[Any]] = {}
+            for inputs in sets.sets:
+                for name, fn in self.baselines.build(inputs, shape).items():
+                    fns.setdefault(name, []).append(fn)
+            fns = {n: v for n, v in fns.items() if len(v) == len(sets.sets)}
             if self.naive is not None:
                 out = self._alloc_outputs(shape)
                 run = self.launcher(self.naive, self.naive_types, self.naive_launch)
-                inputs = self._inputs_for(shape)
-                fns["naive"] = lambda: run.enqueue(inputs, out, shape)
+                fns["naive"] = [lambda i=inputs: run.enqueue(i, out, shape) for inputs in sets.sets]
             self.baseline_fns[shape] = fns
         return self.baseline_fns[shape]
 
@@ -192,33 +238,64 @@ class WorkerState:
         return {s.name: self.cp.empty(s.shape, dtype=storage_dtype(s.dtype, self.cp))
                 for s in self.workload.outputs(shape)}
 
+    def _outputs_for(self, shape: tuple[int, ...]) -> dict[str, Any]:
+        if shape not in self.bench_outputs:
+            self.bench_outputs[shape] = self._alloc_outputs(shape)
+        return self.bench_outputs[shape]
+
     def benchmark(self, fn: Any, types: list[str], launch_json: dict[str, Any], req: dict[str, Any],
                   seconds: dict[str, float] | None = None) -> tuple[list[ShapeResult], str | None, Status]:
-        """Time ``fn`` at ``req["bench_shapes"]`` (and audit the output as ``req["check_output"]`` says);
-        the audit's wall time is added to ``seconds["audit"]``. Returns (results, reason, status)."""
+        """Time ``fn`` at ``req["bench_shapes"]`` with every timed launch refilled and its input set drawn per
+        launch (``timed_checks``), check one timed launch per shape (``check_output`` "one"/"all"; "all" adds a
+        full-output audit launch), then the inputs' fingerprints. The checks' wall time is added to
+        ``seconds["audit"]``. Returns (results, reason, status)."""
+        import numpy as np
+
         from evaluators.gpu.benchmark import median_us, time_interleaved, too_fast
+        from evaluators.gpu.timed_checks import CHECKED_LAUNCHES, baseline_call, timed_call, verify_checked
 
         wl = self.workload
         run = self.launcher(fn, types, launch_json)
         results: list[ShapeResult] = []
         mode = req.get("baselines", REQUEST_DEFAULTS["baselines"])
         audit = req.get("check_output", REQUEST_DEFAULTS["check_output"])
-        audited = int(req.get("gate_seed", 0)) % max(1, len(req["bench_shapes"]))
+        repeats = int(req.get("repeats", REQUEST_DEFAULTS["repeats"]))
+        seed = int(req.get("gate_seed", 0))
         for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
-            inputs = self._inputs_for(shape)
-            outputs = self._alloc_outputs(shape)
-            fns: dict[str, Any] = {"candidate": lambda i=inputs, o=outputs, s=shape: run.enqueue(i, o, s)}
+            sets = self._sets_for(shape)
+            outputs = self._outputs_for(shape)
+            rng = np.random.default_rng([seed % (2**63), i, 1])
+            cand, checked = timed_call(wl, run.enqueue, sets, outputs, shape, rng, repeats,
+                                       CHECKED_LAUNCHES if audit != "none" else 0)
+            fns: dict[str, Any] = {"candidate": cand}
             base = self._baselines_for(shape) if mode != "none" else {}
             fresh = mode == "interleaved" or shape not in self.baseline_us
             if fresh:
-                fns.update(base)
+                brng = np.random.default_rng([seed % (2**63), i, 2])
+                fns.update({n: baseline_call(v, sets, outputs, shape, wl, brng) for n, v in base.items()})
             try:
-                times = time_interleaved(fns, self.flush, warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
-                                         repeats=int(req.get("repeats", REQUEST_DEFAULTS["repeats"])))
+                with self.timing_lock:  # no sanitizer launch on this GPU while the intervals are open
+                    times = time_interleaved(fns, self.flush,
+                                             warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
+                                             repeats=repeats)
             except KernelFault:
                 raise
             except Exception as e:
-                raise KernelFault(Status.CRASH, f"benchmark at shape {shape} failed: {e}", fatal=True) from None
+                raise KernelFault(Status.CRASH, f"benchmark at shape {shape} failed: {e}", fatal=_is_sticky(e)) from None
+            t0 = time.perf_counter()
+            changed = sets.mutated()
+            if changed:
+                sets.restore()  # before the baselines or the next candidate read them
+                self.cp.cuda.get_current_stream().synchronize()
+                return results, (f"benchmark inputs changed by the candidate at shape {shape}: input set(s) "
+                                 f"{changed} differ from their fingerprint after the timed launches (restored; the "
+                                 "baselines timed alongside were discarded)"), Status.INPUT_MUTATED
+            if checked:
+                bad = verify_checked(wl, sets, checked, shape)
+                if bad:
+                    return results, bad, Status.WRONG_RESULT
+            if seconds is not None:
+                seconds["audit"] = seconds.get("audit", 0.0) + time.perf_counter() - t0
             t = median_us(times.pop("candidate"))
             if fresh and mode != "none":
                 self.baseline_us[shape] = {n: median_us(v) for n, v in times.items()}
@@ -230,23 +307,49 @@ class WorkerState:
             if too_fast(gbps, self.copy_gbps):
                 return results, (f"{gbps:.0f} GB/s at shape {shape} exceeds the measured copy roofline "
                                  f"{self.copy_gbps:.0f} GB/s"), Status.TOO_FAST_TO_BE_TRUE
-            if audit == "all" or (audit == "one" and i == audited):
+            if audit == "all":
                 t0 = time.perf_counter()
-                bad = audit_output(wl, self.cp, run, inputs, shape)
+                bad = audit_output(wl, self.cp, run, sets.sets[i % len(sets.sets)], shape)
                 if seconds is not None:
                     seconds["audit"] = seconds.get("audit", 0.0) + time.perf_counter() - t0
                 if bad:
                     return results, bad, Status.WRONG_RESULT
         return results, None, Status.OK
 
+    def _fault_check(self, run: Any, seed: int, reply: dict[str, Any]) -> str | None:
+        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows. A fault
+        becomes KernelFault(WRONG_RESULT, fatal: the context is gone); a driver that refuses the mappings leaves
+        a note and no verdict."""
+        from evaluators.gpu.vmm import VMMError, fault_check
+
+        try:
+            bad, notes = fault_check(self.workload, run, seed)
+        except KernelFault as f:
+            raise KernelFault(Status.WRONG_RESULT, f"fault check: the kernel faulted with its inputs ending at an "
+                              f"unmapped page, mapped read-only (a read past an input or a store into one): {f}",
+                              fatal=f.fatal) from None
+        except (VMMError, ImportError) as e:
+            self.notes["fault_check"] = f"fault check not run: {e}"
+            reply["notes"]["fault_check"] = self.notes["fault_check"]
+            return None
+        except Exception as e:  # set-up trouble (not the kernel's): no verdict, unless the context is gone
+            if _is_sticky(e):
+                raise KernelFault(Status.CRASH, f"fault check: CUDA error: {e}", fatal=True) from None
+            self.notes["fault_check"] = f"fault check not run: {type(e).__name__}: {e}"
+            reply["notes"]["fault_check"] = self.notes["fault_check"]
+            return None
+        if notes.get("refused"):
+            reply["notes"]["read_only_inputs"] = f"read-only mapping refused by the driver: {notes['refused'][0]}"
+        return bad
+
     # ---------------------------------------------------------------------------------------------- request
     def evaluate(self, req: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Handle one ``evaluate`` request; returns (reply, fatal)."""
-        from evaluators.gpu.gate import run_gate
+        from evaluators.gpu.gate import GATE_VERSION, run_gate
 
         reply: dict[str, Any] = {"status": Status.OK.value, "reason": "", "shapes": [], "copy_gbps": self.copy_gbps,
                                  "gate_checks": 0, "seconds": {}, "notes": dict(self.baselines.notes),
-                                 "device": self.device_name}
+                                 "device": self.device_name, "gate_version": GATE_VERSION}
         try:
             fn = self._load(req["cubin"], req["entry"])
         except Exception as e:
@@ -263,6 +366,12 @@ class WorkerState:
                 if not g.passed:
                     reply.update(status=g.status.value, reason=g.reason)
                     return reply, False
+                if req.get("fault_check", True):
+                    bad = self._fault_check(run, int(req.get("gate_seed", 0)), reply)
+                    reply["seconds"]["gate"] = time.perf_counter() - t0
+                    if bad:
+                        reply.update(status=Status.WRONG_RESULT.value, reason=bad)
+                        return reply, False
             if req.get("bench_shapes"):
                 t0 = time.perf_counter()
                 shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req, reply["seconds"])
@@ -292,6 +401,9 @@ def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: d
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
         state = WorkerState(workload_spec, config)
+        from evaluators.gpu.sanitizer import TimingLock, timing_lock_path
+
+        state.timing_lock = TimingLock(timing_lock_path(str(device)))
     except BaseException:
         conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return

@@ -38,7 +38,7 @@ from population.ast import (
     Vector,
 )
 
-EDIT_KINDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS")
+EDIT_KINDS = ("REPLACE", "INSERT", "DELETE", "MODIFIER", "LAUNCH", "DIRECTIVE", "KNOBS", "REWRITE")
 
 # Opcodes a memory-bound kernel is likely to need (PTX ISA §9.7); the parent's own opcodes are added.
 COMMON_OPCODES = (
@@ -123,7 +123,8 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
              if not (k in ("REPLACE", "INSERT", "DELETE") and not spec.lines)
              and not (k == "MODIFIER" and not spec.instruction_lines)
              and not (k == "KNOBS" and not spec.knob_space)
-             and not (k == "DIRECTIVE" and not spec.entries)]
+             and not (k == "DIRECTIVE" and not spec.entries)
+             and not (k == "REWRITE" and not spec.instruction_lines)]
     if not kinds:
         raise ValueError(f"no edit kind of {spec.kinds} has anything to name for this parent")
     n_edit = spec.max_edits
@@ -174,6 +175,10 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
                      '| "4") | ".maxntid " blk ",1,1" | "-.maxnreg" | "-.minnctapersm" | "-.maxntid")')
         rules.append("entry ::= " + _alts(spec.entries))
         rules.append("nreg ::= " + _alts(str(n) for n in (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 255)))
+    if "REWRITE" in kinds:
+        # The named structural rewrites (population.edits.register_rewrite), at an instruction line of the focus.
+        rules.append('rewrite ::= "REWRITE " ("vectorize " rwln (" width=" ("2" | "4"))? | "hoist_loads " rwln)')
+        rules.append("rwln ::= " + _alts(str(n) for n in sorted(set(spec.instruction_lines))))
     if "KNOBS" in kinds:
         # Each knob at most once, in a fixed order: alternative i starts at knob i, the rest optional.
         names = list(spec.knob_space)

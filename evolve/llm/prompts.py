@@ -35,6 +35,8 @@ MODIFIER n -old +new   on the instruction at line n remove modifier .old and/or 
 LAUNCH block=256,1,1   change threads per block
 DIRECTIVE entry .maxnreg 64   set a performance directive
 KNOBS name=value       re-instantiate the kernel template with these knobs
+REWRITE vectorize n width=4   combine the adjacent scalar loads/stores starting at line n into one vector access
+REWRITE hoist_loads n  issue every load of the block holding line n before the arithmetic that uses it
 Registers you introduce are declared automatically."""
 
 _CONTROL = re.compile(r"<\|[^|>]*\|>|<\/?(?:s|im_start|im_end|system|user|assistant)>", re.IGNORECASE)

@@ -15,6 +15,8 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import evolve.operators.hoist
+import evolve.operators.vectorize  # noqa: F401  (registers REWRITE vectorize)
 from evolve.operators.base import Operator
 
 # name -> "module:Class"
@@ -28,6 +30,8 @@ OPERATORS: dict[str, str] = {
     "template": "evolve.operators.template:TemplateOperator",
     "jump": "evolve.operators.jump:TemplateJumpOperator",
     "cma": "evolve.operators.knob_es:KnobESOperator",
+    "vectorize": "evolve.operators.vectorize:VectorizeOperator",
+    "hoist": "evolve.operators.hoist:HoistLoadsOperator",
     "crossover": "evolve.operators.crossover:CrossoverOperator",
     "llm": "evolve.operators.llm:LLMOperator",
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.gpu.gate import bitwise_equal, compare, run_gate
+from evaluators.gpu.gate import bitwise_equal, compare, gate_plan, run_gate
 from evaluators.types import Status
 from workloads.dtypes import bits_dtype, from_float
 from workloads.fused import count_differ
@@ -85,17 +85,19 @@ def test_gate_on_device_with_a_cupy_launcher(cp):
     """The batched gate with device arrays: a right launcher passes, one that skips a row fails at that shape."""
     wl = RMSNorm("fp32")
 
-    def right(inputs, outputs, shape):
+    def right(inputs, outputs, shape, params):
         x = inputs["x"]
-        outputs["y"][...] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * inputs["w"]
+        eps = cp.float32(params["eps"])
+        outputs["y"][...] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * inputs["w"]
 
-    def skips_last_row(inputs, outputs, shape):
+    def skips_last_row(inputs, outputs, shape, params):
         x = inputs["x"][:-1]
-        outputs["y"][:-1] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * inputs["w"]
+        eps = cp.float32(params["eps"])
+        outputs["y"][:-1] = x / cp.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * inputs["w"]
 
     shapes = [(1, 192), (7, 760), (199, 1001)]
     ok = run_gate(wl, right, 1, shapes, cp)
-    assert ok.status == Status.OK and len(ok.checks) == 9, ok.reason
+    assert ok.status == Status.OK and len(ok.checks) == len(gate_plan(wl, 1, shapes)), ok.reason
     bad = run_gate(wl, skips_last_row, 1, shapes, cp)
     assert bad.status == Status.WRONG_RESULT and "unwritten" in bad.reason and "1x192" in bad.reason
 
@@ -108,3 +110,41 @@ def test_half_ulp_allowance_matches_numpy(cp):
     got = compare(cp.asarray(out.view(np.uint16)), cp.asarray(ref), "bf16", 3e-2, 1e-3, cp)
     assert (got.n_bad, want.n_bad) == (4000, 4000)
     assert got.max_abs_err == pytest.approx(want.max_abs_err)
+
+
+def test_nonfinite_comparator_on_device_matches_numpy(cp):
+    from evaluators.gpu.gate import poison_bits
+
+    ref = np.array([1.0, np.nan, 0.0, 2.0, np.inf] * 1000)
+    good = from_float(np.array([1.0, np.nan, 0.0, 2.0, np.inf] * 1000, np.float32), "bf16")
+    bad = good.copy()
+    bad[2::5] = from_float(np.array([np.nan], np.float32), "bf16")[0]  # NaN where the reference is 0
+    poisoned = good.copy()
+    poisoned.view(np.uint16)[1::5] = poison_bits("bf16", 0)  # never written where the reference is NaN
+    for out in (good, bad, poisoned):
+        want = compare(out, ref, "bf16", 3e-2, 1e-3, np, pattern=0)
+        got = compare(cp.asarray(out.view(np.uint16)), cp.asarray(ref), "bf16", 3e-2, 1e-3, cp, pattern=0)
+        assert got.ok == want.ok
+    assert compare(cp.asarray(good.view(np.uint16)), cp.asarray(ref), "bf16", 3e-2, 1e-3, cp).max_abs_err == 0.0
+
+
+def test_random_finite_fill_and_fingerprint(cp):
+    from workloads import fused
+
+    for dtype, dt in (("bf16", cp.uint16), ("fp16", cp.float16), ("fp32", cp.float32)):
+        a = cp.empty(100_003, dtype=dt)
+        fused.fill_random_finite(a, dtype, 7)
+        b = cp.empty_like(a)
+        fused.fill_random_finite(b, dtype, 8)
+        vals = (a.astype(cp.uint32) << 16).view(cp.float32) if dtype == "bf16" else a.astype(cp.float32)
+        assert bool(cp.isfinite(vals).all()) and float(cp.abs(vals).max()) < 2.0
+        assert int((a.view(cp.uint8) != b.view(cp.uint8)).sum()) > 100_000  # another seed, other values
+    x = cp.arange(1 << 20, dtype=cp.uint32).view(cp.uint8)[:-3]  # a tail that is no whole word
+    f0 = fused.fingerprint(x)
+    y = x.copy()
+    assert int(fused.fingerprint(y)[0]) == int(f0[0])
+    y[12345] ^= 1
+    assert int(fused.fingerprint(y)[0]) != int(f0[0])
+    z = x.copy()
+    z[-1] ^= 0x80  # in the tail
+    assert int(fused.fingerprint(z)[0]) != int(f0[0])

@@ -23,7 +23,7 @@ def test_softmax_seeds_on_the_gpu_evaluator():
         for k in wl.seeds():
             r = pool.evaluate(k)
             assert r.status == Status.OK, r.reason
-            assert r.extra["objective_baseline"] == "torch" and r.objective > 0
+            assert set(r.extra["objective"]["reference"].values()) == {"torch"} and r.objective > 0
             assert all("torch" in s.speedups and 0 < s.frac_copy <= 1.05 for s in r.shapes)
         # the same source without the max subtraction: exp overflows on the gate's "shifted" rows
         text = SOURCE.read_text().replace("__expf(xr[i] - m)", "__expf(xr[i])")

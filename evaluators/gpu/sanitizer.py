@@ -1,0 +1,303 @@
+"""compute-sanitizer verdicts on kernels before they count as archive elites.
+
+A kernel can pass every gate run and still be wrong: a shared-memory race whose window almost never opens,
+an out-of-bounds read that arithmetic masks, a barrier in divergent code. compute-sanitizer's memcheck
+(out-of-bounds and misaligned accesses), racecheck (shared-memory hazards) and synccheck (illegal barrier use)
+see them on every launch. Each tool is one process (``compute-sanitizer --tool T python -m
+evaluators.gpu.sanitize_replay --spec S``) that replays a batch of kernels at SANITIZER_SHAPES; a batch with
+any error is split and each kernel re-run alone, so a verdict names its own kernel. The replay's own output
+check counts too: a kernel whose output is wrong under the sanitizer's scheduling fails.
+
+Costs: about 2-3 s per tool and process on an H200 (start-up of Python, CuPy and the tool dominates; each extra
+kernel in a batch adds a fraction of a second). The caller schedules it so it never overlaps a timed launch on
+the same GPU (``GPUPool.sanitize`` holds that GPU's worker while it runs).
+
+Cannot catch: races on global memory between CTAs (racecheck covers shared memory), hazards that need other
+shapes than SANITIZER_SHAPES, reads of initialised but stale memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluators.types import Status
+
+# Tools whose verdict an elite needs (initcheck is left to final verification: it flags reads of memory the
+# replay never wrote, e.g. padding loads that a kernel discards, which are legal).
+ELITE_TOOLS = ("memcheck", "racecheck", "synccheck")
+# Small shapes (instrumented launches are ~100x slower): odd N (scalar tail), several rows per CTA not dividing M,
+# and a row longer than the register-resident chunk count.
+SANITIZER_SHAPES: list[tuple[int, int]] = [(199, 1128), (7, 4099), (3, 28672)]
+SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
+RACE_RE = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
+
+
+def find_sanitizer() -> str | None:
+    """compute-sanitizer on PATH, under CUDA_HOME or /usr/local/cuda*, or None."""
+    hit = shutil.which("compute-sanitizer")
+    if hit:
+        return hit
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(Path("/usr/local").glob("cuda-*"))]
+    for root in roots:
+        for sub in ("bin/compute-sanitizer", "compute-sanitizer/compute-sanitizer"):
+            p = Path(root) / sub if root else None
+            if p is not None and p.is_file():
+                return str(p)
+    return None
+
+
+def parse_sanitizer(text: str) -> dict[str, Any]:
+    """errors: the sum over every ``ERROR SUMMARY: N errors`` line (a process that launches several times, or a
+    tool that reports per context, prints more than one; None when there is none, then the racecheck summary's
+    error count is used), and every summary line."""
+    m = SUMMARY_RE.findall(text)
+    lines = [ln.strip("= ").strip() for ln in text.splitlines() if "SUMMARY" in ln]
+    if not m:  # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+        m = RACE_RE.findall(text)
+    return {"errors": sum(int(v) for v in m) if m else None, "summary_lines": lines}
+
+
+@dataclass
+class ToolRun:
+    """One compute-sanitizer process over a replay spec: ``errors`` (None: the tool gave no verdict),
+    ``replay`` (the replay's per-kernel output lines), exit code, wall seconds, the tail of its output."""
+
+    tool: str
+    errors: int | None
+    replay: list[dict[str, Any]]
+    rc: int
+    seconds: float
+    tail: str
+    summary_lines: list[str] = field(default_factory=list)
+
+    def clean_for(self, kid: Any) -> bool | None:
+        """True when the tool found no error and kernel ``kid``'s outputs were right; False when it found errors
+        or the output was wrong; None when the tool gave no verdict."""
+        mine = [r for r in self.replay if r.get("kernel") == kid and "ok" in r]
+        if mine and not all(r["ok"] for r in mine):
+            return False
+        if self.errors is None:
+            return None
+        return self.errors == 0 and bool(mine)
+
+
+def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[str, str] | None = None) -> ToolRun:
+    """Run ``compute-sanitizer --tool <tool>`` over the replay of ``spec_path``. subprocess.TimeoutExpired
+    propagates."""
+    cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "evaluators.gpu.sanitize_replay",
+           "--spec", str(spec_path)]
+    if tool == "racecheck":
+        cmd[3:3] = ["--racecheck-report", "all"]
+    root = str(Path(__file__).resolve().parents[2])
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=full_env, cwd=root)
+    text = proc.stdout + proc.stderr
+    p = parse_sanitizer(text)
+    replay = []
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("{"):
+            try:
+                replay.append(json.loads(ln))
+            except json.JSONDecodeError:
+                pass
+    return ToolRun(tool, p["errors"], replay, proc.returncode, time.perf_counter() - t0, text[-2000:],
+                   p["summary_lines"])
+
+
+@dataclass
+class Verdict:
+    """The sanitizer verdict on one kernel: status OK, SANITIZER (the reason names the tool and the count) or
+    SKIPPED (no verdict: the tool is missing or could not run; the reason says why); ``tools``: per tool, the
+    error count (None: no verdict) and whether the replayed output was right."""
+
+    status: Status
+    reason: str = ""
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
+             shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
+             exe: str | None = None, device: str | None = None, seed: int = 7) -> list[Verdict]:
+    """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: each tool runs once over the whole
+    batch; when a batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
+
+    arch: ptxas target; device: the physical GPU id for CUDA_VISIBLE_DEVICES (None: inherit). A kernel that no
+    longer compiles gets SKIPPED. Never raises for a bad kernel; a timeout counts as an error of that tool."""
+    from evaluators.gpu.sanitize_replay import kernel_entry
+    from evaluators.toolchain import compile_ptx
+
+    exe = exe or find_sanitizer()
+    if not kernels:
+        return []
+    if exe is None:
+        return [Verdict(Status.SKIPPED, "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)")
+                for _ in kernels]
+    env = ({"CUDA_VISIBLE_DEVICES": str(device), "PTXFORGE_TIMING_LOCK": str(timing_lock_path(str(device)))}
+           if device is not None else None)
+    verdicts = [Verdict(Status.OK) for _ in kernels]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ptxforge-sanitize-") as tmp:
+        entries = []
+        for i, k in enumerate(kernels):
+            try:
+                cubin = compile_ptx(k, arch).cubin
+            except Exception as e:
+                verdicts[i] = Verdict(Status.SKIPPED, f"sanitizer: kernel does not compile: {e}")
+                continue
+            path = Path(tmp) / f"k{i}.cubin"
+            path.write_bytes(cubin)
+            entries.append(kernel_entry(k, path, i))
+        base = {"workload": workload.spec(), "shapes": [list(s) for s in shapes],
+                "seed": int(seed)}
+
+        def spec_file(name: str, ks: list[dict[str, Any]]) -> Path:
+            p = Path(tmp) / f"{name}.json"
+            p.write_text(json.dumps({**base, "kernels": ks}))
+            return p
+
+        def record(i: int, tool: str, run: ToolRun | None, why: str = "") -> None:
+            v = verdicts[i]
+            clean = None if run is None else run.clean_for(i)
+            v.tools[tool] = {"errors": None if run is None else run.errors, "clean": clean}
+            if v.status != Status.OK:
+                return
+            if clean is False:
+                wrong = [r for r in (run.replay if run else []) if r.get("kernel") == i and not r.get("ok")]
+                what = (f"{run.errors} error(s)" if run and run.errors else
+                        f"output wrong at {[tuple(r['shape']) for r in wrong][:3]}")
+                v.status, v.reason = Status.SANITIZER, f"compute-sanitizer {tool}: {what}"
+            elif clean is None:
+                v.status = Status.SKIPPED
+                v.reason = f"compute-sanitizer {tool} gave no verdict: {why or (run.tail[-300:] if run else '')}"
+
+        for tool in tools:
+            todo = [e for e in entries if verdicts[e["id"]].status == Status.OK]
+            if not todo:
+                break
+            try:
+                run = run_tool(tool, spec_file(f"{tool}-batch", todo), timeout_s, exe, env)
+            except subprocess.TimeoutExpired:
+                run = None
+            if run is not None and all(run.clean_for(e["id"]) for e in todo):
+                for e in todo:
+                    record(e["id"], tool, run)
+                continue
+            for e in todo:  # split: one process per kernel
+                try:
+                    alone = run_tool(tool, spec_file(f"{tool}-{e['id']}", [e]), timeout_s, exe, env)
+                    record(e["id"], tool, alone)
+                except subprocess.TimeoutExpired:
+                    verdicts[e["id"]].status = Status.SANITIZER
+                    verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
+    for v in verdicts:
+        v.seconds = time.perf_counter() - t0
+    return verdicts
+
+
+# ------------------------------------------------------------------------------------------- scheduling
+def timing_lock_path(device: str) -> Path:
+    """The lock file that serialises timed intervals and sanitizer launches on physical GPU ``device``."""
+    return Path(tempfile.gettempdir()) / f"ptxforge-gpu{device}-timing.lock"
+
+
+class TimingLock:
+    """An exclusive ``flock`` on ``timing_lock_path(device)``, held by the worker around its timed launches and
+    by the sanitizer replay around each of its launches, so compute-sanitizer never runs a kernel on a GPU while
+    a timed interval is open there (processes on other GPUs use other files). Re-entrant per object."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._fd: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> TimingLock:
+        import fcntl
+
+        if self._depth == 0:
+            self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class VerdictQueue:
+    """Sanitizer verdicts computed in a background thread, batch by batch, for kernels submitted under a key
+    (the engine uses store row ids). ``run(kernels) -> list[Verdict]`` does the work (``sanitize`` bound to a
+    workload and GPU). ``collect`` hands back the finished (key, Verdict) pairs; ``pending`` the keys in flight."""
+
+    def __init__(self, run: Any, max_batch: int = 16):
+        import threading
+
+        self._run, self.max_batch = run, int(max_batch)
+        self._todo: list[tuple[Any, Any]] = []
+        self._busy: list[Any] = []
+        self._done: list[tuple[Any, Verdict]] = []
+        self._cv = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="ptxforge-sanitizer", daemon=True)
+        self._thread.start()
+
+    def submit(self, key: Any, kernel: Any) -> None:
+        with self._cv:
+            self._todo.append((key, kernel))
+            self._cv.notify_all()
+
+    @property
+    def pending(self) -> list[Any]:
+        with self._cv:
+            return [k for k, _ in self._todo] + list(self._busy)
+
+    def collect(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
+        """Finished verdicts since the last call; with ``wait``, first block until nothing is pending (or
+        ``timeout`` seconds passed)."""
+        with self._cv:
+            if wait:
+                self._cv.wait_for(lambda: not self._todo and not self._busy, timeout)
+            out, self._done = self._done, []
+            return out
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._todo or self._closed)
+                if self._closed and not self._todo:
+                    return
+                batch, self._todo = self._todo[: self.max_batch], self._todo[self.max_batch:]
+                self._busy = [k for k, _ in batch]
+            try:
+                verdicts = self._run([k for _, k in batch])
+            except Exception as e:
+                verdicts = [Verdict(Status.SKIPPED, f"sanitizer failed: {type(e).__name__}: {e}") for _ in batch]
+            with self._cv:
+                self._done.extend(zip((k for k, _ in batch), verdicts))
+                self._busy = []
+                self._cv.notify_all()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._todo.clear()
+            self._cv.notify_all()

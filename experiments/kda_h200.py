@@ -1,0 +1,191 @@
+"""KDA fused recurrent forward on a GPU: are the seeds right, and how fast are they against fla?
+
+For each kernel (the naive seed, the template seed and ``--variants`` template knob sets):
+1. correctness, checked here directly (not through the gate): launch on fresh inputs at the gate shapes and
+   two benchmark shapes, compare o and the final state (the inout buffer) with the float64 JAX reference
+   (every element at small shapes, sampled (sequence, head) pairs at large ones): the largest error in units
+   of the workload tolerance (atol + rtol |ref|; <= 1 passes, plus half a bf16 ulp for o) and fla's test
+   criterion RMS(ref - out) / RMS(ref) (< 5e-3 passes);
+2. timing at the 12 benchmark shapes (six scenarios run as recurrences, six decode batches), interleaved
+   round-robin with fla ``fused_recurrent_kda`` (gate, beta sigmoid and L2 norm in its kernel), L2 flushed
+   before each launch, CUDA events, median of ``--repeats``; the state buffer is restored from a pristine copy
+   between launches by neither (its value does not change the work).
+
+Prints two tables and writes ``kda_h200.json`` under ``--out``. FlashKDA is not timed (CUTLASS build).
+Usage: python experiments/kda_h200.py [--out DIR] [--repeats 10] [--variants 'cols=8,warps=2;cols=2,warps=8']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+CHECK_SHAPES = [(1, 1), (1, 17), (2, 63), (3, 1, 63, 17), (1, 2048)]
+
+
+def parse_variants(text: str) -> list[dict[str, int]]:
+    """'cols=8,warps=2;cols=2,warps=8' -> [{'cols': 8, 'warps': 2}, {'cols': 2, 'warps': 8}]."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        out.append({k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))})
+    return out
+
+
+def rms_ratio(out: np.ndarray, ref: np.ndarray) -> float:
+    keep = ~np.isnan(ref)
+    d, r = (out - ref)[keep], ref[keep]
+    return float(np.sqrt(np.mean(d * d)) / max(np.sqrt(np.mean(r * r)), 1e-30))
+
+
+def tol_units(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float, half_ulp: np.ndarray | float) -> float:
+    keep = ~np.isnan(ref)
+    err = np.abs(out - ref)[keep] / (atol + rtol * np.abs(ref[keep]) + (half_ulp[keep] if np.ndim(half_ulp) else 0))
+    return float(np.nan_to_num(err, nan=np.inf).max()) if err.size else 0.0
+
+
+def to_device(host: dict, cp) -> dict:
+    """CuPy copies of host inputs; ml_dtypes.bfloat16 arrays travel as their uint16 bits (CuPy's bf16)."""
+    return {k: cp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
+
+
+def kernels_of(wl, variants: str) -> dict:
+    """name -> Kernel: the two seeds and the template at each of ``variants``."""
+    kernels = {"naive": wl.seeds()[0], "template": wl.seeds()[1]}
+    for v in parse_variants(variants):
+        kernels["template " + ",".join(f"{k}={x}" for k, x in v.items())] = wl.instantiate(v)
+    return kernels
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """Everything that needs no GPU: ptxas + ABI + occupancy for each kernel, the launch rule at every shape,
+    inputs and the reference at the smallest check shape."""
+    from evaluators.pipeline import prepare
+    from targets.spec import resolve_gpu
+    from workloads.kda import KDARecurrent
+
+    gpu, wl = resolve_gpu(args.gpu), KDARecurrent()
+    for name, k in kernels_of(wl, args.variants).items():
+        p = prepare(k, wl, gpu, wl.benchmark_shapes + CHECK_SHAPES)
+        print(f"{name:34s} regs {p.resources.registers:3d} spills {p.resources.spill_stores_bytes:4d} B "
+              f"block {p.block} occupancy {p.occupancy.occupancy:.2f} grids "
+              f"{[wl.launch_dims(s, k.launch)[0] for s in wl.benchmark_shapes[:3]]}")
+    inputs = wl.make_inputs(CHECK_SHAPES[2], 100)
+    o, s = wl.reference_pairs(inputs, None)
+    print(f"reference at {CHECK_SHAPES[2]}: o {o.shape} finite {bool(np.isfinite(o).all())}, state {s.shape}")
+    notes: dict[str, str] = {}
+    print(f"fla baseline on this machine: {sorted(wl.baselines(inputs, CHECK_SHAPES[2], ('fla',), notes))} {notes}")
+    print(f"would time {len(wl.benchmark_shapes)} shapes x {len(kernels_of(wl, args.variants)) + 1} kernels, "
+          f"{args.repeats} repeats each")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="experiments/results/kda_h200")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--variants", default="cols=8,warps=2;cols=2,warps=8;cols=4,warps=4,prefetch=0")
+    ap.add_argument("--gpu", default=None, help="targets.spec GPU name (default: targets.spec.DEFAULT_GPU)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: compile every kernel through the front half, check the launch rule at every "
+                         "shape and the reference on the smallest, print the plan")
+    args = ap.parse_args()
+    if args.dry_run:
+        return dry_run(args)
+
+    import cupy as cp
+
+    from evaluators.gpu.args import build_args, param_types
+    from evaluators.gpu.benchmark import L2Flusher, median_us, time_interleaved
+    from evaluators.pipeline import prepare
+    from targets.spec import resolve_gpu
+    from workloads.dtypes import half_ulp, storage_dtype, to_float64
+    from workloads.kda import KDARecurrent
+    from workloads.kda.recurrent import VARLEN
+
+    gpu = resolve_gpu(args.gpu)
+    wl = KDARecurrent()
+    atol, rtol = wl.tolerance
+    kernels = kernels_of(wl, args.variants)
+    fns = {}
+    for name, k in kernels.items():
+        p = prepare(k, wl, gpu, wl.search_shapes)  # the evaluators' front half: ptxas, ABI, occupancy
+        mod = cp.cuda.Module()
+        mod.load(p.compiled.cubin)
+        fns[name] = (mod.get_function(k.entry), param_types(k), k.launch, p.resources.registers, mod)
+
+    def launch(name, inputs, out, shape):
+        fn, types, lc, _, _ = fns[name]
+        grid, block, smem = wl.launch_dims(shape, lc)
+        fn(grid, block, build_args(wl.abi, types, {**inputs, **out}, wl.scalars(shape), wl.entry), shared_mem=smem)
+
+    results: dict = {"gpu": gpu.name, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                     "correctness": [], "timing": []}
+    print(f"device {results['device']}; tolerance atol {atol} rtol {rtol}\n")
+    print(f"{'kernel':34s} {'regs':>4s} {'shape':>22s} {'dist':>14s} {'o tol':>8s} {'o rms':>9s} "
+          f"{'S tol':>8s} {'S rms':>9s} ok")
+    big = [(8, *VARLEN), wl.benchmark_shapes[-1]]  # the varlen lengths (8 heads), decode 256 x H=96
+    all_ok = True
+    for shape in CHECK_SHAPES + big:
+        for i, dist in enumerate(wl.distributions if shape in CHECK_SHAPES else ("normal",)):
+            host = wl.make_inputs(shape, 100 + i, dist)  # one reference per (shape, distribution), every kernel
+            pairs = wl.sample_pairs(host, 2) if sum(shape[1:]) * shape[0] > 1 << 16 else None
+            ro, rs = wl.reference_pairs(host, pairs)
+            for name in fns:
+                inputs = to_device(host, cp)  # the very values the reference saw (bf16 as uint16 bits)
+                out = {"o": cp.full((sum(shape[1:]), shape[0], 128), 0x7FA5, dtype=storage_dtype("bf16", cp))}
+                launch(name, inputs, out, shape)
+                cp.cuda.get_current_stream().synchronize()
+                o = to_float64(out["o"].get(), "bf16")
+                st = inputs["state"].get().astype(np.float64)
+                row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:]), "distribution": dist,
+                       "o_tol": tol_units(o, ro, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
+                       "o_rms": rms_ratio(o, ro), "state_tol": tol_units(st, rs, atol, rtol, 0.0),
+                       "state_rms": rms_ratio(st, rs), "sampled_pairs": pairs}
+                row["ok"] = (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < 5e-3
+                             and row["state_rms"] < 5e-3)
+                all_ok &= row["ok"]
+                results["correctness"].append(row)
+                label = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
+                print(f"{name:34s} {fns[name][3]:4d} {label:>22s} {dist:>14s} {row['o_tol']:8.3f} "
+                      f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} "
+                      f"{'yes' if row['ok'] else 'NO'}", flush=True)
+
+    flush = L2Flusher.for_device()
+    print(f"\n{'shape':>28s} " + " ".join(f"{n[:22]:>22s}" for n in fns) + f" {'fla':>10s} {'best/fla':>9s}")
+    ratios = []
+    for shape in wl.benchmark_shapes:
+        inputs = wl.make_inputs(shape, 7, "normal", cp)
+        out = {"o": cp.empty((sum(shape[1:]), shape[0], 128), dtype=storage_dtype("bf16", cp))}
+        timed = {n: (lambda n=n, i=inputs, o=out, s=shape: launch(n, i, o, s)) for n in fns}
+        notes: dict[str, str] = {}
+        timed.update(wl.baselines(inputs, shape, ("fla",), notes))
+        t0 = time.perf_counter()
+        times = {n: median_us(v) for n, v in time_interleaved(timed, flush, warmup=2, repeats=args.repeats).items()}
+        best = min(times[n] for n in fns)
+        ratio = times["fla"] / best if "fla" in times else float("nan")
+        if "fla" in times:
+            ratios.append(ratio)
+        results["timing"].append({"shape_heads": shape[0], "lengths": list(shape[1:]), "us": times,
+                                  "fla_note": notes.get("fla"), "seconds": time.perf_counter() - t0})
+        label = f"H={shape[0]} N={len(shape) - 1} T={sum(shape[1:])}"
+        print(f"{label:>28s} " + " ".join(f"{times[n]:22.1f}" for n in fns)
+              + f" {times.get('fla', float('nan')):10.1f} {ratio:9.3f}" + (f"  fla: {notes['fla']}" if notes else ""))
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    results["geomean_best_seed_speedup_over_fla"] = geo
+    print(f"\ngeomean speedup of the fastest kernel per shape over fla: {geo:.3f} "
+          f"({len(ratios)} shapes; times in µs; FlashKDA not timed)")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "kda_h200.json").write_text(json.dumps(results, indent=1, default=str))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""On a GPU: the gate cases (tests/gpu/kernels/gate_cases, cheating RMSNorm kernels and one honest control)
+evaluated through GPUPool with the settings of ``experiment=rmsnorm_h200`` (search shapes, gate on, cached
+baselines, one checked timed launch per shape), each getting the status its header names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaluators.types import Status
+from population.kernel import Kernel, LaunchConfig
+from workloads.rmsnorm import RMSNorm
+
+pytestmark = pytest.mark.gpu
+
+CASES = Path(__file__).resolve().parent / "kernels" / "gate_cases"
+WARP_ROWS = (("rows_per_cta", 8),)
+
+
+def case(name: str, knobs: tuple = WARP_ROWS) -> Kernel:
+    from population.parser import parse_module
+    from workloads.cuda_build import build_ptx
+
+    ptx = build_ptx(CASES / f"{name}.cu", {})
+    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=knobs))
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return RMSNorm("bf16")
+
+
+@pytest.fixture(scope="module")
+def pool(workload):
+    from evaluators.gpu.pool import GPUPool
+
+    # experiment=rmsnorm_h200: GPUPool defaults (search shapes, cached baselines, check_output "one"); torch only
+    p = GPUPool(workload, devices=[0], baseline_names=("torch",), seed=20261201)
+    yield p
+    p.close()
+
+
+def test_honest_control_is_ok(pool):
+    r = pool.evaluate(case("rt_honest"))
+    assert r.status == Status.OK, r.reason
+    assert r.objective is not None and r.objective > 0 and r.extra["gate_version"] >= 2
+    assert len(r.shapes) == 4
+
+
+@pytest.mark.parametrize("name, words", [
+    ("rt_drop_eps", "tiny inputs"),
+    ("rt_poison_sniff", "run 3"),
+])
+def test_gate_rejects_the_cheat(pool, name, words):
+    r = pool.evaluate(case(name))
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert words in r.reason
+
+
+def test_wrong_only_at_the_large_search_shape_is_rejected_at_every_evaluation(pool):
+    k = case("rt_shape_search_only")
+    for _ in range(3):
+        r = pool.evaluate(k)
+        assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+        # the gate's large-regime shape or the checked timed launches at 16384 x 131072
+        assert "8192x65544" in r.reason or ("16384" in r.reason and "131072" in r.reason)
+
+
+def test_input_scratch_is_rejected_before_any_gpu_time(pool):
+    r = pool.evaluate(case("rt_x_scratch"))
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "static input-store check" in r.reason and "'x'" in r.reason
+    assert "seconds" not in r.extra  # never reached a worker
+
+
+def test_shared_memory_race_gets_the_sanitizer_verdict(pool):
+    from evaluators.gpu.sanitizer import find_sanitizer
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    race = case("rt_smem_war_race", (("rows_per_cta", 1), ("row_iters", 4)))
+    honest = case("rt_honest")
+    verdicts = pool.sanitize([honest, race])
+    assert verdicts[0].status == Status.OK, verdicts[0].reason
+    assert verdicts[1].status == Status.SANITIZER, verdicts[1]
+    assert "racecheck" in verdicts[1].reason or "output wrong" in verdicts[1].reason
+
+
+def test_worker_keeps_serving_honest_kernels_after_the_cheats(pool, workload):
+    r = pool.evaluate(workload.seeds()[1])
+    assert r.status == Status.OK, r.reason
+
+
+def test_read_far_past_an_input_faults_in_the_fault_check_and_costs_one_restart(pool):
+    """tests/gpu/kernels/gate_extra/rt_oob_far.cu: a masked read 4 KiB past x; with x ending at an unmapped page
+    the read faults (a sticky error: the worker answers, exits and is restarted once)."""
+    from population.parser import parse_module
+    from workloads.cuda_build import build_ptx
+
+    ptx = build_ptx(CASES.parent / "gate_extra" / "rt_oob_far.cu", {})
+    k = Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    before = pool._sups[0].restarts
+    r = pool.evaluate(k)
+    assert r.status in (Status.WRONG_RESULT, Status.CRASH), (r.status, r.reason)
+    assert "fault" in r.reason
+    assert r.extra["worker_restarts"] == before + 1
+
+
+def test_benchmark_inputs_written_during_timing_are_found_and_restored(pool, workload):
+    """tests/gpu/kernels/gate_extra/rt_x_write_laundered.cu: flips a bit of x through a laundered pointer, only
+    at the largest search shape; the fingerprints after the timed launches find it, and the inputs are restored
+    (an honest kernel evaluated next is not rejected for the changed inputs)."""
+    from population.parser import parse_module
+    from workloads.cuda_build import build_ptx
+
+    ptx = build_ptx(CASES.parent / "gate_extra" / "rt_x_write_laundered.cu", {})
+    k = Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    r = pool.evaluate(k)
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "benchmark inputs changed" in r.reason and "16384" in r.reason
+    assert r.extra.get("input_store_unproven_lines")  # the static check saw a store it could not attribute
+    after = pool.evaluate(case("rt_honest"))
+    assert after.status == Status.OK, after.reason

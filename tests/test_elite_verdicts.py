@@ -1,0 +1,117 @@
+"""Elites pending a sanitizer verdict: the archive keeps what they displaced, a failed verdict brings it back,
+the engine applies verdicts, records them in the store and waits for the last ones before it reports."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from archive.grid import GridArchive, default_dimensions
+from archive.store import Store
+from evaluators.gpu.sanitizer import Verdict, parse_sanitizer
+from evaluators.types import Status
+
+F = {"registers": 40, "active_warps": 16, "traffic_ratio": 1.2}
+
+
+def test_rejected_pending_elite_brings_back_the_one_it_displaced():
+    a = GridArchive(default_dimensions())
+    a.add(1, 1.0, F)
+    a.add(2, 1.5, F, pending=True)
+    assert a.pending == [2] and a.elite_of(2) is not None and a.elite_of(1) is None
+    back = a.reject(2)
+    assert back is not None and back.candidate_id == 1 and a.elite_of(1).objective == 1.0
+    assert a.pending == [] and 2 not in a
+    # an empty cell filled by a rejected candidate becomes empty again
+    b = GridArchive(default_dimensions())
+    b.add(7, 1.0, F, pending=True)
+    assert b.reject(7) is None and len(b) == 0
+
+
+def test_confirm_and_chains_of_pending_elites_and_state_roundtrip():
+    a = GridArchive(default_dimensions())
+    a.add(1, 1.0, F)
+    a.add(2, 1.5, F, pending=True)
+    a.add(3, 2.0, F, pending=True)  # displaces the pending 2
+    again = GridArchive.from_state(a.state_dict())
+    assert again == a and again.pending == [2, 3]
+    a.reject(2)  # 3 now stands in for 1 if it fails too
+    assert a.elite_of(3) is not None and a.pending == [3]
+    a.reject(3)
+    assert a.elite_of(1) is not None and len(a) == 1
+    again.confirm(3)
+    again.reject(2)
+    assert again.elite_of(3) is not None and again.pending == []
+    plain = GridArchive(default_dimensions())
+    plain.add(1, 1.0, F)
+    assert "pending" not in plain.state_dict()  # states without pending verdicts are unchanged
+
+
+def test_parse_sanitizer_sums_every_error_summary():
+    text = ("========= ERROR SUMMARY: 18 errors\n{\"ok\": true}\n========= ERROR SUMMARY: 20 errors\n")
+    p = parse_sanitizer(text)
+    assert p["errors"] == 38 and len(p["summary_lines"]) == 2
+    assert parse_sanitizer("no summary")["errors"] is None
+
+
+class VerdictEvaluator:
+    """The hash evaluator of tests/test_engine.py plus verdicts: every second kernel submitted fails."""
+
+    capacity = 1
+
+    def __init__(self):
+        self.queue: list[tuple[int, object]] = []
+        self.submitted: list[int] = []
+
+    def evaluate(self, kernel):
+        from evaluators.types import EvalResult
+
+        h = hashlib.sha256(kernel.identity.encode()).digest()
+        return EvalResult(Status.OK, objective=0.5 + h[1] / 255,
+                          features={"registers": 16 + h[2] % 100, "active_warps": h[3] % 64,
+                                    "traffic_ratio": 1 + h[4] / 80})
+
+    def submit_verdict(self, key, kernel):
+        self.submitted.append(key)
+        self.queue.append((key, kernel))
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        out = [(k, Verdict(Status.SANITIZER, "compute-sanitizer racecheck: 12 error(s)") if k % 2 == 0
+                else Verdict(Status.OK)) for k, _ in self.queue]
+        self.queue.clear()
+        return out
+
+    def close(self):
+        pass
+
+
+def test_engine_applies_verdicts_and_records_rejections(tmp_path):
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    store = Store(tmp_path / "s.sqlite")
+    ev = VerdictEvaluator()
+    eng = make_engine(get_workload("rmsnorm"), store, budget=12, evaluator=ev)
+    eng.run()
+    assert ev.submitted, "no elite was submitted for a verdict"
+    rows = {r.id: r for r in store.candidates(with_ptx=False)}
+    rejected = [k for k in ev.submitted if k % 2 == 0]
+    for k in rejected:
+        assert rows[k].status == "sanitizer" and "racecheck" in rows[k].reason and rows[k].cell is None
+        assert k not in eng.archive
+    assert eng.archive.pending == []
+    assert all(e.candidate_id % 2 == 1 for e in eng.archive.elites())
+    best = store.best()
+    assert best is None or best.status == "ok"
+
+
+def test_sanitize_without_the_tool_gives_no_verdict():
+    from evaluators.gpu.sanitizer import find_sanitizer, sanitize
+    from workloads.rmsnorm import RMSNorm
+
+    if find_sanitizer() is not None:
+        pytest.skip("compute-sanitizer is installed here: tests/gpu covers the real verdicts")
+    wl = RMSNorm()
+    v = sanitize(wl.seeds()[:1], wl, arch="sm_90", tools=("memcheck",))
+    assert len(v) == 1 and v[0].status == Status.SKIPPED and "not found" in v[0].reason

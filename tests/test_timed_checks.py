@@ -1,0 +1,136 @@
+"""Checked timed launches on the CPU: the worker's per-launch refill, input rotation and checks with numpy
+launchers, driven in the order ``benchmark.time_interleaved`` drives them (prepare, launch, after)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evaluators.gpu.benchmark import TimedCall
+from evaluators.gpu.timed_checks import (
+    PATTERNS,
+    InputSets,
+    baseline_call,
+    sample_rows,
+    timed_call,
+    verify_checked,
+)
+from workloads.dtypes import from_float, to_float64
+from workloads.rmsnorm import RMSNorm
+
+SHAPE = (3000, 64)
+
+
+def drive(call: TimedCall, repeats: int, warmup: int = 2) -> None:
+    for k in range(warmup):
+        call.prepare(-1 - k)
+        call.launch()
+    for r in range(repeats):
+        call.prepare(r)
+        call.launch()
+        call.after(r)
+
+
+def honest(inputs, outputs, shape):
+    x = to_float64(inputs["x"], "bf16").astype(np.float32)
+    r = 1.0 / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + np.float32(1e-6))
+    outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
+
+
+def setup():
+    wl = RMSNorm("bf16")
+    sets = InputSets.make(wl, SHAPE, [11, 12, 13], np)
+    out = {"y": np.empty(SHAPE, dtype=sets.sets[0]["x"].dtype)}
+    sets.answers = {"y": out["y"].copy()}
+    honest(sets.sets[0], sets.answers, SHAPE)
+    return wl, sets, out
+
+
+def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
+    wl, sets, out = setup()
+    seen = []
+
+    def record(inputs, outputs, shape):
+        seen.append(next(i for i, s in enumerate(sets.sets) if s["x"] is inputs["x"]))
+        honest(inputs, outputs, shape)
+
+    call, checked = timed_call(wl, record, sets, out, SHAPE, np.random.default_rng(1), repeats=40)
+    drive(call, 40)
+    assert len(checked) == 4 and len({c.repeat for c in checked}) == 4
+    assert verify_checked(wl, sets, checked, SHAPE) is None
+    assert set(seen) == {0, 1, 2}
+    assert {c.pattern for c in checked} <= set(PATTERNS)
+    assert sets.mutated() == []
+
+
+def test_kernel_that_computes_only_on_poisoned_outputs_is_caught():
+    wl, sets, out = setup()
+
+    def sniff(inputs, outputs, shape):
+        if np.isnan(to_float64(outputs["y"][:1, :1], "bf16")).all():
+            honest(inputs, outputs, shape)
+
+    caught = 0
+    for seed in range(10):
+        call, checked = timed_call(wl, sniff, sets, out, SHAPE, np.random.default_rng(seed), repeats=20)
+        drive(call, 20)
+        why = verify_checked(wl, sets, checked, SHAPE)
+        caught += why is not None
+        if why:
+            assert "timed launch" in why and "sampled rows" in why
+    assert caught >= 9  # escape chance (2/5)^4 per shape
+
+
+def test_skipping_the_last_row_is_caught_because_it_is_always_sampled():
+    wl, sets, out = setup()
+    rows = sample_rows(SHAPE[0], np.random.default_rng(0))
+    assert rows[0] == 0 and rows[-1] == SHAPE[0] - 1 and 1024 <= len(rows) <= 1026 and len(set(rows)) == len(rows)
+
+    def skip_last(inputs, outputs, shape):
+        keep = outputs["y"][-1].copy()
+        honest(inputs, outputs, shape)
+        outputs["y"][-1] = keep
+
+    call, checked = timed_call(wl, skip_last, sets, out, SHAPE, np.random.default_rng(2), repeats=20)
+    drive(call, 20)
+    assert verify_checked(wl, sets, checked, SHAPE) is not None
+
+
+def test_inputs_written_during_timing_are_found_and_restored():
+    wl, sets, out = setup()
+    pristine = [s["x"].copy() for s in sets.sets]
+
+    def scribble(inputs, outputs, shape):
+        honest(inputs, outputs, shape)
+        inputs["x"][5, 5] = inputs["x"][5, 6]
+
+    call, _ = timed_call(wl, scribble, sets, out, SHAPE, np.random.default_rng(3), repeats=10)
+    drive(call, 10)
+    assert sets.mutated() != []
+    sets.restore()
+    assert sets.mutated() == []
+    assert all(np.array_equal(p.view(np.uint16), s["x"].view(np.uint16)) for p, s in zip(pristine, sets.sets))
+
+
+def test_write_into_input_padding_counts_as_mutation_and_padding_is_nan():
+    _, sets, _ = setup()
+    arena = sets.arenas[1]
+    x = sets.sets[1]["x"]
+    end = x.__array_interface__["data"][0] - arena.__array_interface__["data"][0] + x.nbytes
+    assert (arena[end:end + 512] == 0xFF).all()  # all-ones bytes: NaN in every float type
+    arena[end + 3] = 0
+    assert sets.mutated() == [1]
+
+
+def test_baselines_rotate_inputs_and_refill_like_the_candidate():
+    wl, sets, out = setup()
+    used = []
+    fns = [lambda i=i: used.append(i) for i in range(3)]
+    call = baseline_call(fns, sets, out, SHAPE, wl, np.random.default_rng(4))
+    changed = 0
+    for r in range(30):
+        before = out["y"].view(np.uint16).copy()
+        call.prepare(r)
+        call.launch()
+        changed += not np.array_equal(before, out["y"].view(np.uint16))
+    assert set(used) == {0, 1, 2}
+    assert changed >= 15  # the output buffer is refilled per launch (same pattern twice in a row leaves it)

@@ -1,0 +1,281 @@
+"""KDA (Kimi Delta Attention) fused recurrent forward: decode and short prefill in one kernel.
+
+The math is in ``workloads.kda.reference`` (decay by the safe gate, delta-rule update, read-out; q and k
+L2-normalised, beta = sigmoid(raw), g = -5 * sigmoid(exp(A_log) * (g_raw + dt_bias)) in the kernel).
+D = dk = dv = 128. Buffers (fla's varlen layout: the batch folded into the token axis, sequences given by
+``cu_seqlens``): q, k, g [T, H, 128] bf16; v [T, H, 128] bf16; beta [T, H] bf16; A_log [H] fp32;
+dt_bias [H * 128] fp32; cu_seqlens [N + 1] int32; state [N, H, 128, 128] fp32, an **inout** buffer (the initial
+state in, the final state out); o [T, H, 128] bf16.
+
+ABI of every seed (entry ``kda_fwd``): ``(q, k, v, g, beta, A_log, dt_bias, cu_seqlens, state, o .u64,
+N, H, T .u32, scale .f32)``, scale = 1/sqrt(128). Launch: grid (128 / bv, H, N), block = launch.block, where the
+launch knob ``bv`` is the number of state columns (of V) one CTA owns.
+
+A shape is ``(H, L_1, ..., L_N)``: the head count and the sequence lengths (B sequences of length T are B
+entries T). The benchmark scenarios are the issue's: H in {96, 64} x {one sequence of 8192; varlen
+[1300, 547, 2048, 963, 271, 3063]; 8 x 1024}, and decode (T = 1 per sequence) for B in {1, 32, 256} x H in {64, 96},
+all with an initial state. Gate shapes have odd lengths (1, 17, 63, 97), one head, a varlen batch holding a
+length-1 sequence, and a 2048-token sequence where fp32 drift of the state would show; held-out: T = 4096 and
+12288.
+
+Tolerance: every element of o and of the final state within 1e-3 + 5e-3 |ref| (+ half an ulp of bf16 for o)
+of the float64 reference: stricter than fla's test criterion (RMS(ref - out) / RMS(ref) < 5e-3 over a tensor),
+met by an fp32 recurrence (its error is ~1e-6 relative; the rest is the output's bf16 rounding).
+The reference of a large shape costs seconds per (sequence, head) pair in JAX on a CPU, so the post-benchmark
+audit (``reference_blocks``) checks a sample of pairs, drawn from the inputs' bits (unknown to the kernel);
+the gate's shapes are small enough to check every element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from population.kernel import Kernel, LaunchConfig
+from workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
+from workloads.cuda_build import build_ptx
+from workloads.dtypes import from_float, to_float64
+from workloads.kda.reference import LOWER_BOUND, kda_reference
+
+HERE = Path(__file__).resolve().parent
+D = 128  # dk = dv
+VARLEN = (1300, 547, 2048, 963, 271, 3063)
+
+
+def scenario_shapes(h: int) -> list[Shape]:
+    """The three prefill scenarios for ``h`` heads: (h, 8192), (h, *VARLEN), (h, 1024 x 8)."""
+    return [(h, 8192), (h, *VARLEN), (h, *(1024,) * 8)]
+
+
+def decode_shapes(h: int) -> list[Shape]:
+    """Decode (one token per sequence) for B in {1, 32, 256}."""
+    return [(h, *(1,) * b) for b in (1, 32, 256)]
+
+
+BENCHMARK_SHAPES: list[Shape] = [s for h in (96, 64) for s in scenario_shapes(h)] + [
+    s for h in (64, 96) for s in decode_shapes(h)]
+# A decode batch, 8 x 1024 and the varlen batch: the three regimes, about 10 ms of launches per candidate.
+SEARCH_SHAPES: list[Shape] = [(64, *(1,) * 32), (64, *(1024,) * 8), (96, *VARLEN)]
+GATE_SHAPES: list[Shape] = [(1, 1), (1, 17), (2, 63), (1, 97), (3, 1, 63, 17), (2, 5, 1, 33, 2), (1, 2048)]
+HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288), (64, *(1,) * 7)]
+
+# Knobs of kda_template.cu (see it): columns per warp, warps per CTA, prefetch of the next token,
+# __launch_bounds__ min blocks.
+KNOB_MACROS = {"cols": "COLS", "warps": "WARPS", "prefetch": "PREFETCH", "min_blocks": "MIN_BLOCKS"}
+
+
+def _rng(seed: int, xp: ModuleType) -> Any:
+    philox = getattr(xp.random, "Philox4x3210", None) if xp is not np else None
+    return xp.random.Generator(philox(seed)) if philox is not None else xp.random.default_rng(seed)
+
+
+def _host(a: Any) -> np.ndarray:
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+class KDARecurrent(Workload):
+    """KDA fused recurrent forward (module docstring). Options: none besides the fixed dims (D = 128, bf16)."""
+
+    name = "kda_recurrent"
+    entry = "kda_fwd"
+    dtype = "bf16"
+    elt = 2
+    abi = (ParamSpec("q", "input", "u64"), ParamSpec("k", "input", "u64"), ParamSpec("v", "input", "u64"),
+           ParamSpec("g", "input", "u64"), ParamSpec("beta", "input", "u64"), ParamSpec("A_log", "input", "u64"),
+           ParamSpec("dt_bias", "input", "u64"), ParamSpec("cu_seqlens", "input", "u64"),
+           ParamSpec("state", "inout", "u64"), ParamSpec("o", "output", "u64"),
+           ParamSpec("N", "scalar", "u32"), ParamSpec("H", "scalar", "u32"), ParamSpec("T", "scalar", "u32"),
+           ParamSpec("scale", "scalar", "f32"))
+    # normal: the typical case; gate_extremes: g_raw = +-30 (the decay at the lower bound exp(-5), or none at
+    # all: the state only grows); beta_extremes: beta_raw = +-12 (beta ~ 6e-6 or 1 - 6e-6).
+    distributions = ("normal", "gate_extremes", "beta_extremes")
+    primary_baseline = "fla"
+    baseline_names = ("fla",)
+    uses_atomics = False
+
+    def __init__(self) -> None:
+        self.search_shapes = list(SEARCH_SHAPES)
+        self.benchmark_shapes = list(BENCHMARK_SHAPES)
+        self.gate_shapes = list(GATE_SHAPES)
+        self.heldout_shapes = list(HELDOUT_SHAPES)
+        self.knob_space = {"cols": (1, 2, 4, 8, 16), "warps": (1, 2, 4, 8), "prefetch": (0, 1),
+                           "min_blocks": (1, 2, 4)}
+        self.default_knobs = {"cols": 4, "warps": 4, "prefetch": 1, "min_blocks": 1}
+
+    def options(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        return "KDARecurrent()"
+
+    # ------------------------------------------------------------------------------------------------ kernels
+    def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
+        """All knobs (defaults filled in) after validation; ValueError naming the knob and the rule."""
+        unknown = set(knobs) - set(self.default_knobs)
+        if unknown:
+            raise ValueError(f"unknown KDA knob(s) {sorted(unknown)}; have {sorted(self.default_knobs)}")
+        k = {**self.default_knobs, **{n: int(v) for n, v in knobs.items()}}
+        for n, v in k.items():
+            if v not in self.knob_space[n]:
+                raise ValueError(f"knob {n}={v} not in {self.knob_space[n]}")
+        if D % (k["cols"] * k["warps"]):
+            raise ValueError(f"cols * warps = {k['cols'] * k['warps']} must divide {D}")
+        return k
+
+    def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
+        from population.parser import parse_module
+
+        k = self.check_knobs(knobs)
+        ptx = build_ptx(HERE / "kda_template.cu", {KNOB_MACROS[n]: v for n, v in k.items()})
+        launch = LaunchConfig(block=(32 * k["warps"], 1, 1), knobs=(*k.items(), ("bv", k["cols"] * k["warps"])))
+        return Kernel(module=parse_module(ptx, filename="kda_template.ptx"), entry=self.entry, launch=launch)
+
+    def seeds(self) -> list[Kernel]:
+        from population.parser import parse_module
+
+        naive = Kernel(module=parse_module(build_ptx(HERE / "kda_naive.cu"), filename="kda_naive.ptx"),
+                       entry=self.entry, launch=LaunchConfig(block=(D, 1, 1), knobs=(("bv", D),)))
+        return [naive, self.instantiate(self.default_knobs)]
+
+    # ------------------------------------------------------------------------------------ launch and roofline
+    @staticmethod
+    def _split(shape: Shape) -> tuple[int, tuple[int, ...]]:
+        if len(shape) < 2 or any(int(x) < 1 for x in shape):
+            raise ValueError(f"KDA shape is (H, L_1, ..., L_N) with every entry >= 1, got {shape}")
+        return int(shape[0]), tuple(int(x) for x in shape[1:])
+
+    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
+        """grid (128 / bv, H, N), block = launch.block. ValueError when bv does not divide 128, the block is
+        over 1024 threads, or N exceeds the 65535 limit of gridDim.z."""
+        h, lens = self._split(shape)
+        bv = launch.knob("bv", D)
+        if bv < 1 or D % bv:
+            raise ValueError(f"launch knob bv={bv} must divide {D}")
+        if launch.threads > 1024:
+            raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
+        if len(lens) > 65535 or h > 65535:
+            raise ValueError(f"{len(lens)} sequences x {h} heads exceed gridDim.y/z limits (65535)")
+        return (D // bv, h, len(lens)), launch.block, launch.dynamic_smem_bytes
+
+    def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
+        """Elements one CTA reads over its longest sequence: q, k, g (128 each) and its bv columns of v per
+        token, plus its state block."""
+        _, lens = self._split(shape)
+        bv = launch.knob("bv", D)
+        return max(lens) * (3 * D + bv + 1) + D * bv
+
+    def bytes_moved(self, shape: Shape) -> int:
+        """q, k, g, v read and o written once (bf16), beta read (bf16), the state read and written (fp32),
+        A_log, dt_bias and cu_seqlens read once."""
+        h, lens = self._split(shape)
+        t, n = sum(lens), len(lens)
+        return 2 * t * h * (5 * D + 1) + 2 * 4 * n * h * D * D + 4 * h * (1 + D) + 4 * (n + 1)
+
+    def flops(self, shape: Shape) -> int:
+        """Per token and head: decay, S'^T k, the rank-1 update and S^T q over the 128 x 128 state
+        (about 7 K V), plus the norms and the gate (about 10 K)."""
+        h, lens = self._split(shape)
+        return sum(lens) * h * (7 * D * D + 10 * D)
+
+    # ---------------------------------------------------------------------------------------------------- data
+    def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
+                    xp: ModuleType = np) -> dict[str, Any]:
+        """Fresh inputs from ``seed`` (module docstring for layouts): q, k, v ~ N(0, 1); g_raw ~ N(0, 1) (or
+        +-30: ``gate_extremes``); beta_raw ~ N(0, 1) (or +-12: ``beta_extremes``); A_log = log U(1, 16);
+        dt_bias ~ N(0, 0.5); the initial state ~ 0.1 N(0, 1). bf16 tensors are ml_dtypes.bfloat16 under numpy
+        and uint16 bits under CuPy. ValueError on an unknown distribution or a bad shape."""
+        h, lens = self._split(shape)
+        if distribution not in self.distributions:
+            raise ValueError(f"unknown distribution {distribution!r}; have {self.distributions}")
+        t, n = sum(lens), len(lens)
+        rng = _rng(seed, xp)
+        host = np.random.default_rng(seed + 1)
+
+        def bf16(*dims: int, scale: float = 1.0) -> Any:
+            return from_float(rng.standard_normal(dims, dtype=xp.float32) * xp.float32(scale), "bf16", xp)
+
+        g = bf16(t, h, D)
+        beta = bf16(t, h)
+        if distribution == "gate_extremes":
+            g = from_float(xp.asarray(np.where(host.random((t, h, D)) < 0.5, -30.0, 30.0).astype(np.float32)),
+                           "bf16", xp)
+        elif distribution == "beta_extremes":
+            beta = from_float(xp.asarray(np.where(host.random((t, h)) < 0.5, -12.0, 12.0).astype(np.float32)),
+                              "bf16", xp)
+        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        return {
+            "q": bf16(t, h, D), "k": bf16(t, h, D), "v": bf16(t, h, D), "g": g, "beta": beta,
+            "A_log": xp.asarray(np.log(host.uniform(1.0, 16.0, h)).astype(np.float32)),
+            "dt_bias": xp.asarray((0.5 * host.standard_normal(h * D)).astype(np.float32)),
+            "cu_seqlens": xp.asarray(cu),
+            "state": rng.standard_normal((n, h, D, D), dtype=xp.float32) * xp.float32(0.1),
+        }
+
+    def outputs(self, shape: Shape) -> list[OutputSpec]:
+        h, lens = self._split(shape)
+        return [OutputSpec("o", (sum(lens), h, D), "bf16")]
+
+    def scalars(self, shape: Shape) -> dict[str, int | float]:
+        h, lens = self._split(shape)
+        return {"N": len(lens), "H": h, "T": sum(lens), "scale": D ** -0.5}
+
+    def reference_pairs(self, inputs: Mapping[str, Any], pairs: list[tuple[int, int]] | None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(o, final state) in float64 NumPy for the (sequence, head) ``pairs`` only (None: all; the others are
+        NaN), from inputs in either representation (``kda_reference``)."""
+        host = {k: _host(v) for k, v in inputs.items()}
+        wide = {k: to_float64(host[k], "bf16") for k in ("q", "k", "v", "g", "beta")}
+        return kda_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], host["A_log"],
+                             host["dt_bias"], host["cu_seqlens"], host["state"], D ** -0.5, pairs, LOWER_BOUND)
+
+    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
+        """Float64 ``o`` and final ``state`` (``kda_reference``: JAX on the CPU), returned in ``xp``."""
+        o, s = self.reference_pairs(inputs, None)
+        return {"o": xp.asarray(o), "state": xp.asarray(s)}
+
+    def sample_pairs(self, inputs: Mapping[str, Any], count: int) -> list[tuple[int, int]]:
+        """``count`` (sequence, head) pairs drawn from a hash of the inputs' bits (so unknown to a kernel that
+        cannot see the checker, and the same for the same inputs): always the longest sequence once."""
+        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
+        n, h = len(cu) - 1, int(_host(inputs["A_log"]).shape[0])
+        digest = int(np.asarray(_host(inputs["q"][:1]).view(np.uint16), dtype=np.uint64).sum()) + n * 7919 + h
+        rng = np.random.default_rng(digest)
+        lens = np.diff(cu)
+        pairs = {(int(np.argmax(lens)), int(rng.integers(h)))}
+        while len(pairs) < min(count, n * h):
+            pairs.add((int(rng.integers(n)), int(rng.integers(h))))
+        return sorted(pairs)
+
+    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int, xp: ModuleType = np,
+                         params: Mapping[str, float] | None = None
+                         ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+        """Every element of ``o`` when the reference is cheap (at most 2**18 token-heads), else the tokens of
+        ``sample_pairs(inputs, 4)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
+        not a cover of every element (the gate's shapes cover every element)."""
+        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
+        h = int(_host(inputs["A_log"]).shape[0])
+        if int(cu[-1]) * h <= 1 << 18:
+            yield (), {"o": self.reference(inputs, xp)["o"]}
+            return
+        pairs = self.sample_pairs(inputs, 4)
+        o, _ = self.reference_pairs(inputs, pairs)
+        for n, hh in pairs:
+            lo, hi = int(cu[n]), int(cu[n + 1])
+            yield (slice(lo, hi), hh), {"o": xp.asarray(o[lo:hi, hh])}
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        return 1e-3, 5e-3
+
+    # ---------------------------------------------------------------------------------------------- baselines
+    def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
+                  notes: dict[str, str]) -> dict[str, Any]:
+        """``fla``: ``fla.ops.kda.fused_recurrent_kda`` (PyPI fla-core, Triton) with the gate, beta sigmoid and
+        L2 norm in the kernel and the safe gate (lower_bound = -5); see ``workloads.kda.baselines``."""
+        from workloads.kda.baselines import fla_baselines
+
+        return fla_baselines(inputs, shape, names, notes)
