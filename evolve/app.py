@@ -165,10 +165,10 @@ def build_workload_from(cfg: DictConfig) -> Any:
 
 
 def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = None) -> str:
-    """``static`` or ``gpu``: what ``cfg.evaluator.kind`` means here. ``auto`` picks the GPU evaluator when CuPy
+    """``static``, ``replay`` or ``gpu``: what ``cfg.evaluator.kind`` means here. ``auto`` picks the GPU evaluator when CuPy
     sees a GPU (and ``gpu``, the run's GPUSpec, is runnable). ConfigError for ``gpu`` when no GPU is visible."""
     kind = str(cfg.evaluator.kind)
-    if kind == "static":
+    if kind in ("static", "replay"):  # no GPU involved (replay answers from recorded measurements)
         return kind
     gpus = visible_gpus() if gpus is None else gpus
     if kind == "auto":
@@ -190,11 +190,18 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
     gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
     if cfg.evaluator.get("_target_"):
         return _evaluator_from_target(cfg, workload, gpu)
-    gpus = visible_gpus() if str(cfg.evaluator.kind) != "static" else []
+    if str(cfg.evaluator.backend) == "ray":
+        from evaluators.ray.config import ray_evaluator
+
+        evaluator = ray_evaluator(cfg, workload, gpu, tasks)
+        return evaluator, bool(evaluator.estimate)
+    gpus = visible_gpus() if str(cfg.evaluator.kind) not in ("static", "replay") else []
     kind = resolve_evaluator_kind(cfg, gpu, gpus)
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     options.setdefault("gpu", gpu)
-    if kind != "static":
+    if kind == "replay":
+        options.setdefault("stores", [str(s) for s in cfg.evaluator.stores])
+    elif kind != "static":
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
@@ -331,7 +338,7 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
     estimate = False
     if evaluator is None:
         evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
-        kind = "static" if estimate else "gpu"
+        kind = str(cfg.evaluator.kind) if str(cfg.evaluator.kind) != "auto" else ("static" if estimate else "gpu")
     else:
         estimate = bool(getattr(evaluator, "estimate", False))
         kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))
@@ -339,8 +346,10 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
     provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator,
                                 objective=objective)
     if estimate:
-        print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
-        log.warning(ESTIMATE_BANNER)
+        # The evaluator's own banner says what its numbers are and their measured fidelity (static, replay).
+        text = evaluator.banner() if callable(getattr(evaluator, "banner", None)) else ESTIMATE_BANNER
+        print(f"\n{'=' * 100}\n{text}\n{'=' * 100}\n", file=sys.stderr, flush=True)
+        log.warning(text)
 
     dims = archive_dimensions(cfg.archive, gpu)
     if tasks is not None:
