@@ -8,7 +8,7 @@ Method: for every memory-writing instruction of the entry (``st``, ``atom``, ``r
 bulk copies to global memory, ``st.async``/``red.async``, ``multimem.st``/``.red``, ``sust``/``sured``;
 PTX ISA 9.0 "Data Movement and Conversion Instructions" and "Parallel Synchronization and Communication
 Instructions") whose destination state space is global or generic, the pointer provenance of the address's base
-register is traced backwards over def-use chains (``population.defuse.def_use``): a value loaded with
+register is traced backwards over def-use chains (the definitions of ``population.defuse.destinations``): a value loaded with
 ``ld.param`` from a 64-bit ``.param`` carries that parameter; arithmetic, ``mov``, ``cvta``, ``selp`` and
 ``cvt`` carry the union of their operands' provenance (a conservative union over every definition, as PTX is
 not SSA); a difference of two pointers into the same buffers (``sub``) is an offset and carries none; predicates
@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from population.ast import Address, Function, Instruction, Register, Symbol
-from population.defuse import POINTER_TYPES, def_use, operand_types, sources
+from population.cfg import flat_instructions
+from population.defuse import POINTER_TYPES, destinations, operand_types, sources
 from population.kernel import Kernel
 from population.printer import listing
 
@@ -109,14 +110,14 @@ def _writes_memory(ins: Instruction) -> bool:
     return False
 
 
-def _provenance(fn: Function, du, reg: str, params: dict[str, int], memo: dict[str, frozenset[str]]
-                ) -> frozenset[str]:
+def _provenance(fn: Function, defs: dict[str, list[Instruction]], reg: str, params: dict[str, int],
+                memo: dict[str, frozenset[str]]) -> frozenset[str]:
     """Pointer parameters (names) and UNKNOWN that register ``reg``'s value may derive from (see module)."""
     if reg in memo:
         return memo[reg]
     memo[reg] = frozenset()  # cycle (loop-carried): contributes nothing new on this path
     out: set[str] = set()
-    for ins in du.defs_of(reg):
+    for ins in defs.get(reg, ()):
         op = ins.opcode
         if op in ("ld", "ldu"):
             addr = next((o for o in ins.operands if isinstance(o, Address)), None)
@@ -138,7 +139,7 @@ def _provenance(fn: Function, du, reg: str, params: dict[str, int], memo: dict[s
         for o in ins.operands[1:]:
             if isinstance(o, Symbol) and o.name in params:  # mov.u64 %rd, x_param (the param's address)
                 out.add(o.name)
-        parts = [_provenance(fn, du, r, params, memo) for r in regs]
+        parts = [_provenance(fn, defs, r, params, memo) for r in regs]
         if op in ("sub", "subc") and len(parts) == 2 and parts[0] and parts[0] == parts[1] and UNKNOWN not in parts[0]:
             continue  # p - q with p, q in the same buffer(s): an offset, not a pointer
         for p in parts:
@@ -162,11 +163,15 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
     pointer_params = {p.name: i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES}
     inputs = {pname: i for pname, i in pointer_params.items()
               if i < len(buffer_kinds) and buffer_kinds[i] == "input"}
-    du = def_use(fn)
+    instrs = flat_instructions(fn)
+    defs: dict[str, list[Instruction]] = {}  # register -> the instructions writing it (def-use, defs only)
+    for ins in instrs:
+        for r in destinations(ins):
+            defs.setdefault(r, []).append(ins)
     memo: dict[str, frozenset[str]] = {}
     hits: list[tuple[Instruction, str]] = []
     laundered: list[Instruction] = []
-    for ins in du.instructions:
+    for ins in instrs:
         if not _writes_memory(ins) or _destination_space(ins) not in ("global", "generic"):
             continue
         addr = next((o for o in ins.operands if isinstance(o, Address)), None)
@@ -175,7 +180,7 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
         if isinstance(addr.base, Symbol):
             roots = frozenset({addr.base.name})
         elif isinstance(addr.base, Register):
-            roots = _provenance(fn, du, addr.base.name, pointer_params, memo)
+            roots = _provenance(fn, defs, addr.base.name, pointer_params, memo)
         else:
             continue
         written = sorted(r for r in roots if r in inputs)
