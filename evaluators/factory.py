@@ -8,7 +8,7 @@ from typing import Any
 from evaluators.types import Evaluator
 from workloads.base import Workload
 
-KINDS = ("auto", "gpu", "static")
+KINDS = ("auto", "gpu", "static", "replay")
 
 STATIC_BANNER = ("No GPU visible: evaluating with the static evaluator. Every result (time, GB/s, speedup) is an "
                  "ESTIMATE from ptxas resources, occupancy and a roofline model, not a measurement.")
@@ -22,7 +22,7 @@ def make_evaluator(kind: str, workload: Workload, *, banner: bool = True, **opti
     """Build the evaluator ``kind`` for ``workload``.
 
     kind: ``"gpu"`` (GPUPool over every visible GPU; NoGPU if none), ``"static"`` (StaticEvaluator, results
-    labelled estimates) or ``"auto"`` (gpu when CuPy sees a GPU, else static, printing STATIC_BANNER to stderr
+    labelled estimates), ``"replay"`` (ReplayEvaluator over recorded runs; needs ``stores=[...]``) or ``"auto"`` (gpu when CuPy sees a GPU, else static, printing STATIC_BANNER to stderr
     when ``banner``). options: keyword arguments of the chosen evaluator (GPUPool's or StaticEvaluator's);
     GPU-only options are ignored by the static evaluator when ``auto`` falls back.
     Raises ValueError for an unknown kind.
@@ -41,6 +41,10 @@ def make_evaluator(kind: str, workload: Workload, *, banner: bool = True, **opti
         from evaluators.gpu.pool import GPUPool
 
         return GPUPool(workload, **options)
+    if kind == "replay":
+        from evaluators.replay import ReplayEvaluator
+
+        return ReplayEvaluator(workload, **{k: v for k, v in options.items() if k not in GPU_ONLY})
     from evaluators.static import StaticEvaluator
 
     return StaticEvaluator(workload, **{k: v for k, v in options.items() if k not in GPU_ONLY})

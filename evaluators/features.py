@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import Occupancy, ResourceUsage
+from evaluators.uniform import param_values
 from population.kernel import Kernel
 from targets.occupancy import device_props
 from workloads.dtypes import ELEMENT_BYTES
@@ -58,16 +59,19 @@ def element_bytes(workload) -> int:
 def kernel_traffic(kernel: Kernel, workload, shapes: Sequence[Shape] | None = None,
                    model: TrafficModel | None = None) -> dict[Shape, TrafficEstimate]:
     """The static traffic estimate of ``kernel``'s entry at each shape (default: the workload's search shapes),
-    launched as ``workload.launch_dims(shape, kernel.launch)`` says. Pass ``model`` to reuse an analysis.
+    launched as ``workload.launch_dims(shape, kernel.launch)`` says, with the workload's scalar values at that
+    shape (``workload.scalars``) deciding uniform branches and counted loops. Pass ``model`` to reuse an analysis.
 
     Raises KeyError when the module lacks the entry and ValueError from the workload's launch rule."""
     model = model or TrafficModel(kernel.module.function(kernel.entry))
     elt = element_bytes(workload)
+    abi = getattr(workload, "abi", None)
     out: dict[Shape, TrafficEstimate] = {}
     for shape in (workload.search_shapes if shapes is None else shapes):
         grid, block, _ = workload.launch_dims(tuple(shape), kernel.launch)
         sweep = workload.elements_per_cta_sweep(tuple(shape), kernel.launch)
-        out[tuple(shape)] = model.estimate(grid, block, sweep, element_bytes=elt)
+        params = param_values(model.fn, abi, workload.scalars(tuple(shape))) if abi else None
+        out[tuple(shape)] = model.estimate(grid, block, sweep, element_bytes=elt, params=params)
     return out
 
 

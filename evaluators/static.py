@@ -1,37 +1,20 @@
-"""The CPU-only static evaluator: ptxas resources, occupancy, static traffic and a roofline cost *estimate*.
+"""The CPU-only static evaluator: ptxas resources, occupancy, static traffic and a calibrated cost *estimate*.
 
 Used when no GPU is visible. Nothing here is measured on a GPU: every ``EvalResult`` it returns has
 ``estimate=True``, every ``ShapeResult`` too, and the reason starts with ``"estimate:"``.
 
-The cost model, per shape (all times in µs; bandwidths in bytes/s; the GPU's numbers from
-``targets.spec``):
+Per shape: the shared front half (``evaluators.pipeline.prepare``: ptxas, entry, ABI, launch rule, occupancy
+from ptxas' registers, shared memory and barriers, zero CTAs per SM -> ``launch_error``); the static traffic
+estimate (``evaluators.traffic``, with the shape's scalar parameters deciding uniform branches and
+counted loops); then the cost model of ``evaluators.cost_model`` (DRAM bytes never below the workload's
+compulsory bytes, L2 reuse of re-reads and of buffers shared by all CTAs, Little's-law latency hiding, per-CTA
+serial time with barriers and cluster costs, wave quantisation, a smooth maximum of the limits) with constants
+calibrated against recorded H200 measurements (``evaluators/static_calibration.json``,
+``experiments/calibrate_static.py``). The model version (``static-v2/<calibration id>``) is recorded in every
+result's ``extra["model_version"]``.
 
-1. Launch. ``grid, block, dynamic smem = workload.launch_dims(shape, kernel.launch)``; occupancy from ptxas'
-   registers, static shared memory and barriers (``targets.occupancy``). Zero CTAs per SM -> the result is
-   ``launch_error``. ``slots = blocks_per_sm * sm_count``; ``concurrent = min(CTAs, slots)``.
-2. DRAM bytes. ``requested`` = the static traffic estimate (``evaluators.traffic``). Bytes requested beyond the
-   workload's minimum (``workload.bytes_moved``: a second pass over a row, a weight vector every CTA reads) are
-   re-reads; they hit in L2 when the re-read working set, ``concurrent * elements_per_cta_sweep * element
-   bytes``, fits in half the L2 (the other half is assumed taken by streaming data), and otherwise miss in
-   proportion ``1 - (L2 / 2) / working set``. Spilled bytes ((spill stores + spill loads) per thread, every
-   thread once) are charged as DRAM bytes (an upper bound: some hit in L1).
-   ``dram = bytes_moved + missed re-reads + spills``.
-3. Latency hiding (Little's law; V. Volkov, "Understanding Latency Hiding on GPUs", 2016): to sustain the copy
-   bandwidth the GPU needs ``copy bandwidth * DRAM latency`` bytes in flight. Each loop body (and the
-   straight-line code) on the charged path has ``concurrent * threads * b`` bytes in flight, with ``b`` the
-   global-load bytes a thread issues per iteration (at most its share of the body's bytes). The body streams at
-   ``copy bandwidth * min(1, in flight / needed)``.
-   ``t_mem = sum over bodies (body bytes * dram / requested) / that rate``.
-4. Issue. An SM's L1 handles one warp-wide access per clock and at most 128 bytes per clock (Hopper L1:
-   ~33 TB/s over 132 SMs at 1.98 GHz), so a body whose accesses are ``w`` bytes per thread moves at most
-   ``min(32 w, 128)`` bytes per clock per SM: narrow (2-byte) accesses halve the ceiling.
-   ``t_issue = sum over bodies (body bytes * CTAs) / (active SMs * clock * min(32 w, 128))``.
-5. Waves. A grid of ``CTAs`` over ``slots`` runs in ``ceil(CTAs / slots)`` waves; the last is partly idle:
-   ``wave efficiency = (CTAs / slots) / ceil(CTAs / slots)``.
-6. ``time = max(t_mem, t_issue) / wave efficiency + 2 µs`` (a fixed launch-and-drain overhead, assumed).
-
-Not modelled: arithmetic throughput (RMSNorm is memory-bound), shared-memory bank conflicts, barrier stalls,
-instruction cache, clock boost. The objective is the geomean over ``workload.search_shapes`` of the
+Not modelled: arithmetic throughput (RMSNorm is memory-bound), shared-memory bank conflicts, instruction cache,
+cache-hint and instruction-schedule effects. The objective is the geomean over ``workload.search_shapes`` of the
 estimated speedup over the workload's *naive seed* (``workload.seeds()[0]``) under the same model, not over
 the GPU evaluator's primary baseline; ``extra["objective_baseline"]`` says so.
 """
@@ -45,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from evaluators.cost_model import Calibration, CostConstants, load_calibration, predict_parts, shape_terms
 from evaluators.features import element_bytes
 from evaluators.pipeline import Prepared, Rejected, prepare
 from evaluators.toolchain import CompileResult
@@ -53,84 +37,58 @@ from evaluators.types import EvalResult, Occupancy, ResourceUsage, ShapeResult, 
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
 
-LAUNCH_OVERHEAD_US = 2.0
-L2_REUSE_FRACTION = 0.5
-L1_BYTES_PER_CLOCK = 128.0
 BASELINE_NAME = "naive_seed"
 
 
 @dataclass(frozen=True)
 class ShapeEstimate:
-    """The model's terms at one shape: time_us (the estimate), t_mem_us, t_issue_us, wave_efficiency,
-    latency_efficiency (the byte-weighted min(1, in flight / needed) over bodies), requested_bytes,
-    dram_bytes, ctas, concurrent_ctas."""
+    """The model's terms at one shape: time_us (the estimate), t_dram_us, t_l2_us, t_issue_us, t_cta_us
+    (``evaluators.cost_model`` step 3), duty (share of a CTA's time with loads in flight), requested_bytes,
+    dram_bytes, ctas, concurrent_ctas, terms (the constant-free inputs, ``cost_model.TERM_NAMES``)."""
 
     shape: tuple[int, ...]
     time_us: float
-    t_mem_us: float
+    t_dram_us: float
+    t_l2_us: float
     t_issue_us: float
-    wave_efficiency: float
-    latency_efficiency: float
+    t_cta_us: float
+    duty: float
     requested_bytes: float
     dram_bytes: float
     ctas: int
     concurrent_ctas: int
+    terms: dict[str, float]
 
 
-def estimate_shape(
-    gpu: GPUSpec,
-    traffic: TrafficEstimate,
-    bytes_moved: int,
-    sweep_bytes: float,
-    blocks_per_sm: int,
-    spill_bytes_per_thread: int,
-    shape: tuple[int, ...] = (),
-) -> ShapeEstimate:
-    """Apply the module's cost model (steps 2-6) to one launch.
+def estimate_shape(gpu: GPUSpec, traffic: TrafficEstimate, bytes_moved: int, sweep_bytes: float,
+                   blocks_per_sm: int, spill_bytes_per_thread: int, shape: tuple[int, ...] = (), *,
+                   cluster: int = 1, constants: CostConstants | None = None) -> ShapeEstimate:
+    """Apply the cost model (``evaluators.cost_model``) to one launch.
 
     traffic: the static estimate at this shape; bytes_moved: the workload's minimum DRAM bytes; sweep_bytes:
     bytes one CTA streams per pass (elements_per_cta_sweep * element bytes); blocks_per_sm: resident CTAs
-    per SM (> 0); spill_bytes_per_thread: ptxas spill stores + loads. Raises ValueError if blocks_per_sm < 1.
+    per SM (> 0); spill_bytes_per_thread: ptxas spill stores + loads; cluster: CTAs per cluster; constants:
+    the model constants (default: the calibrated ones). Raises ValueError if blocks_per_sm < 1.
     """
-    if blocks_per_sm < 1:
-        raise ValueError(f"blocks_per_sm must be >= 1 to estimate a time, got {blocks_per_sm}")
-    ctas, threads = traffic.ctas, traffic.threads_per_cta
-    slots = blocks_per_sm * gpu.sm_count
-    concurrent = min(ctas, slots)
-    requested = traffic.bytes
-    reread = max(0.0, requested - bytes_moved)
-    working_set = concurrent * sweep_bytes
-    l2_room = gpu.l2_bytes * L2_REUSE_FRACTION
-    miss = 0.0 if working_set <= l2_room else 1.0 - l2_room / working_set
-    spills = float(spill_bytes_per_thread) * threads * ctas
-    dram = bytes_moved + reread * miss + spills
-    bw = gpu.copy_gbps * 1e9
-    needed = gpu.bytes_in_flight_needed
-    clock = gpu.boost_mhz * 1e6
-    active_sms = min(gpu.sm_count, ctas)
-
-    t_mem = t_issue = 0.0
-    weighted_eff = 0.0
-    scale = dram / requested if requested > 0 else 1.0
-    for body in traffic.bodies:
-        share = body.bytes_per_cta / threads
-        per_thread = min(float(body.load_bytes_per_iteration), share) if body.load_bytes_per_iteration else 0.0
-        eff = 1.0 if per_thread == 0.0 else min(1.0, concurrent * threads * per_thread / needed)
-        t_mem += body.bytes_per_cta * ctas * scale / (bw * eff)
-        weighted_eff += eff * body.bytes_per_cta
-        w = body.mean_width_bytes or 4.0
-        t_issue += body.bytes_per_cta * ctas / (active_sms * clock * min(32.0 * w, L1_BYTES_PER_CLOCK))
-    if not traffic.bodies:  # no global access found: charge the minimum at full rate
-        t_mem = dram / bw
-    waves = ctas / slots
-    wave_eff = waves / math.ceil(waves)
-    time_s = max(t_mem, t_issue) / wave_eff
-    lat_eff = weighted_eff / traffic.bytes_per_cta if traffic.bytes_per_cta > 0 else 1.0
+    c = constants or load_calibration().constants
+    terms = shape_terms(gpu, traffic, bytes_moved, sweep_bytes, blocks_per_sm, spill_bytes_per_thread, cluster)
+    parts = predict_parts(terms, c)
     return ShapeEstimate(
-        shape=tuple(shape), time_us=time_s * 1e6 + LAUNCH_OVERHEAD_US, t_mem_us=t_mem * 1e6,
-        t_issue_us=t_issue * 1e6, wave_efficiency=wave_eff, latency_efficiency=lat_eff,
-        requested_bytes=requested, dram_bytes=dram, ctas=ctas, concurrent_ctas=concurrent,
-    )
+        shape=tuple(shape), time_us=float(parts["time_us"]), t_dram_us=float(parts["t_dram"]) * 1e6,
+        t_l2_us=float(parts["t_l2"]) * 1e6, t_issue_us=float(parts["t_issue"]) * 1e6,
+        t_cta_us=float(parts["t_cta"]) * 1e6, duty=float(parts["duty"]), requested_bytes=traffic.bytes,
+        dram_bytes=float(parts["dram_bytes"]), ctas=traffic.ctas,
+        concurrent_ctas=int(min(traffic.ctas, blocks_per_sm * gpu.sm_count)), terms=terms)
+
+
+def cluster_size(kernel: Kernel) -> int:
+    """CTAs per cluster of ``kernel``'s entry: the ``.reqnctapercluster`` directive's product, else the launch
+    knob ``cluster``, else 1."""
+    fn = kernel.module.function(kernel.entry)
+    for d in getattr(fn, "directives", ()):
+        if getattr(d, "name", None) == "reqnctapercluster" and getattr(d, "values", ()):
+            return max(1, math.prod(int(v) for v in d.values))
+    return max(1, int(kernel.launch.knob("cluster", 1)))
 
 
 @dataclass(frozen=True)
@@ -152,19 +110,33 @@ class StaticEvaluator:
     ``conf/hardware``) or a GPU name (``"h200"``, ``"h100"``, ``"b200"``; None: ``targets.spec.DEFAULT_GPU``);
     arch: ptxas target (default the GPU's ``arch``); processes: how many ``evaluate`` calls may run
     at once (``capacity``; ptxas runs as a subprocess per call; default min(4, CPUs)); cache_dir: on-disk
-    ptxas cache. Deterministic: the same kernel always gets the same result (``eval_seconds`` aside).
-    Raises ValueError for an unknown GPU.
+    ptxas cache; calibration: a calibration JSON path (default ``evaluators/static_calibration.json``, the
+    priors when absent). Deterministic: the same kernel always gets the same result (``eval_seconds`` aside).
+    Raises ValueError for an unknown GPU, FileNotFoundError for a missing calibration file.
     """
 
+    estimate = True
+
     def __init__(self, workload, gpu: GPUSpec | str | None = None, arch: str | None = None, processes: int | None = None,
-                 cache_dir: str | None = None) -> None:
+                 cache_dir: str | None = None, calibration: str | None = None) -> None:
         self.workload = workload
         self.gpu = resolve_gpu(gpu)
         self.arch = arch or self.gpu.arch
         self.capacity = max(1, processes if processes is not None else min(4, os.cpu_count() or 1))
         self.cache_dir = cache_dir
+        self.calibration: Calibration = load_calibration(calibration)
+        self.model_version = self.calibration.version
         self._baseline: dict[tuple[int, ...], float] = {}
         self._lock = threading.Lock()
+
+    def banner(self) -> str:
+        """One paragraph for the run banner: what the numbers are and how well the model ranked recorded GPU
+        runs it was not fitted on (``evaluators.fidelity``)."""
+        from evaluators.fidelity import fidelity_line
+
+        return (f"Static evaluator ({self.model_version}) on {self.gpu.name}: every time, GB/s and speedup is an "
+                f"ESTIMATE from ptxas resources, occupancy, static traffic and a calibrated cost model, not a "
+                f"measurement. {fidelity_line('static', self.model_version)}")
 
     # ------------------------------------------------------------------------------------------------ model
 
@@ -178,12 +150,22 @@ class StaticEvaluator:
         ru, occ = p.resources, p.occupancy
         elt = element_bytes(wl)
         spill = ru.spill_stores_bytes + ru.spill_loads_bytes
+        cluster = cluster_size(kernel)
+        consts = self.calibration.constants
         estimates = {
             s: estimate_shape(self.gpu, p.traffic[s], wl.bytes_moved(s),
-                              wl.elements_per_cta_sweep(s, kernel.launch) * elt, occ.blocks_per_sm, spill, s)
+                              wl.elements_per_cta_sweep(s, kernel.launch) * elt, occ.blocks_per_sm, spill, s,
+                              cluster=cluster, constants=consts)
             for s in shapes
         }
         return _Analysis(p.compiled, ru, occ, p.traffic, estimates, p)
+
+    def analyse(self, kernel: Kernel, shapes: list[tuple[int, ...]] | None = None) -> _Analysis:
+        """The model's analysis of ``kernel`` at ``shapes`` (default the search shapes): compile result,
+        resources, occupancy, traffic and ``ShapeEstimate`` (with the constant-free terms) per shape, and the
+        front half's ``Prepared`` (features). Raises ``pipeline.Rejected`` or ``_NoEstimate`` (see
+        ``failure_result``)."""
+        return self._analyse(kernel, [tuple(int(v) for v in s) for s in (shapes or self.workload.search_shapes)])
 
     def baseline_times(self, shapes: list[tuple[int, ...]] | None = None) -> dict[tuple[int, ...], float]:
         """Estimated µs of the workload's naive seed at ``shapes`` (default: the search shapes); computed once per
@@ -225,7 +207,7 @@ class StaticEvaluator:
         features = a.prepared.features
         return EvalResult(
             status=Status.OK,
-            reason=f"estimate: static model on {self.gpu.name} (no GPU measurement)",
+            reason=f"estimate: static model {self.model_version} on {self.gpu.name} (no GPU measurement)",
             objective=objective,
             shapes=results,
             resources=a.resources,
@@ -240,15 +222,16 @@ class StaticEvaluator:
     def _extra(self, a: _Analysis, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
         return {
             "objective_baseline": f"{BASELINE_NAME} (workload.seeds()[0]) under the same static model",
+            "model_version": self.model_version,
             "gpu": self.gpu.name,
             "arch": self.arch,
             "ptxas_seconds": a.compiled.seconds,
             "ptxas_cached": a.compiled.cached,
             "model": {
                 str(list(s)): {
-                    "t_mem_us": a.estimates[s].t_mem_us, "t_issue_us": a.estimates[s].t_issue_us,
-                    "wave_efficiency": a.estimates[s].wave_efficiency,
-                    "latency_efficiency": a.estimates[s].latency_efficiency,
+                    "t_dram_us": a.estimates[s].t_dram_us, "t_l2_us": a.estimates[s].t_l2_us,
+                    "t_issue_us": a.estimates[s].t_issue_us, "t_cta_us": a.estimates[s].t_cta_us,
+                    "duty": a.estimates[s].duty,
                     "requested_bytes": a.estimates[s].requested_bytes, "dram_bytes": a.estimates[s].dram_bytes,
                 }
                 for s in shapes
@@ -261,3 +244,15 @@ class StaticEvaluator:
 
 class _NoEstimate(Exception):
     """The static traffic analysis could not model the kernel, so there is nothing to estimate with."""
+
+
+def failure_result(e: Exception, start: float, prefix: str = "estimate: ") -> EvalResult:
+    """The EvalResult of an analysis that raised ``e`` (``pipeline.Rejected``: its status; ``_NoEstimate``:
+    skipped); ``start``: perf_counter at the evaluation's start; prefix: starts the reason. Re-raises any other
+    exception."""
+    if isinstance(e, Rejected):
+        return e.result(estimate=True, eval_seconds=time.perf_counter() - start, prefix=prefix)
+    if isinstance(e, _NoEstimate):
+        return EvalResult(status=Status.SKIPPED, reason=f"{prefix}{e}", estimate=True,
+                          eval_seconds=time.perf_counter() - start)
+    raise e

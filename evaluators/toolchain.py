@@ -541,6 +541,42 @@ def _run_ptxas(text: str, arch: str, verify_only: bool, max_registers: int | Non
         return _Outcome(ok=True, cubin=cubin, log=log, arch=arch, verify_only=verify_only)
 
 
+def _cache_key(release: str, arch: str, verify_only: bool, max_registers: int | None, options: tuple[str, ...],
+               text: str) -> str:
+    """SHA-256 of (ptxas release, target, options, PTX text): the memory and disk caches' key."""
+    return hashlib.sha256((json.dumps([release, arch, verify_only, max_registers, list(options)]) + "\0"
+                           + text).encode()).hexdigest()
+
+
+def remember_compile(src: str | Module | Kernel, arch: str, result: CompileResult | CompileError, *,
+                     ptxas_release: str) -> bool:
+    """Put a compile done in another process or on another node into this process's cache, so that
+    ``compile_ptx(src, arch)`` (default options) returns it without running ptxas (``cached`` True).
+
+    result: what ``compile_ptx(src, arch)`` returned or raised there; ptxas_release: ``ptxas_version`` of the
+    ptxas ``select_ptxas(text, arch)`` chose there. Returns False, storing nothing, when that release differs
+    from the one ``select_ptxas`` chooses here (the cache key names
+    the ptxas release, so a result is never filed under another compiler) or when ``result`` is verify-only.
+    Raises ToolchainNotFound when this node has no ptxas.
+    """
+    text, _ = _source_text(src)
+    try:
+        local, _ = select_ptxas(text, arch)
+    except CompileError:  # no ptxas here reads the module's .version: compile_ptx will say so itself
+        return False
+    if ptxas_release != ptxas_version(local):
+        return False
+    key = _cache_key(ptxas_release, arch, False, None, (), text)
+    if isinstance(result, CompileError):
+        outcome = _Outcome(ok=False, log=result.log, arch=arch, error_line=result.line, error_message=result.message)
+    elif result.verify_only:
+        return False
+    else:
+        outcome = _Outcome(ok=True, cubin=result.cubin, log=result.log, arch=arch)
+    _memory_cache.put(key, outcome)
+    return True
+
+
 def compile_ptx(
     src: str | Module | Kernel,
     arch: str | None = None,
@@ -580,8 +616,7 @@ def compile_ptx(
     if ptxas is None:
         ptxas, note = select_ptxas(text, arch)
     ptxas = Path(ptxas)
-    key_src = json.dumps([ptxas_version(ptxas), arch, verify_only, max_registers, list(options)]) + "\0" + text
-    key = hashlib.sha256(key_src.encode()).hexdigest()
+    key = _cache_key(ptxas_version(ptxas), arch, verify_only, max_registers, tuple(options), text)
     disk = cache_dir if cache_dir is not None else os.environ.get("PTXFORGE_PTXAS_CACHE")
     disk_dir = Path(disk) if disk else None
 

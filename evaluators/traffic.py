@@ -40,6 +40,21 @@ The model, stated once:
    the other way leads into the loop) is the zero-trip case; since every loop is assumed to sweep, such
    bypass edges (and early exits that land where a loop exits) are not taken.
 5. Total = bytes per CTA on that path * CTAs.
+6. Uniform values (``evaluators.uniform``): with the scalar parameters of the launch given (``params``), a
+   branch whose predicate depends only on parameters and immediates (``N < 520``: keep the row in registers;
+   ``N % 8 == 0``: the vector path) is decided: only its taken edge is followed. Pointers are taken aligned.
+7. Counted loops: a loop whose exit test compares an induction register (one definition outside the loop,
+   one ``add r, r, step`` inside) against a uniform bound, from a uniform start, runs a known number of times
+   T (``for (it = 0; it < ROW_ITERS; ++it)``: T = ROW_ITERS). Such a loop is not a sweep: every access inside
+   it executes T times as often (its straight-line cap is T sweeps), and the sweep loops inside it sweep once
+   per iteration. Only loops that are not counted follow rule 3.
+8. Shared buffers: a group whose addresses never depend on the CTA's index (``%ctaid``, ``%clusterid``) is
+   read by every CTA alike (a weight vector); ``TrafficEstimate.shared_groups`` names them, so the cost model
+   can charge their re-reads to L2, not DRAM.
+9. Synchronisation on the charged path, per CTA: CTA barriers (``bar``/``barrier`` other than
+   ``barrier.cluster``), cluster barriers (``barrier.cluster.wait``) and distributed-shared-memory loads
+   (``mapa`` address mappings and ``ld.shared::cluster``), counted like accesses (once per execution, times
+   loop trips).
 
 It says nothing about caching: bytes re-read by a second pass or by every CTA (a weight vector) are
 requested bytes; the static evaluator decides which of them reach DRAM.
@@ -49,11 +64,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 
+from evaluators.uniform import UniformValues
 from population.analysis import (
     POINTER_TYPES,
     Loop,
@@ -66,10 +82,13 @@ from population.analysis import (
     memory_sites,
     sources,
 )
-from population.ast import Address, Function, Instruction, Register, Symbol
+from population.ast import Address, Function, Instruction, Register, SpecialRegister, Symbol
 
-_MAX_PATH_STATES = 512  # distinct per-node byte totals kept while enumerating paths (the cheapest)
+_MAX_PATH_STATES = 32  # per-node path states kept while enumerating paths (most coverage, then cheapest)
+_MAX_TRIPS = 1 << 20  # a counted loop simulated past this many iterations is treated as a sweep loop
 UNKNOWN_GROUP = "?"
+SYNC_GROUP = "__sync__"  # pseudo group of the synchronisation counters (rule 9); never a buffer
+CTA_INDEX_REGISTERS = ("%ctaid", "%clusterid", "%cluster_ctaid")
 
 
 @dataclass(frozen=True)
@@ -93,7 +112,12 @@ class BodyTraffic:
     path (rule 4): bytes_per_cta it moves there; load_bytes_per_iteration: bytes of global loads one thread issues
     per iteration (per execution of the straight-line code), what it can have in flight at once;
     loads_per_iteration: the number of those load sites; access_bytes_per_iteration / accesses_per_iteration:
-    the same for loads and stores together (their ratio is the body's mean access width per thread)."""
+    the same for loads and stores together (their ratio is the body's mean access width per thread);
+    iterations_per_cta: how often one thread runs the body per CTA (loop trips times enclosing counted loops;
+    1 for straight-line code outside loops); partitioned_load_bytes_per_cta: the body's loads of buffers that
+    are not shared by all CTAs (rule 8), the bytes that stream from DRAM; distinct_load_bytes_per_iteration: the
+    widths of the body's distinct (buffer, width) loads of such buffers, i.e. one copy of an unrolled body;
+    sweep: the body is a sweep loop (rule 3), not straight-line code or a counted loop."""
 
     loop: int | None
     bytes_per_cta: float
@@ -101,6 +125,10 @@ class BodyTraffic:
     loads_per_iteration: int
     access_bytes_per_iteration: int = 0
     accesses_per_iteration: int = 0
+    iterations_per_cta: float = 1.0
+    partitioned_load_bytes_per_cta: float = 0.0
+    distinct_load_bytes_per_iteration: int = 0
+    sweep: bool = False
 
     @property
     def mean_width_bytes(self) -> float:
@@ -118,7 +146,12 @@ class TrafficEstimate:
     element size) on that path (2.0 = the group's data is read twice); sites: every counted site; bodies: the loop bodies (and straight-line code) on that path with
     their bytes; max_width_bytes: widest global access (bytes per thread);
     loads_per_iteration: most global load sites in one loop body (the independent loads a thread can have
-    in flight, a memory-level-parallelism proxy; straight-line code counts as one body).
+    in flight, a memory-level-parallelism proxy; straight-line code counts as one body);
+    group_bytes: (group, "load"|"store") -> bytes per CTA on the charged path; shared_groups: groups whose
+    addresses do not depend on the CTA index (rule 8: every CTA reads the same data);
+    cta_barriers / cluster_barriers / dsmem_loads: per CTA on the charged path (rule 9);
+    loop_trips: header block -> iterations of each counted loop (rule 7) at this launch;
+    decided_branches: how many conditional branches the parameter values decided (rule 6).
     """
 
     bytes: float
@@ -133,6 +166,17 @@ class TrafficEstimate:
     bodies: tuple[BodyTraffic, ...] = ()
     max_width_bytes: int = 0
     loads_per_iteration: int = 0
+    group_bytes: dict[tuple[str, str], float] = field(default_factory=dict)
+    shared_groups: frozenset[str] = frozenset()
+    cta_barriers: float = 0.0
+    cluster_barriers: float = 0.0
+    dsmem_loads: float = 0.0
+    loop_trips: dict[int, int] = field(default_factory=dict)
+    decided_branches: int = 0
+
+    def group_sweeps(self, group: str) -> float:
+        """Sweeps of ``group`` per CTA (0.0 when the group is not accessed)."""
+        return self.sweeps.get(group, 0.0)
 
 
 class _Defs:
@@ -204,6 +248,27 @@ def _direction(kind: str) -> str:
     return "load" if kind in ("load", "async_copy") else "store"
 
 
+# One underlying CFG edge of a component edge: (its rule-4b decision or None, source block, whether it is the
+# branch-taken edge of a predicated ``bra`` (None: an unconditional edge)).
+_EdgeRef = tuple[tuple[str, bool] | None, int, bool | None]
+
+
+@dataclass(frozen=True)
+class _CountedLoop:
+    """A loop's exit test in counted form (rule 7): ``setp`` ``test`` compares induction register ``iv``
+    (operand ``iv_pos`` of the setp's sources) with the other operand; ``init`` defines iv outside the loop,
+    ``step`` is the increment's other operand; the loop continues while the predicate (xor ``negated``)
+    equals ``continue_when``."""
+
+    header: int
+    test: Instruction
+    iv_pos: int
+    init: Instruction
+    step: object
+    negated: bool
+    continue_when: bool
+
+
 @dataclass(frozen=True)
 class _Prepared:
     """The shape-independent part of the estimate for one function."""
@@ -214,19 +279,26 @@ class _Prepared:
     block_to_node: dict[int, int]
     remainder_loops: frozenset[int]
     group_elt: dict[str, int]
-    edge_decisions: dict[tuple[int, int], list[tuple[str, bool] | None]]
+    edge_decisions: dict[tuple[int, int], list[_EdgeRef]]
     topo_order: tuple[int, ...] = ()
     preds: dict[int, tuple[int, ...]] = field(default_factory=dict)
     sinks: tuple[int, ...] = ()
     live_conditions: dict[int, frozenset[str]] = field(default_factory=dict)
+    fn: Function | None = None
+    defs: dict[str, list[Instruction]] = field(default_factory=dict)
+    loops_by_header: dict[int, Loop] = field(default_factory=dict)
+    branch_predicates: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    counted: dict[int, _CountedLoop] = field(default_factory=dict)
+    shared_groups: frozenset[str] = frozenset()
+    sync_sites: tuple[tuple[str, int], ...] = ()  # (counter name, block id), rule 9
 
 
 def _live_conditions(condensed: nx.DiGraph, topo: tuple[int, ...],
-                     decisions: dict[tuple[int, int], list[tuple[str, bool] | None]]) -> dict[int, frozenset[str]]:
+                     decisions: dict[tuple[int, int], list[_EdgeRef]]) -> dict[int, frozenset[str]]:
     """Per component: the conditions tested on edges reachable from it (entering it included)."""
     live: dict[int, frozenset[str]] = {}
     for n in reversed(topo):
-        conds = {d[0] for p in condensed.predecessors(n) for d in decisions.get((p, n), []) if d is not None}
+        conds = {d[0][0] for p in condensed.predecessors(n) for d in decisions.get((p, n), []) if d[0] is not None}
         for succ in condensed.successors(n):
             conds |= live[succ]
         live[n] = frozenset(conds)
@@ -280,10 +352,11 @@ def _value_key(reg: str, du, memo: dict[str, str], depth: int = 0) -> str:
 
 
 def _edge_decisions(blocks, g: nx.DiGraph, du, block_to_node: dict[int, int], bypass: set[tuple[int, int]]
-                    ) -> dict[tuple[int, int], list[tuple[str, bool] | None]]:
-    """For each edge between components that is not a zero-trip bypass: the (condition, value) its branch
-    implies when that condition tests two or more branches (rule 4b), else None. Component pairs joined only
-    by bypass edges are absent."""
+                    ) -> dict[tuple[int, int], list[_EdgeRef]]:
+    """For each edge between components that is not a zero-trip bypass, its underlying CFG edges: the
+    (condition, value) the branch implies when that condition tests two or more branches (rule 4b, else None),
+    the source block, and whether the edge is a predicated branch's taken edge (rule 6; None when the source
+    block has no predicated branch). Component pairs joined only by bypass edges are absent."""
     memo: dict[str, str] = {}
     cond: dict[int, str] = {}
     guards: dict[str, int] = {}
@@ -299,12 +372,13 @@ def _edge_decisions(blocks, g: nx.DiGraph, du, block_to_node: dict[int, int], by
             continue
         dec: tuple[str, bool] | None = None
         t = blocks[u].terminator
+        taken = g.edges[u, v].get("kind") == "branch"
         if u in cond and guards[cond[u]] >= 2:
-            taken = g.edges[u, v].get("kind") == "branch"
             dec = (cond[u], taken != t.predicate.negated)
+        ref = (dec, u, taken if u in cond else None)
         lst = out.setdefault((cu, cv), [])
-        if dec not in lst:
-            lst.append(dec)
+        if ref not in lst:
+            lst.append(ref)
     return out
 
 
@@ -328,6 +402,104 @@ def _remainder_loops(sites: list[tuple[MemorySite, str]], inner: dict[int, Loop]
     return frozenset(out)
 
 
+def _depends_on_cta(reg: str, du, memo: dict[str, bool]) -> bool:
+    """Whether ``reg``'s value is computed from a CTA-index special register (rule 8; iterative DFS)."""
+    if reg in memo:
+        return memo[reg]
+    seen, stack, found = {reg}, [reg], False
+    while stack and not found:
+        r = stack.pop()
+        if memo.get(r):
+            found = True
+            break
+        for ins in du.defs_of(r):
+            if any(isinstance(op, SpecialRegister) and op.name.startswith(CTA_INDEX_REGISTERS)
+                   for op in ins.operands[1:]):
+                found = True
+                break
+            for src in sources(ins):
+                if src not in seen:
+                    seen.add(src)
+                    stack.append(src)
+    memo[reg] = found
+    return found
+
+
+def _shared_groups(sites: list[tuple[MemorySite, str]], du) -> frozenset[str]:
+    memo: dict[str, bool] = {}
+    varying: set[str] = set()
+    groups: set[str] = set()
+    for s, grp in sites:
+        if grp == UNKNOWN_GROUP:
+            continue
+        groups.add(grp)
+        a = s.address
+        if a is not None and isinstance(a.base, Register) and _depends_on_cta(a.base.name, du, memo):
+            varying.add(grp)
+    return frozenset(groups - varying)
+
+
+def _counted_loops(blocks, loop_list: Sequence[Loop], du) -> dict[int, _CountedLoop]:
+    """Loops whose exit test has the counted form of rule 7 (whether the start, step and bound are uniform is
+    decided per launch, in ``_loop_trips``)."""
+    out: dict[int, _CountedLoop] = {}
+    for lp in loop_list:
+        loop_ins = {id(ins) for bb in lp.blocks for ins in blocks[bb].instructions}
+        for bid in sorted(lp.blocks):
+            b = blocks[bid]
+            t = b.terminator
+            if t is None or t.opcode != "bra" or t.predicate is None or len(b.successors) != 2:
+                continue
+            inside = [s in lp.blocks for s in b.successors]
+            if inside[0] == inside[1]:
+                continue
+            pdefs = du.defs_of(t.predicate.register.name)
+            if len(pdefs) != 1 or pdefs[0].opcode != "setp":
+                continue
+            test = pdefs[0]
+            for pos, op in enumerate(test.operands[1:3]):
+                if not isinstance(op, Register):
+                    continue
+                defs = du.defs_of(op.name)
+                if len(defs) != 2:
+                    continue
+                in_loop = [d for d in defs if id(d) in loop_ins]
+                if len(in_loop) != 1:
+                    continue
+                inc = in_loop[0]
+                init = next(d for d in defs if d is not inc)
+                if inc.opcode != "add" or inc.predicate is not None or len(inc.operands) != 3:
+                    continue
+                a, c = inc.operands[1], inc.operands[2]
+                if isinstance(a, Register) and a.name == op.name:
+                    step = c
+                elif isinstance(c, Register) and c.name == op.name:
+                    step = a
+                else:
+                    continue
+                # successors[0] is the branch target: the loop goes on when the branch is taken iff it is inside
+                out[lp.header] = _CountedLoop(lp.header, test, pos, init, step, t.predicate.negated, inside[0])
+                break
+            if lp.header in out:
+                break
+    return out
+
+
+def _sync_sites(blocks) -> tuple[tuple[str, int], ...]:
+    out: list[tuple[str, int]] = []
+    for b in blocks:
+        for ins in b.instructions:
+            if ins.opcode in ("bar", "barrier"):
+                if "cluster" in ins.modifiers:
+                    if "wait" in ins.modifiers:
+                        out.append(("cluster_barriers", b.id))
+                elif any(m in ins.modifiers for m in ("sync", "red")) or not ins.modifiers:
+                    out.append(("cta_barriers", b.id))
+            elif ins.opcode == "mapa" or (ins.opcode == "ld" and "shared::cluster" in ins.modifiers):
+                out.append(("dsmem_loads", b.id))
+    return tuple(out)
+
+
 def _prepare(fn: Function) -> _Prepared:
     blocks = basic_blocks(fn)
     g = cfg(fn, blocks)
@@ -342,21 +514,75 @@ def _prepare(fn: Function) -> _Prepared:
         if s.state_space == "generic" and grp == UNKNOWN_GROUP:
             continue  # a generic access not traceable to a global buffer may well be shared or local
         kept.append((s, grp))
-    condensed = nx.condensation(g)
     loop_list = loops(fn, g)
+    # Rule 4 walks the CFG with the natural loops' back edges removed: a path runs each loop body once, along
+    # one path through it (every iteration takes the same uniform decisions), and the body's accesses are
+    # weighted by its trips. Cycles that are no natural loop (irreducible) are collapsed into one node.
+    acyclic = g.copy()
+    acyclic.remove_edges_from([(latch, lp.header) for lp in loop_list for latch in lp.latches])
+    condensed = nx.condensation(acyclic)
     inner = _innermost(loop_list)
     group_elt: dict[str, int] = {}
     for st, grp in kept:
         if st.vector == 1 and st.width_bytes > 0 and st.kind in ("load", "store"):
             group_elt[grp] = min(group_elt.get(grp, st.width_bytes), st.width_bytes)
     mapping = dict(condensed.graph["mapping"])
-    decisions = _edge_decisions(blocks, g, du, mapping, _zero_trip_bypasses(blocks, g, loop_list))
+    decisions = _edge_decisions(blocks, acyclic, du, mapping, _zero_trip_bypasses(blocks, g, loop_list))
     topo = tuple(nx.lexicographical_topological_sort(condensed))
+    branch_predicates = {b.id: (b.terminator.predicate.register.name, b.terminator.predicate.negated)
+                         for b in blocks if b.terminator is not None and b.terminator.opcode == "bra"
+                         and b.terminator.predicate is not None and len(b.successors) == 2}
     return _Prepared(kept, inner, condensed, mapping, _remainder_loops(kept, inner), group_elt, decisions,
                      topo_order=topo,
                      preds={n: tuple(sorted(condensed.predecessors(n))) for n in condensed},
                      sinks=tuple(sorted(n for n in condensed if condensed.out_degree(n) == 0)),
-                     live_conditions=_live_conditions(condensed, topo, decisions))
+                     live_conditions=_live_conditions(condensed, topo, decisions),
+                     fn=fn, defs=du.defs, loops_by_header={lp.header: lp for lp in loop_list},
+                     branch_predicates=branch_predicates, counted=_counted_loops(blocks, loop_list, du),
+                     shared_groups=_shared_groups(kept, du), sync_sites=_sync_sites(blocks))
+
+
+def _loop_trips(prep: _Prepared, uv: UniformValues) -> dict[int, int]:
+    """Iterations of each counted loop at this launch (rule 7): simulated from the uniform start, step and
+    bound; loops whose values are not uniform, or that run past ``_MAX_TRIPS``, are left out."""
+    from evaluators.uniform import _CMP, _wrap
+
+    out: dict[int, int] = {}
+    for h, c in prep.counted.items():
+        try:
+            start = uv._eval(c.init, 0)
+        except (ArithmeticError, ValueError, TypeError, IndexError):
+            start = None
+        step = uv.operand(c.step)
+        other = uv.operand(c.test.operands[2 - c.iv_pos])
+        cmp = next((m for m in c.test.modifiers if m in _CMP), None)
+        typ = next((m for m in c.test.modifiers if m[:1] in "subf" and m[1:].isdigit()), None)
+        if None in (start, step, other, cmp) or isinstance(start, bool) or step == 0:
+            continue
+        utyp = ("u" + typ[1:]) if typ and typ[0] in "ub" else typ
+
+        def goes_on(iv: int | float, c: _CountedLoop = c, other=other, cmp: str = cmp, utyp=utyp) -> bool:
+            a, b = (iv, other) if c.iv_pos == 0 else (other, iv)
+            r = _CMP[cmp](_wrap(a, utyp), _wrap(b, utyp))
+            return (r != c.negated) == c.continue_when
+
+        n, iv = 1, start + step  # the increment runs before the test (nvcc's latch form)
+        while goes_on(iv) and n < _MAX_TRIPS:
+            n += 1
+            iv += step
+        if n < _MAX_TRIPS:
+            out[h] = n
+    return out
+
+
+def _decided(prep: _Prepared, uv: UniformValues) -> dict[int, bool]:
+    """Block -> whether its conditional branch is taken, for branches on uniform predicates (rule 6)."""
+    out: dict[int, bool] = {}
+    for b, (reg, negated) in prep.branch_predicates.items():
+        v = uv.value(reg)
+        if isinstance(v, bool):
+            out[b] = v != negated
+    return out
 
 
 def _default_element_bytes(sites: list[tuple[MemorySite, str]]) -> int:
@@ -371,17 +597,21 @@ def estimate_traffic(
     elements_per_cta_sweep: int,
     *,
     element_bytes: int | None = None,
+    params: Mapping[str, int | float] | None = None,
 ) -> TrafficEstimate:
     """Estimated global bytes requested by launching entry ``fn`` with ``grid`` x ``block`` (module docstring).
 
     grid, block: 1 to 3 positive ints (CTAs, threads per CTA); elements_per_cta_sweep: elements one CTA
     streams per pass (``Workload.elements_per_cta_sweep``); element_bytes: size of one streamed element
-    (2 for bf16; default: the narrowest scalar global load of the entry, or 4).
+    (2 for bf16; default: the narrowest scalar global load of the entry, or 4); params: the launch's scalar
+    parameter values by ``.param`` name (``evaluators.uniform.param_values``), which decide uniform branches
+    and counted loops (rules 6, 7); without them no branch is decided and no loop is counted.
 
     Raises ValueError on non-positive launch dimensions, a negative sweep or a function without a body.
     Analyses ``fn`` afresh; use ``TrafficModel`` to estimate several launches of one function.
     """
-    return TrafficModel(fn).estimate(grid, block, elements_per_cta_sweep, element_bytes=element_bytes)
+    return TrafficModel(fn).estimate(grid, block, elements_per_cta_sweep, element_bytes=element_bytes,
+                                     params=params)
 
 
 class TrafficModel:
@@ -397,13 +627,24 @@ class TrafficModel:
         self._prep = _prepare(fn)
 
     def estimate(self, grid: Sequence[int], block: Sequence[int], elements_per_cta_sweep: int, *,
-                 element_bytes: int | None = None) -> TrafficEstimate:
+                 element_bytes: int | None = None,
+                 params: Mapping[str, int | float] | None = None) -> TrafficEstimate:
         """As ``estimate_traffic`` for this model's function."""
-        return _estimate(self._prep, grid, block, elements_per_cta_sweep, element_bytes)
+        return _estimate(self._prep, grid, block, elements_per_cta_sweep, element_bytes, params)
+
+
+def _loop_chain(prep: _Prepared, block: int) -> list[Loop]:
+    """The loops holding ``block``, innermost first."""
+    out: list[Loop] = []
+    lp = prep.inner.get(block)
+    while lp is not None:
+        out.append(lp)
+        lp = prep.loops_by_header.get(lp.parent) if lp.parent is not None else None
+    return out
 
 
 def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elements_per_cta_sweep: int,
-              element_bytes: int | None) -> TrafficEstimate:
+              element_bytes: int | None, params: Mapping[str, int | float] | None = None) -> TrafficEstimate:
     if not grid or not block or any(int(d) < 1 for d in (*grid, *block)):
         raise ValueError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
     if elements_per_cta_sweep < 0:
@@ -412,54 +653,102 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     threads = math.prod(int(d) for d in block)
     elt = element_bytes or _default_element_bytes(prep.sites)
 
-    # Elements a thread advances per iteration of each loop: the smallest group total (rule 3).
+    if params is not None and prep.fn is not None:
+        uv = UniformValues(prep.fn, params, prep.defs)
+        trips_counted = _loop_trips(prep, uv)
+        decided = _decided(prep, uv)
+    else:
+        trips_counted, decided = {}, {}
+
+    # Per block: innermost loop (any kind), innermost sweep loop (not counted), counted multiplicities.
+    chain_info: dict[int, tuple[int | None, Loop | None, float, float]] = {}
+
+    def info(b: int) -> tuple[int | None, Loop | None, float, float]:
+        """(body key = innermost loop header, innermost sweep loop, multiplicity from all enclosing counted
+        loops, multiplicity from counted loops nested inside the sweep loop)."""
+        if b not in chain_info:
+            chain = _loop_chain(prep, b)
+            sweep = next((lp for lp in chain if lp.header not in trips_counted), None)
+            mult = math.prod(trips_counted[lp.header] for lp in chain if lp.header in trips_counted)
+            inner_mult = math.prod(trips_counted[lp.header] for lp in chain
+                                   if lp.header in trips_counted and sweep is not None and lp.depth > sweep.depth)
+            chain_info[b] = (chain[0].header if chain else None, sweep, float(mult), float(inner_mult))
+        return chain_info[b]
+
+    # Elements a thread advances per iteration of each sweep loop: the smallest group total (rule 3).
     per_loop_group: dict[int, dict[str, float]] = {}
     for s, grp in prep.sites:
-        lp = prep.inner.get(s.block)
-        if lp is not None and s.width_bytes > 0:
-            d = per_loop_group.setdefault(lp.header, {})
-            d[grp] = d.get(grp, 0.0) + s.width_bytes / elt
+        _, sweep, _, inner_mult = info(s.block)
+        if sweep is not None and s.width_bytes > 0:
+            d = per_loop_group.setdefault(sweep.header, {})
+            d[grp] = d.get(grp, 0.0) + s.width_bytes * inner_mult / elt
     trips = {h: (elements_per_cta_sweep / (threads * min(d.values())) if min(d.values()) > 0 else 0.0)
              for h, d in per_loop_group.items()}
     for h in prep.remainder_loops:
-        trips[h] = 0.0
+        if h not in trips_counted:
+            trips[h] = 0.0
 
     counted: list[SiteTraffic] = []
-    # node -> {(group, direction, body): bytes per CTA}; body = loop header, None for straight-line code
+    # node -> {(group, direction, body): bytes per CTA}; body = innermost loop header, None for straight-line
     weights: dict[int, dict[tuple[str, str, int | None], float]] = {}
+    body_cap_mult: dict[int | None, float] = {}
+    body_iters: dict[int | None, float] = {}
+    distinct_loads: dict[int | None, set[tuple[str, int]]] = {}
+    sweep_body: dict[int | None, bool] = {}
     loads_in_body: dict[int | None, int] = {}
     load_width_in_body: dict[int | None, int] = {}
     acc_in_body: dict[int | None, int] = {}
     acc_width_in_body: dict[int | None, int] = {}
     for s, grp in prep.sites:
-        lp = prep.inner.get(s.block)
+        header, sweep, mult, _ = info(s.block)
         bulk = s.kind in ("async_copy", "reduction") and "bulk" in s.instruction.modifiers
-        if lp is not None:
-            execs = trips.get(lp.header, 0.0)
+        if sweep is not None:
+            execs = trips.get(sweep.header, 0.0) * mult
+            body_cap_mult[header] = math.inf
         else:
-            execs = 1.0 / threads if bulk else 1.0
+            execs = (1.0 / threads if bulk else 1.0) * mult
+            body_cap_mult[header] = mult
+        body_iters[header] = (trips.get(sweep.header, 0.0) * mult) if sweep is not None else mult
         bytes_cta = execs * threads * s.width_bytes
-        header = lp.header if lp is not None else None
         counted.append(SiteTraffic(s.index, s.kind, s.width_bytes, grp, header, execs, bytes_cta))
-        if not (lp is not None and lp.header in prep.remainder_loops):
+        if not (sweep is not None and sweep.header in prep.remainder_loops and header == sweep.header):
             acc_in_body[header] = acc_in_body.get(header, 0) + 1
             acc_width_in_body[header] = acc_width_in_body.get(header, 0) + s.width_bytes
             if _direction(s.kind) == "load":
                 loads_in_body[header] = loads_in_body.get(header, 0) + 1
                 load_width_in_body[header] = load_width_in_body.get(header, 0) + s.width_bytes
+                if grp not in prep.shared_groups:
+                    distinct_loads.setdefault(header, set()).add((grp, s.width_bytes))
+        sweep_body[header] = sweep is not None and sweep.header == header
         node = prep.block_to_node[s.block]
         key = (grp, _direction(s.kind), header)
         w = weights.setdefault(node, {})
         w[key] = w.get(key, 0.0) + bytes_cta
+    for name, b in prep.sync_sites:  # rule 9: counters ride along the byte totals, never charged as bytes
+        header, sweep, mult, _ = info(b)
+        execs = trips.get(sweep.header, 0.0) * mult if sweep is not None else mult
+        node = prep.block_to_node[b]
+        key = (SYNC_GROUP, name, header)
+        w = weights.setdefault(node, {})
+        w[key] = w.get(key, 0.0) + execs
+        body_cap_mult.setdefault(header, math.inf if sweep is not None else mult)
 
     # Group element sizes: the narrowest scalar access of the group (x: u16 -> 2, w: f32 -> 4), else elt.
     sweep_of = {g: float(elements_per_cta_sweep * prep.group_elt.get(g, elt)) for _, g in prep.sites}
-    required = {(g, _direction(s.kind)) for s, g in prep.sites if g != UNKNOWN_GROUP and s.width_bytes > 0}
+    # Coverage (rule 4): each (group, direction) sweeps its data once per execution of the code that moves it
+    # least often: once per CTA, or once per iteration of a counted row loop that holds every such access.
+    required: dict[tuple[str, str], float] = {}
+    for s, g in prep.sites:
+        if g != UNKNOWN_GROUP and s.width_bytes > 0:
+            pair = (g, _direction(s.kind))
+            required[pair] = min(required.get(pair, math.inf), info(s.block)[2])
+    required = {pair: m * sweep_of[pair[0]] for pair, m in required.items()}
 
     # Enumerate the distinct (byte totals, branch decisions) of the paths through the DAG of strongly connected
     # components. Identical increments collapse, so guarded unrolled chunks give a handful of totals, not 2^n.
     keys = sorted({k for w in weights.values() for k in w}, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))
     index = {k: i for i, k in enumerate(keys)}
+    is_bytes = [k[0] != SYNC_GROUP for k in keys]
     zero = (0.0,) * len(keys)
     add_vec: dict[int, tuple[float, ...]] = {}
     for node, w in weights.items():
@@ -468,7 +757,34 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
             vec[index[k]] += v
         add_vec[node] = tuple(vec)
 
-    cap = [sweep_of[k[0]] if k[2] is None else math.inf for k in keys]
+    # Straight-line bytes (also inside counted loops) are capped at one sweep per execution of their code.
+    cap = [sweep_of[k[0]] * body_cap_mult.get(k[2], 1.0) if k[0] != SYNC_GROUP else math.inf for k in keys]
+
+    def allowed(refs: list[_EdgeRef]) -> list[tuple[str, bool] | None]:
+        out: list[tuple[str, bool] | None] = []
+        for dec, u, taken in refs:
+            if taken is not None and u in decided and decided[u] != taken:
+                continue  # rule 6: the parameters send this branch the other way
+            if dec not in out:
+                out.append(dec)
+        return out
+
+    def byte_sum(t: tuple[float, ...]) -> float:
+        return sum(v for v, b in zip(t, is_bytes) if b)
+
+    pair_of = [(k[0], k[1]) for k in keys]
+
+    def pair_totals(t: tuple[float, ...]) -> dict[tuple[str, str], float]:
+        tot: dict[tuple[str, str], float] = {}
+        for pair, v in zip(pair_of, t):
+            tot[pair] = tot.get(pair, 0.0) + v
+        return tot
+
+    def progress(t: tuple[float, ...]) -> float:
+        """How much of the coverage requirement a partial path has met (pruning keeps the most advanced)."""
+        tot = pair_totals(t)
+        return sum(min(1.0, tot.get(k, 0.0) / r) for k, r in required.items() if r > 0)
+
     states: dict[int, set[tuple[tuple[float, ...], frozenset[tuple[str, bool]]]]] = {}
     for node in prep.topo_order:
         preds = prep.preds[node]
@@ -476,7 +792,7 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         if not preds:
             incoming.add((zero, frozenset()))
         for pnode in preds:
-            decisions = prep.edge_decisions.get((pnode, node), [])
+            decisions = allowed(prep.edge_decisions.get((pnode, node), []))
             for totals, assigned in states[pnode]:
                 for dec in decisions:
                     if dec is None:
@@ -492,36 +808,44 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         out = ({(tuple(min(x + y, c) for x, y, c in zip(t, add, cap)), a) for t, a in incoming}
                if add else incoming)
         if len(out) > _MAX_PATH_STATES:
-            out = set(sorted(out, key=lambda st: (sum(st[0]), st[0], sorted(st[1])))[:_MAX_PATH_STATES])
+            out = set(sorted(out, key=lambda st: (-progress(st[0]), byte_sum(st[0]), st[0],
+                                                  sorted(st[1])))[:_MAX_PATH_STATES])
         states[node] = out
-    complete = sorted({st[0] for n in prep.sinks for st in states.get(n, ())}, key=lambda t: (sum(t), t))
-
-    pair_of = [(k[0], k[1]) for k in keys]
+    complete = sorted({st[0] for n in prep.sinks for st in states.get(n, ())}, key=lambda t: (byte_sum(t), t))
 
     def covers(t: tuple[float, ...]) -> bool:
-        tot: dict[tuple[str, str], float] = {}
-        for pair, v in zip(pair_of, t):
-            tot[pair] = tot.get(pair, 0.0) + v
-        return all(tot.get(k, 0.0) >= sweep_of[k[0]] * (1 - 1e-9) for k in required)
+        tot = pair_totals(t)
+        return all(tot.get(k, 0.0) >= r * (1 - 1e-9) for k, r in required.items())
 
     def charged(t: tuple[float, ...]) -> tuple[float, ...]:
         # Straight-line bytes per key are capped at one sweep: guarded chunks past the row's end do not run.
         return tuple(min(v, c) for v, c in zip(t, cap))
 
     # The cheapest path that sweeps every buffer once (rule 4); the costliest path when none does.
-    covering = sorted((t for t in complete if covers(t)), key=lambda t: (sum(charged(t)), t))
+    covering = sorted((t for t in complete if covers(t)), key=lambda t: (byte_sum(charged(t)), t))
     chosen = covering[0] if covering else (complete[-1] if complete else zero)
     final = dict(zip(keys, charged(chosen)))
-    load_cta = sum(v for (_, d, _), v in final.items() if d == "load")
-    store_cta = sum(v for (_, d, _), v in final.items() if d == "store")
+    sync = {"cta_barriers": 0.0, "cluster_barriers": 0.0, "dsmem_loads": 0.0}
+    group_bytes: dict[tuple[str, str], float] = {}
     sweeps: dict[str, float] = {}
     body_bytes: dict[int | None, float] = {}
-    for (grp, _, body), v in final.items():
+    body_part_loads: dict[int | None, float] = {}
+    for (grp, d, body), v in final.items():
+        if grp == SYNC_GROUP:
+            sync[d] += v
+            continue
+        if d == "load" and grp not in prep.shared_groups:
+            body_part_loads[body] = body_part_loads.get(body, 0.0) + v
+        group_bytes[(grp, d)] = group_bytes.get((grp, d), 0.0) + v
         if sweep_of.get(grp, 0.0) > 0:
             sweeps[grp] = sweeps.get(grp, 0.0) + v / sweep_of[grp]
         body_bytes[body] = body_bytes.get(body, 0.0) + v
+    load_cta = sum(v for (_, d), v in group_bytes.items() if d == "load")
+    store_cta = sum(v for (_, d), v in group_bytes.items() if d == "store")
     bodies = tuple(BodyTraffic(b, v, load_width_in_body.get(b, 0), loads_in_body.get(b, 0),
-                               acc_width_in_body.get(b, 0), acc_in_body.get(b, 0))
+                               acc_width_in_body.get(b, 0), acc_in_body.get(b, 0),
+                               max(1.0, body_iters.get(b, 1.0)), body_part_loads.get(b, 0.0),
+                               sum(w for _, w in distinct_loads.get(b, ())), sweep_body.get(b, False))
                    for b, v in sorted(body_bytes.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)) if v > 0)
     per_cta = load_cta + store_cta
     return TrafficEstimate(
@@ -537,4 +861,11 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         bodies=bodies,
         max_width_bytes=max((s.width_bytes for s, _ in prep.sites), default=0),
         loads_per_iteration=max(loads_in_body.values(), default=0),
+        group_bytes=group_bytes,
+        shared_groups=prep.shared_groups,
+        cta_barriers=sync["cta_barriers"],
+        cluster_barriers=sync["cluster_barriers"],
+        dsmem_loads=sync["dsmem_loads"],
+        loop_trips=dict(trips_counted),
+        decided_branches=len(decided),
     )

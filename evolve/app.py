@@ -161,12 +161,19 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
     if cfg.evaluator.get("_target_"):
         return _evaluator_from_target(cfg, workload, gpu)
     kind = str(cfg.evaluator.kind)
-    gpus = visible_gpus() if kind != "static" else []
+    if str(cfg.evaluator.backend) == "ray":
+        from evaluators.ray.config import ray_evaluator
+
+        evaluator = ray_evaluator(cfg, workload, gpu, tasks)
+        return evaluator, bool(evaluator.estimate)
+    gpus = visible_gpus() if kind not in ("static", "replay") else []
     if kind == "auto":
         kind = "gpu" if gpus and gpu.runnable else "static"
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     options.setdefault("gpu", gpu)
-    if kind != "static":
+    if kind == "replay":
+        options.setdefault("stores", [str(s) for s in cfg.evaluator.stores])
+    elif kind != "static":
         devices = list(cfg.evaluator.devices) if cfg.evaluator.devices is not None else None
         if devices is None:
             devices = assign_devices(_job_num(), gpus, int(cfg.evaluator.gpus_per_job))
@@ -265,8 +272,10 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     if evaluator is None:
         evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
     if estimate:
-        print(f"\n{'=' * 100}\n{ESTIMATE_BANNER}\n{'=' * 100}\n", file=sys.stderr, flush=True)
-        log.warning(ESTIMATE_BANNER)
+        # The evaluator's own banner says what its numbers are and their measured fidelity (static, replay).
+        text = evaluator.banner() if callable(getattr(evaluator, "banner", None)) else ESTIMATE_BANNER
+        print(f"\n{'=' * 100}\n{text}\n{'=' * 100}\n", file=sys.stderr, flush=True)
+        log.warning(text)
 
     dims = archive_dimensions(cfg.archive, gpu)
     if tasks is not None:

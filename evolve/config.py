@@ -21,7 +21,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from targets.spec import GPUS
+from targets.spec import GPUS, PTXAS_ARCHES
 
 
 class ParentSelection(StrEnum):
@@ -33,6 +33,12 @@ class EvaluatorKind(StrEnum):
     auto = "auto"
     gpu = "gpu"
     static = "static"
+    replay = "replay"
+
+
+class EvaluatorBackend(StrEnum):
+    local = "local"
+    ray = "ray"
 
 
 class LoggerKind(StrEnum):
@@ -82,18 +88,46 @@ class MutatorConfig:
 
 
 @dataclass
+class RayConfig:
+    """``evaluator.backend=ray`` settings (``evaluators.ray.RayEvaluator``, docs/ray.md): address: ``ray.init``
+    address of a running cluster (``auto``, ``host:6379``, ``ray://host:10001``; null = start a local one);
+    actors: evaluation actors (null = one per cluster GPU, 2 CPU actors for static); depth: candidates in
+    flight per actor; num_cpus / num_gpus: resources of a local cluster (null = the host's); compile_tasks: run
+    ptxas as Ray tasks on any node's CPU (false: inside the actor); actor_cpus: CPUs an actor reserves;
+    max_requeues: re-evaluations of a candidate whose actor or node was lost; ship_toolchain: send the driver's
+    ptxas/nvcc to the nodes (null = when joining a cluster); runtime_env: merged into Ray's runtime environment."""
+
+    address: str | None = None
+    actors: int | None = None
+    depth: int = 2
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    compile_tasks: bool = True
+    actor_cpus: float = 1.0
+    max_requeues: int = 3
+    ship_toolchain: bool | None = None
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class EvaluatorConfig:
-    """kind: ``auto`` (GPU when one is visible, else static), ``gpu`` or ``static``; devices: GPU indices to
+    """kind: ``auto`` (GPU when one is visible, else static), ``gpu``, ``static`` or ``replay`` (answers from
+    recorded GPU run stores, ``evaluators.replay``); stores: those stores (replay only); devices: GPU indices to
     use (null = all visible); gpus_per_job: in a multirun, give job ``hydra.job.num`` this many GPUs taken
     round-robin from the visible ones (0 = every job sees all); options: extra keyword arguments of
     ``evaluators.factory.make_evaluator``; _target_: an evaluator class of one's own (``evaluators.types.
-    Evaluator`` protocol), built as ``cls(workload, gpu=GPUSpec, **options)`` instead of the ``kind``."""
+    Evaluator`` protocol), built as ``cls(workload, gpu=GPUSpec, **options)`` instead of the ``kind``; backend:
+    ``local`` (this host's GPUs or processes) or ``ray`` (actors over a Ray cluster, settings in ``ray``;
+    devices and gpus_per_job do not apply there)."""
 
     _target_: str | None = None
     kind: EvaluatorKind = EvaluatorKind.auto
+    backend: EvaluatorBackend = EvaluatorBackend.local
+    ray: RayConfig = field(default_factory=RayConfig)
     devices: list[int] | None = None
     gpus_per_job: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    stores: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -228,7 +262,7 @@ class ConfigError(ValueError):
     """A configuration value that is out of range or unknown; the message names the key and what is allowed."""
 
 
-ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
+ARCHES = PTXAS_ARCHES  # the ptxas targets targets.spec lists
 HARDWARE = tuple(GPUS)  # the GPUs targets.spec describes
 WANDB_MODES = ("online", "offline", "disabled", "shared", "run", "dryrun")  # wandb.init(mode=...)
 
@@ -320,6 +354,18 @@ def validate(cfg: DictConfig) -> None:
     _need(not (h.compile_only and ev.kind == EvaluatorKind.gpu), "evaluator.kind",
           f"hardware={h.name} is compile-only; use evaluator=static (allowed with it: ['static', 'auto'])")
     _need(ev.gpus_per_job >= 0, "evaluator.gpus_per_job", f"must be >= 0, got {ev.gpus_per_job}")
+    r = ev.ray
+    _need(r.depth >= 1, "evaluator.ray.depth", f"must be >= 1, got {r.depth}")
+    _need(r.actors is None or r.actors >= 1, "evaluator.ray.actors", f"must be >= 1 or null, got {r.actors}")
+    _need(r.actor_cpus >= 0, "evaluator.ray.actor_cpus", f"must be >= 0, got {r.actor_cpus}")
+    _need(r.max_requeues >= 0, "evaluator.ray.max_requeues", f"must be >= 0, got {r.max_requeues}")
+    if ev.kind == EvaluatorKind.replay:
+        _need(len(ev.stores) > 0, "evaluator.stores", "evaluator=replay needs at least one recorded run store "
+              "(e.g. evaluator.stores=[experiments/data/rmsnorm_map_elites_s0.sqlite.gz])")
+        from evaluators.recorded import resolve_store
+
+        for i, st in enumerate(ev.stores):
+            _need(resolve_store(str(st)).is_file(), f"evaluator.stores[{i}]", f"{st!r} is no file")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 

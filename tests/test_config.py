@@ -46,7 +46,8 @@ def test_wandb_mode_follows_env(monkeypatch):
 
 @pytest.mark.parametrize("override", [
     "algorithm=map_elites", "algorithm=random", "algorithm=hill_climb", "algorithm=ga", "algorithm=islands",
-    "evaluator=auto", "evaluator=gpu", "evaluator=static", "hardware=h200", "hardware=h100", "hardware=b200",
+    "evaluator=auto", "evaluator=gpu", "evaluator=static", "evaluator=replay", "hardware=h200", "hardware=h100",
+    "hardware=b200",
     "logger=wandb", "logger=none", "mutator=rules", "mutator=template", "archive=default",
     "experiment=rmsnorm_cpu_smoke", "experiment=rmsnorm_h200", "experiment=compare",
 ])
@@ -68,7 +69,7 @@ def test_experiments_set_what_they_promise():
 
 @pytest.mark.parametrize("override,key,allowed", [
     ("algorithm.selection=best", "algorithm.selection", "[uniform, curiosity]"),
-    ("evaluator.kind=tpu", "evaluator.kind", "[auto, gpu, static]"),
+    ("evaluator.kind=tpu", "evaluator.kind", "[auto, gpu, static, replay]"),
     ("logger.kind=tensorboard", "logger.kind", "[wandb, none]"),
     ("mutator.selection=thompson", "mutator.selection", "[ucb, weighted]"),
     ("budget.evaluations=lots", "budget.evaluations", "Integer"),
@@ -220,3 +221,11 @@ def test_cli_names_the_key_without_a_traceback(tmp_path, override, message):
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"configuration error: {message}" in out.stderr and "Traceback" not in out.stderr
     assert not (run_dir / "store.sqlite").exists() or override.startswith("knowledge")
+
+
+def test_replay_needs_existing_stores():
+    cfg = cfg_of("evaluator=replay", "evaluator.stores=[no/such/store.sqlite.gz]")
+    with pytest.raises(ConfigError, match=r"evaluator.stores\[0\]"):
+        validate(cfg)
+    with pytest.raises(ConfigError, match=r"evaluator\.stores"):
+        validate(cfg_of("evaluator=replay", "evaluator.stores=[]"))

@@ -27,5 +27,5 @@ def test_gpu_kind_refused_without_gpu_and_bad_kind():
 
     with pytest.raises(NoGPU, match="no GPU visible"):
         make_evaluator("gpu", RMSNorm("bf16"))
-    with pytest.raises(ValueError, match=r"one of \('auto', 'gpu', 'static'\)"):
+    with pytest.raises(ValueError, match=r"one of \('auto', 'gpu', 'static', 'replay'\)"):
         make_evaluator("tpu", RMSNorm("bf16"))

@@ -160,3 +160,53 @@ def test_evolve_runs_kda_on_the_static_evaluator(tmp_path, monkeypatch):
                                            "engine.export=false", f"run_dir={tmp_path}"])
     summary = run(cfg)
     assert summary["evaluations"] == 6 and summary["estimate"] is True and summary["best_objective"] > 1.0
+
+
+def test_gate_checks_the_inout_state_on_the_cpu():
+    """The gate with a NumPy launcher doing the recurrence in fp32: it passes (the state, an inout buffer, is
+    restored between the two launches, left out of the inputs-unchanged check and compared at its final value),
+    and a kernel that leaves the state as it found it, or a wrong recurrence, is rejected."""
+    from evaluators.gpu.gate import run_gate
+    from evaluators.types import Status
+
+    wl = KDARecurrent()
+    shapes = [(1, 1), (2, 17), (3, 1, 63, 17)]
+
+    def launcher(**kw):
+        def launch(inputs, outputs, shape, params=None):
+            host = {k: np.asarray(v) for k, v in inputs.items()}
+            out = recurrence_f32(host, **kw)
+            outputs["o"][...] = out["o"]
+            inputs["state"][...] = out["state"]
+        return launch
+
+    def forgets_state(inputs, outputs, shape, params=None):
+        outputs["o"][...] = recurrence_f32({k: np.asarray(v) for k, v in inputs.items()})["o"]
+
+    assert run_gate(wl, launcher(), seed=3, shapes=shapes).status == Status.OK
+    bad = run_gate(wl, forgets_state, seed=3, shapes=shapes)
+    assert bad.status == Status.WRONG_RESULT and "state" in bad.reason
+    assert run_gate(wl, launcher(sigmoid_beta=False), seed=3, shapes=shapes).status == Status.WRONG_RESULT
+
+    def scribbles_on_k(inputs, outputs, shape, params=None):
+        launcher()(inputs, outputs, shape, params)
+        inputs["k"][...] = inputs["q"]
+
+    bad = run_gate(wl, scribbles_on_k, seed=3, shapes=shapes)
+    assert bad.status == Status.WRONG_RESULT and "inputs_unchanged" in bad.reason and "'k'" in bad.reason
+
+
+def test_template_operator_edits_apply_to_the_kda_template():
+    """A KNOBS edit re-instantiates the template from the parent's launch knobs (which carry the derived bv)."""
+    from evolve.operators.base import OperatorContext
+    from evolve.operators.template import TemplateOperator
+    from population.edits import apply_script
+
+    wl = KDARecurrent()
+    parent = wl.seeds()[1]
+    op = TemplateOperator(workload=wl)
+    script = op.propose(parent, OperatorContext(workload=wl), np.random.default_rng(1))
+    child = apply_script(parent, script, operator="template", instantiate=wl.instantiate)
+    cols, warps = child.launch.knob("cols", 0), child.launch.knob("warps", 0)
+    assert child.launch.knob("bv", 0) == cols * warps and child.launch.block == (32 * warps, 1, 1)
+    assert dict(child.launch.knobs) != dict(parent.launch.knobs)

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from evaluators.cost_model import CostConstants
 from evaluators.features import feature_ranges, kernel_features, kernel_traffic
-from evaluators.static import LAUNCH_OVERHEAD_US, StaticEvaluator, estimate_shape
+from evaluators.static import StaticEvaluator, estimate_shape
 from evaluators.traffic import BodyTraffic, TrafficEstimate
 from evaluators.types import Status
 from population.kernel import Kernel, LaunchConfig
@@ -52,11 +53,14 @@ def test_naive_seed_is_the_unit_of_the_objective(evaluator, seeds):
 def test_template_beats_naive_under_the_model(evaluator, seeds):
     naive, template = (evaluator.evaluate(k) for k in seeds)
     assert template.status == Status.OK
-    assert template.objective > 1.5
+    assert template.objective > 1.4
     for n, t in zip(naive.shapes, template.shapes):
-        assert t.time_us < n.time_us
-        # Never faster than the copy roofline: at most 100 % of the copy bandwidth.
-        assert 0 < t.frac_copy <= 1.0
+        # Measured on the H200 (experiments/data, 2026-12-01): the template is 2-2.4x faster than the naive seed
+        # from N = 4096 up, and slower at N = 512 (92 vs 58 µs: one 256-thread CTA per 512-element row).
+        if t.shape[1] >= 4096:
+            assert t.time_us < n.time_us / 1.5
+        # Never faster than the copy roofline (measured kernels reach up to 102 % of the copy bandwidth).
+        assert 0 < t.frac_copy <= 1.05
         assert t.gbps == pytest.approx(evaluator.workload.bytes_moved(t.shape) / (t.time_us * 1e-6) / 1e9)
 
 
@@ -119,49 +123,52 @@ def test_abi_mismatch_is_a_launch_error(evaluator):
 
 def _traffic(bytes_per_cta: float, ctas: int, threads: int, load_bytes: int, width: int) -> TrafficEstimate:
     body = BodyTraffic(loop=1, bytes_per_cta=bytes_per_cta, load_bytes_per_iteration=load_bytes,
-                       loads_per_iteration=1, access_bytes_per_iteration=width, accesses_per_iteration=1)
+                       loads_per_iteration=1, access_bytes_per_iteration=width, accesses_per_iteration=1,
+                       iterations_per_cta=bytes_per_cta / threads / load_bytes,
+                       partitioned_load_bytes_per_cta=bytes_per_cta)
     return TrafficEstimate(bytes=bytes_per_cta * ctas, load_bytes=bytes_per_cta * ctas, store_bytes=0.0,
                            bytes_per_cta=bytes_per_cta, ctas=ctas, threads_per_cta=threads, element_bytes=2,
-                           bodies=(body,))
+                           bodies=(body,), group_bytes={("x", "load"): bytes_per_cta})
 
 
 def test_cost_model_arithmetic():
     gpu = get_gpu("h200")
+    c = CostConstants(sharpness=16.0, cta_ns=0.0, launch_us=2.0)
     bw = 4800e9 * 0.865
     clock = 1980e6
-    # 10 full waves of 8 CTAs x 132 SMs, wide loads (enough in flight), no re-reads.
+    # 10 full waves of 8 CTAs x 132 SMs, wide loads (enough in flight), no re-reads: the copy roofline.
     ctas = 8 * 132 * 10
     t = _traffic(65536.0, ctas, 256, 64, 16)
     e = estimate_shape(gpu, t, bytes_moved=int(t.bytes), sweep_bytes=65536.0, blocks_per_sm=8,
-                       spill_bytes_per_thread=0)
-    assert e.wave_efficiency == 1.0 and e.latency_efficiency == 1.0
-    assert e.t_mem_us == pytest.approx(t.bytes / bw * 1e6)
+                       spill_bytes_per_thread=0, constants=c)
+    assert e.duty == 1.0 and e.dram_bytes == t.bytes
+    assert e.t_dram_us == pytest.approx(t.bytes / bw * 1e6)
     assert e.t_issue_us == pytest.approx(t.bytes / (132 * clock * 128) * 1e6)
-    assert e.time_us == pytest.approx(e.t_mem_us + LAUNCH_OVERHEAD_US)
-    # One CTA more than the slots: two waves, the second almost empty.
-    t2 = _traffic(65536.0, 8 * 132 + 1, 256, 64, 16)
-    e2 = estimate_shape(gpu, t2, int(t2.bytes), 65536.0, 8, 0)
-    assert e2.wave_efficiency == pytest.approx((1 + 1 / 1056) / 2)
-    # Two-byte loads, one per iteration: 1056 CTAs x 256 threads x 2 B in flight of 4152 GB/s x 600 ns needed.
+    assert e.t_l2_us == 0.0
+    assert e.time_us == pytest.approx(e.t_dram_us + 2.0, rel=1e-3)
+    # Two-byte loads, one per iteration: 1056 CTAs x 256 threads x 2 B in flight over a 600 ns latency.
     t3 = _traffic(65536.0, ctas, 256, 2, 2)
-    e3 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0)
-    eff = 1056 * 256 * 2 / (bw * 600e-9)
-    assert e3.latency_efficiency == pytest.approx(eff)
-    assert e3.t_mem_us == pytest.approx(t3.bytes / (bw * eff) * 1e6)
+    e3 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0, constants=c)
+    assert e3.t_dram_us == pytest.approx(t3.bytes / (1056 * 256 * 2 / 600e-9) * 1e6)
     # Narrow accesses: 32 lanes x 2 B = 64 B per clock per SM.
     assert e3.t_issue_us == pytest.approx(t3.bytes / (132 * clock * 64) * 1e6)
+    # A fixed serial time per CTA lowers the share of time with loads in flight (Little's law).
+    e4 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0, constants=CostConstants(cta_ns=600.0 * 128))
+    assert e4.duty == pytest.approx(0.5) and e4.time_us > e3.time_us
 
 
 def test_rereads_hit_l2_only_when_the_working_set_fits():
     gpu = get_gpu("h200")
+    c = CostConstants(l2_fraction=0.5)
     ctas = 8 * 132 * 4
     t = _traffic(2 * 8192.0, ctas, 256, 64, 16)  # a second pass over an 8 KiB row
     small = estimate_shape(gpu, t, bytes_moved=int(t.bytes / 2), sweep_bytes=8192.0, blocks_per_sm=8,
-                           spill_bytes_per_thread=0)
+                           spill_bytes_per_thread=0, constants=c)
     assert small.dram_bytes == t.bytes / 2  # 1056 x 8 KiB = 8.25 MiB fits in half of 60 MiB
+    assert small.t_l2_us == pytest.approx(t.bytes / 2 / (c.l2_gbps * 1e9) * 1e6)
     big_row = 512 * 1024.0
     tb = _traffic(2 * big_row, ctas, 256, 64, 16)
-    big = estimate_shape(gpu, tb, int(tb.bytes / 2), big_row, 8, 0)
+    big = estimate_shape(gpu, tb, int(tb.bytes / 2), big_row, 8, 0, constants=c)
     ws = 1056 * big_row
     miss = 1 - gpu.l2_bytes * 0.5 / ws
     assert big.dram_bytes == pytest.approx(tb.bytes / 2 + tb.bytes / 2 * miss)

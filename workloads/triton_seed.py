@@ -38,8 +38,12 @@ from typing import Any
 from population import ast
 from population.parser import parse_module
 from population.printer import print_module
+from targets.spec import SEED_ARCH
 from workloads.base import Workload
 from workloads.external import LaunchRule, SeedConfigError
+
+# The compute capability Triton compiles seeds for (90 for sm_90): the seeds' own target, targets.spec.SEED_ARCH.
+SEED_CAPABILITY = int(SEED_ARCH.removeprefix("sm_").rstrip("af"))
 
 #: Triton's element types for the workload dtypes and ``.param`` scalar types.
 TRITON_DTYPES = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "float32": "*fp32", "float16": "*fp16",
@@ -86,7 +90,7 @@ def project_ptx_version() -> int:
 
 
 def compile_triton(fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None, *,
-                   num_warps: int = 4, num_stages: int = 3, capability: int = 90,
+                   num_warps: int = 4, num_stages: int = 3, capability: int = SEED_CAPABILITY,
                    ptx_version: int | None = None) -> TritonPTX:
     """Compile the ``@triton.jit`` function ``fn`` to PTX for ``GPUTarget("cuda", capability, 32)`` (no GPU
     needed). signature: argument name -> Triton type (``"*bf16"``, ``"i32"``, ``"fp32"``; constexpr arguments
@@ -163,7 +167,7 @@ def default_param_map(arg_names: Sequence[str], workload: Workload) -> dict[str,
 
 
 def adapt_to_abi(compiled: TritonPTX, workload: Workload, param_map: Mapping[str, str], *,
-                 arch: str | None = "sm_90", entry: str | None = None) -> str:
+                 arch: str | None = SEED_ARCH, entry: str | None = None) -> str:
     """Compiled Triton PTX with the workload's ABI (module docstring): ``.param`` list in ABI order,
     ``param_map`` (Triton argument -> ABI parameter name) naming which is which; scratch parameters removed;
     ``.target`` set to ``arch`` (None: kept); the entry renamed to ``entry`` (default: the workload's).
@@ -323,7 +327,7 @@ class TritonSeed:
 
 def triton_seed(fn: Any, workload: Workload, *, grid: Sequence[str | int], constexprs: Mapping[str, Any] | None = None,
                 param_map: Mapping[str, str] | None = None, num_warps: int = 4, num_stages: int = 3,
-                arch: str = "sm_90", capability: int = 90) -> TritonSeed:
+                arch: str = SEED_ARCH, capability: int = SEED_CAPABILITY) -> TritonSeed:
     """``fn`` compiled for ``capability`` at the project's PTX version and adapted to ``workload``'s ABI
     (``param_map`` default: by name, ``default_param_map``), launched on ``grid`` (expressions of the
     workload's scalars). TritonSeedError / SeedConfigError on a mismatch."""
@@ -365,7 +369,7 @@ def inductor_kernels(fn: Callable[..., Any], *args: Any) -> list[Any]:
     return kernels
 
 
-def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 4096), arch: str = "sm_90") -> TritonSeed:
+def inductor_rmsnorm_seed(workload: Workload, shape: tuple[int, int] = (4096, 4096), arch: str = SEED_ARCH) -> TritonSeed:
     """The Triton kernel ``torch.compile`` generates for RMSNorm (``x * rsqrt(mean(x^2) + eps) * w`` in float32)
     at ``shape`` with dynamic shapes and an unspecialized eps (``torch._dynamo.config.specialize_float =
     False``), so M, N and eps are kernel arguments, adapted to the RMSNorm ABI ``(x, w, y, M, N, eps)``.
@@ -498,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--num-stages", type=int, default=3)
     ap.add_argument("--grid", default="M,1,1", help="grid expressions of the workload's scalars (default M,1,1)")
-    ap.add_argument("--arch", default="sm_90", help="the .target written into the seed (default sm_90)")
+    ap.add_argument("--arch", default=SEED_ARCH, help=f"the .target written into the seed (default {SEED_ARCH})")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="workload option")
     ap.add_argument("-o", "--output", required=True, help="where to write the PTX")
     args = ap.parse_args(argv)

@@ -104,14 +104,16 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
     """Poison the outputs, ``run`` once more on ``inputs`` and compare with the float64 reference, block by
     block (CHECK_BLOCK_ELEMENTS): catches a kernel that stops working after the gate (counters in global
     memory, pointer caches). Returns None when right, else the reason (str; counts are of the first wrong
-    block). KernelFault from ``run`` propagates (the caller owns the process)."""
+    block). Inout buffers (a recurrent state) are read at the value they had before this launch, which is what
+    the reference starts from. KernelFault from ``run`` propagates (the caller owns the process)."""
     from evaluators.gpu.gate import allocate_poisoned, compare, within_tolerance
 
     wl = workload
     bufs = {s.name: allocate_poisoned(s, 1, cp) for s in wl.outputs(shape)}
+    ref_inputs = {**inputs, **{n: inputs[n].copy() for n in wl.buffer_names("inout")}}
     run(inputs, {k: b.view for k, b in bufs.items()}, shape)
     atol, rtol = wl.tolerance
-    for idx, ref in wl.reference_blocks(inputs, CHECK_BLOCK_ELEMENTS, cp):
+    for idx, ref in wl.reference_blocks(ref_inputs, CHECK_BLOCK_ELEMENTS, cp):
         for s in wl.outputs(shape):
             out = bufs[s.name].view[idx]
             if not within_tolerance(out, ref[s.name], s.dtype, atol, rtol, cp):

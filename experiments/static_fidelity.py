@@ -1,0 +1,155 @@
+"""How well the CPU models rank recorded GPU kernels: the static cost model and the replay surrogate, scored with
+leave-one-run-out validation (``evaluators.holdout``: fitted on the other runs, minus every kernel the held-out
+run also measured; never scored on a run it was fitted on).
+
+    python experiments/static_fidelity.py experiments/data/rmsnorm_*.sqlite.gz
+    python experiments/static_fidelity.py STORES... --write      # also update evaluators/fidelity.json
+    python experiments/static_fidelity.py STORES... --no-surrogate --top 50
+
+Prints, per held-out run and for all held-out kernels pooled: Spearman and Kendall rank correlation of the
+geomean score (over all kernels and within the GPU's top 50), top-50 and top-10 overlap (with the chance
+value), where the model's favourite lands in the GPU's order, and per shape the Spearman of the times and the
+median relative time error. The first run computes the static terms of every recorded kernel (ptxas +
+traffic, a few minutes on 2 cores) and caches them (``evaluators.calibration.recorded_terms``).
+
+``--write`` records the pooled held-out numbers with the shipped model version (the calibration in
+``evaluators/static_calibration.json``, fitted on all given stores by ``experiments/calibrate_static.py``) in
+``evaluators/fidelity.json``; the static and replay evaluators print them in their run banner.
+
+What CPU results can show, and what they cannot: see the README section "CPU evaluation and its fidelity".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluators.calibration import recorded_terms
+from evaluators.cost_model import load_calibration
+from evaluators.fidelity import FIDELITY_FILE
+from evaluators.holdout import FoldResult, fold_metrics, leave_one_run_out
+from evaluators.recorded import load_recording
+from workloads.registry import get_workload
+
+TARGETS = {"static": {"spearman": 0.8, "spearman_top": 0.5, "overlap_top": 25, "favourite_percentile": 0.10,
+                      "median_rel_error": 0.25},
+           "replay": {"spearman": 0.9, "overlap_top": 35}}
+
+
+def pooled(folds: list[FoldResult]) -> FoldResult:
+    """All held-out kernels in one fold (a kernel measured by several runs counted once, first fold wins)."""
+    seen: set[str] = set()
+    rows = []
+    for f in folds:
+        for i, ident in enumerate(f.identities):
+            if ident not in seen:
+                seen.add(ident)
+                rows.append((f, i, ident))
+    pick = lambda attr: np.stack([getattr(f, attr)[i] for f, i, _ in rows])  # noqa: E731
+    return FoldResult("pooled", [r[2] for r in rows], pick("gpu_us"), pick("static_us"), pick("replay_us"),
+                      pick("replay_std"), folds[0].constants, 0)
+
+
+def table(console: Console, title: str, results: dict[str, dict], top: int) -> None:
+    t = Table(title=title)
+    for col in ("held-out", "n", "Spearman", f"Spearman top{top}", "Kendall", f"overlap top{top} (chance)",
+                "overlap top10", "favourite pct", "per shape: Spearman / median rel. err"):
+        t.add_column(col, justify="right")
+    for name, m in results.items():
+        shapes = "  ".join(f"{k}: {v['spearman']:.2f}/{100 * v['median_rel_error']:.0f}%"
+                           for k, v in m["per_shape"].items())
+        t.add_row(name, str(int(m["n"])), f"{m['spearman']:.3f}", f"{m['spearman_top']:.3f}",
+                  f"{m['kendall']:.3f}", f"{int(m['overlap_top'])} ({m['chance_overlap_top']:.1f})",
+                  str(int(m["overlap_top10"])), f"{100 * m['favourite_percentile']:.1f}%", shapes)
+    console.print(t)
+
+
+def check_targets(which: str, m: dict) -> list[str]:
+    """Lines saying which targets of the issue the pooled held-out metrics meet."""
+    out = []
+    for key, want in TARGETS[which].items():
+        if key == "median_rel_error":
+            worst = max(v["median_rel_error"] for v in m["per_shape"].values())
+            out.append(f"  median rel. error per shape <= {want:.0%}: worst {worst:.1%} "
+                       f"{'MET' if worst <= want else 'NOT MET'}")
+        elif key == "favourite_percentile":
+            got = m[key]
+            out.append(f"  favourite inside the GPU's top {want:.0%}: at {got:.1%} {'MET' if got <= want else 'NOT MET'}")
+        else:
+            got = m[key]
+            out.append(f"  {key} >= {want}: {got:.3f} {'MET' if got >= want else 'NOT MET'}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stores", nargs="+", help="recorded run stores (.sqlite or .sqlite.gz), at least two")
+    ap.add_argument("--workload", default="rmsnorm")
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--top", type=int, default=50)
+    ap.add_argument("--processes", type=int, default=None)
+    ap.add_argument("--no-surrogate", action="store_true", help="score the static model only")
+    ap.add_argument("--members", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write", action="store_true", help=f"record the pooled held-out numbers in {FIDELITY_FILE}")
+    ap.add_argument("--json", default=None, help="also write every metric to this JSON file")
+    args = ap.parse_args(argv)
+    console = Console(width=max(Console().width, 180))
+    rec = load_recording(args.stores)
+    if len(rec.runs) < 2:
+        ap.error("leave-one-run-out needs at least two stores")
+    wl = get_workload(args.workload, dtype=args.dtype)
+    t0 = time.perf_counter()
+    terms = recorded_terms(rec.kernels.values(), wl, gpu=args.gpu, processes=args.processes,
+                           progress=lambda i, n: console.print(f"  static terms {i}/{n}") if i % 100 == 0 else None)
+    bad = sum(1 for t in terms.values() if t.get("status") != "ok")
+    console.print(f"{len(rec.kernels)} distinct kernels over {len(rec.runs)} runs ({bad} the static model cannot "
+                  f"evaluate); terms in {time.perf_counter() - t0:.0f} s")
+    ref = np.array([v for v in rec.baseline_times(wl.primary_baseline).values()])
+    folds = leave_one_run_out(rec, terms, surrogate=not args.no_surrogate, seed=args.seed, members=args.members,
+                              steps=args.steps)
+    report: dict[str, dict] = {}
+    for which in ("static",) + (() if args.no_surrogate else ("replay",)):
+        res = {f.run: fold_metrics(f, ref, rec.shapes, which, args.top) for f in folds}
+        res["pooled"] = fold_metrics(pooled(folds), ref, rec.shapes, which, args.top)
+        report[which] = res
+        title = ("static cost model" if which == "static" else "replay surrogate (unseen kernels)")
+        table(console, f"{title}: held-out fidelity against the H200", res, args.top)
+        for line in check_targets(which, res["pooled"]):
+            console.print(line)
+    for f in folds:
+        console.print(f"fold {f.run}: fitted on {f.train_kernels} kernels; constants "
+                      f"{json.dumps({k: round(v, 3) for k, v in f.constants.to_json().items()})}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    if args.write:
+        cal = load_calibration()
+        out = json.loads(FIDELITY_FILE.read_text()) if FIDELITY_FILE.is_file() else {}
+        stores = [Path(s).name for s in args.stores]
+        for which, res in report.items():
+            version = cal.version if which == "static" else f"replay+{cal.version}"
+            out[which] = {"model_version": version, "stores": stores, "date": time.strftime("%Y-%m-%d"),
+                          "method": "leave-one-run-out, kernels deduplicated by identity across folds",
+                          "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
+                          "median_rel_error_per_shape": {k: v["median_rel_error"]
+                                                         for k, v in res["pooled"]["per_shape"].items()},
+                          "folds": {k: {kk: vv for kk, vv in v.items() if kk != "per_shape"}
+                                    for k, v in res.items() if k != "pooled"}}
+        FIDELITY_FILE.write_text(json.dumps(out, indent=1) + "\n")
+        console.print(f"wrote {FIDELITY_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""The CPU models against recorded GPU runs: uniform values and counted loops in the traffic model, the cost
+model's accounting rules, the fidelity metrics, the replay evaluator (recorded answers, archive reproduction,
+the surrogate on unseen kernels) and leave-one-run-out validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from archive.grid import GridArchive, default_dimensions
+from archive.store import Store
+from evaluators.cost_model import CostConstants, predict_parts, shape_terms
+from evaluators.features import kernel_traffic
+from evaluators.fidelity import fidelity_line, median_relative_error, rank_metrics
+from evaluators.recorded import load_recording, open_store
+from evaluators.traffic import BodyTraffic, TrafficEstimate
+from targets.spec import get_gpu
+from workloads.registry import get_workload
+
+DATA = Path(__file__).resolve().parents[1] / "experiments" / "data"
+RANDOM = DATA / "rmsnorm_random_s1.sqlite.gz"
+MAP_ELITES = DATA / "rmsnorm_map_elites_s0.sqlite.gz"
+
+
+@pytest.fixture(scope="module")
+def wl():
+    return get_workload("rmsnorm", dtype="bf16")
+
+
+# ------------------------------------------------------------------------------------------------ traffic
+def test_row_loop_is_counted_and_keep_path_decided_by_n(wl):
+    k = wl.instantiate({"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "row_iters": 4})
+    tr = kernel_traffic(k, wl)
+    small = tr[(32768, 512)]
+    # The row loop runs ROW_ITERS = 4 times: rule 7, from the AST (setp.lt.u32 %r, 4).
+    assert 4 in small.loop_trips.values()
+    # N = 512 fits max_chunks * 8 * 16 threads-per-row: the register path, x read once per row.
+    x, y = "rmsnorm_param_0", "rmsnorm_param_2"
+    assert small.sweeps[x] == pytest.approx(4.0) and small.sweeps[y] == pytest.approx(4.0)
+    assert small.group_bytes[(x, "load")] * small.ctas == pytest.approx(32768 * 512 * 2)
+    assert small.decided_branches >= 1
+    # N = 4096 does not fit: the re-read path, x twice per row.
+    big = tr[(32768, 4096)]
+    assert big.sweeps[x] == pytest.approx(8.0)
+    assert big.group_bytes[(x, "load")] * big.ctas == pytest.approx(2 * 32768 * 4096 * 2)
+    # w is indexed by the thread's position along the row only: shared by all CTAs (rule 8).
+    assert small.shared_groups == frozenset({"rmsnorm_param_1"})
+
+
+def test_cluster_kernel_counts_cluster_barriers_and_dsmem(wl):
+    k = wl.instantiate({"threads": 512, "cluster": 4, "max_chunks": 8})
+    t = kernel_traffic(k, wl, [(16384, 131072)])[(16384, 131072)]
+    assert t.cluster_barriers == 2.0  # the partial-sum exchange and the final exit barrier
+    assert t.dsmem_loads >= 4.0  # one mapa per cluster rank
+    assert t.sweeps["rmsnorm_param_0"] == pytest.approx(1.0)  # the row fits the cluster's registers
+
+
+# ------------------------------------------------------------------------------------------------ cost model
+def _traffic(part_per_cta: float, shared_per_cta: float, ctas: int, threads: int = 256) -> TrafficEstimate:
+    body = BodyTraffic(loop=None, bytes_per_cta=part_per_cta + shared_per_cta, load_bytes_per_iteration=64,
+                       loads_per_iteration=4, access_bytes_per_iteration=16, accesses_per_iteration=1,
+                       iterations_per_cta=1.0, partitioned_load_bytes_per_cta=part_per_cta / 2)
+    gb = {("x", "load"): part_per_cta / 2, ("y", "store"): part_per_cta / 2, ("w", "load"): shared_per_cta}
+    return TrafficEstimate(bytes=(part_per_cta + shared_per_cta) * ctas, load_bytes=0.0, store_bytes=0.0,
+                           bytes_per_cta=part_per_cta + shared_per_cta, ctas=ctas, threads_per_cta=threads,
+                           element_bytes=2, bodies=(body,), group_bytes=gb, shared_groups=frozenset({"w"}))
+
+
+def test_dram_never_below_compulsory_and_shared_bytes_hit_l2():
+    gpu = get_gpu("h200")
+    c = CostConstants()
+    ctas = 8 * 132 * 8
+    t = _traffic(16384.0, 32768.0, ctas)
+    compulsory = 2 * 16384.0 * ctas
+    # A traffic estimate below the compulsory bytes is charged the compulsory bytes.
+    parts = predict_parts(shape_terms(gpu, t, compulsory, 8192.0, 8, 0), c)
+    assert float(parts["dram_bytes"]) == pytest.approx(compulsory)
+    assert float(parts["l2_hit_bytes"]) == pytest.approx(32768.0 * ctas)  # w: every CTA's read is an L2 hit
+    # A second pass over a row too big for the L2 share goes (partly) to DRAM.
+    t2 = _traffic(2 * 16384.0 * 64, 0.0, ctas)
+    p2 = predict_parts(shape_terms(gpu, t2, 16384.0 * 64 * ctas, 8192.0 * 64, 8, 0), c)
+    assert float(p2["dram_bytes"]) > 16384.0 * 64 * ctas
+
+
+def test_partial_wave_costs_one_cta_time_not_a_second_bandwidth_penalty():
+    gpu = get_gpu("h200")
+    c = CostConstants(sharpness=16.0)
+    slots = 8 * 132
+    full = shape_terms(gpu, _traffic(16384.0, 0.0, slots), 16384.0 * slots, 8192.0, 8, 0)
+    plus = shape_terms(gpu, _traffic(16384.0, 0.0, slots + 1), 16384.0 * (slots + 1), 8192.0, 8, 0)
+    pf, pp = predict_parts(full, c), predict_parts(plus, c)
+    assert float(pp["t_cta"]) == pytest.approx(2 * float(pf["t_cta"]))  # two rounds of CTAs
+    assert float(pp["t_dram"]) == pytest.approx(float(pf["t_dram"]) * (slots + 1) / slots)  # bytes only
+    # Arrays of terms give the same as one at a time.
+    arr = {k: np.array([full[k], plus[k]]) for k in full}
+    both = predict_parts(arr, c)["time_us"]
+    assert both[0] == pytest.approx(float(pf["time_us"])) and both[1] == pytest.approx(float(pp["time_us"]))
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def test_rank_metrics_values():
+    gpu = np.arange(100, dtype=float)  # higher is better
+    m = rank_metrics(gpu, gpu)
+    assert m["spearman"] == pytest.approx(1.0) and m["overlap_top"] == 50 and m["favourite_percentile"] == 0.0
+    rev = rank_metrics(gpu, -gpu)
+    assert rev["spearman"] == pytest.approx(-1.0) and rev["overlap_top"] == 0
+    assert rev["favourite_percentile"] == pytest.approx(0.99)
+    # Times: lower is better; the model's favourite is the GPU's 3rd best of 10.
+    times = np.array([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    model = times.copy()
+    model[2] = 0.5
+    t = rank_metrics(times, model, higher_is_better=False, top=3)
+    assert t["favourite_percentile"] == pytest.approx(0.2) and t["overlap_top"] == 3
+    assert median_relative_error([10.0, 20.0, 40.0], [11.0, 20.0, 20.0]) == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        rank_metrics([1.0, 2.0], [1.0, 2.0])
+
+
+def test_fidelity_line_names_the_version(tmp_path):
+    p = tmp_path / "f.json"
+    p.write_text('{"static": {"model_version": "static-v2/x", "stores": ["a"], "held_out": {"n": 10, '
+                 '"spearman": 0.5, "spearman_top": 0.1, "overlap_top": 7, "favourite_percentile": 0.2}, '
+                 '"median_rel_error_per_shape": {"1x2": 0.1, "3x4": 0.3}}}')
+    line = fidelity_line("static", "static-v2/x", p)
+    assert "Spearman 0.50" in line and "7/50" in line and "10-30%" in line
+    assert "No fidelity" in fidelity_line("static", "static-v2/other", p)
+
+
+# ------------------------------------------------------------------------------------------------ replay
+def test_replay_answers_recorded_kernels_and_rebuilds_the_archive(wl):
+    from evaluators.replay import ReplayEvaluator
+
+    ev = ReplayEvaluator(wl, [str(RANDOM)])
+    with open_store(RANDOM) as st:
+        rows = st.candidates(limit=40)
+        config = st.get_meta("config")
+    assert not config["archive"]["dims"]  # the run used the default dimensions
+    archive = GridArchive(default_dimensions(get_gpu("h200")), qd_offset=float(config["archive"]["qd_offset"]))
+    expected: dict[tuple[int, ...], int] = {}
+    for row in rows:
+        k = row.kernel()
+        assert k.identity == row.identity  # identity survives the store round trip
+        r = ev.evaluate(k)
+        assert r.status == row.status and r.objective == row.objective and r.features == row.features
+        assert [s.time_us for s in r.shapes] == [s["time_us"] for s in row.metrics["shapes"]]
+        assert r.extra["replay"]["row"] == row.id and not r.estimate
+        if r.ok:
+            res = archive.add(row.id, r.objective, r.features)
+            assert (list(res.cell) if res.added else None) == row.cell
+        if row.cell is not None:
+            expected[tuple(row.cell)] = row.id
+    assert {e.cell: e.candidate_id for e in archive.elites()} == expected
+    assert ev.stats() == {"recorded": 40, "surrogate": 0}
+
+
+@pytest.fixture(scope="module")
+def small_stores(tmp_path_factory):
+    """Two small stores cut from the recorded runs: their kernels with the smallest PTX (quick for ptxas)."""
+    out = []
+    for src in (MAP_ELITES, RANDOM):
+        with open_store(src) as st:
+            rows = sorted(st.candidates(status="ok"), key=lambda r: (len(r.ptx), r.id))[:10]
+        path = tmp_path_factory.mktemp("rec") / src.name.replace(".gz", "")
+        with Store(path) as dst:
+            for r in sorted(rows, key=lambda r: r.id):
+                r.id = None
+                r.parent_ids = []
+                dst.add_candidate(r)
+        out.append(str(path))
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_terms(wl, small_stores, tmp_path_factory):
+    """The static terms of the small stores' kernels, cached in a file both tests below use."""
+    from evaluators.calibration import recorded_terms
+
+    path = tmp_path_factory.mktemp("terms") / "terms.json"
+    rec = load_recording(small_stores)
+    return rec, recorded_terms(rec.kernels.values(), wl, processes=1, cache=path), path
+
+
+def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms):
+    from evaluators.replay import ReplayEvaluator
+
+    ev = ReplayEvaluator(wl, small_stores, members=2, steps=200, terms_cache=str(small_terms[2]))
+    unseen = wl.seeds()[1]  # the template at default knobs: in neither small store
+    r = ev.evaluate(unseen)
+    assert r.ok and r.estimate and r.reason.startswith("estimate: replay surrogate")
+    assert set(r.extra["surrogate_log_std"]) == {str(list(s)) for s in wl.search_shapes}
+    assert r.extra["uncertainty"] >= 0.0 and r.objective > 0
+    ref = load_recording(small_stores).baseline_times("torch")
+    for s in r.shapes:
+        assert s.baseline_us["torch"] == ref[s.shape] and s.time_us > 0
+    assert ev.stats()["surrogate"] == 1
+    assert "recorded kernels" in ev.banner()
+
+
+def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
+    from evaluators.holdout import fold_metrics, leave_one_run_out
+
+    rec, terms, _ = small_terms
+    folds = leave_one_run_out(rec, terms, members=2, steps=100)
+    assert [f.run for f in folds] == rec.runs
+    for f in folds:
+        held = {m.identity for m in rec.of_run(f.run)}
+        assert set(f.identities) <= held
+        assert f.train_kernels == sum(1 for m in rec.kernels.values() if m.identity not in held
+                                      and terms[m.identity]["status"] == "ok")
+        assert np.all(f.static_us > 0) and np.all(np.isfinite(f.replay_us))
+        ref = np.array(list(rec.baseline_times("torch").values()))
+        m = fold_metrics(f, ref, rec.shapes, "replay", top=5)
+        assert -1.0 <= m["spearman"] <= 1.0 and set(m["per_shape"]) == {"x".join(map(str, s)) for s in rec.shapes}
+
+
+def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
+    """MAP-Elites, seed 0, on evaluator=replay over the run it recorded: the same candidates in the same order
+    (every result comes back as recorded, so every later proposal is the same too)."""
+    from hydra import compose, initialize_config_dir
+
+    from evolve.app import run
+    from evolve.config import register
+
+    n = 24
+    register()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"run_dir={tmp_path}", "evaluator=replay", f"evaluator.stores=[{MAP_ELITES}]",
+                                           "algorithm=map_elites", "seed=0", f"budget.evaluations={n}", "logger=none",
+                                           "knowledge=none", "engine.progress=false", "engine.export=false"])
+    summary = run(cfg)
+    assert summary["evaluations"] == n
+    with Store(tmp_path / "store.sqlite", readonly=True) as a, open_store(MAP_ELITES) as b:
+        got = [(r.identity, r.objective) for r in a.candidates(with_ptx=False)]
+        want = [(r.identity, r.objective) for r in b.candidates(with_ptx=False, limit=len(got))]
+    assert got == want and len(got) >= n
