@@ -64,6 +64,7 @@ def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
     assert {c.pattern for c in checked} <= set(PATTERNS)
     assert sets.distributions[0] == "normal" and len(set(sets.distributions)) == 3
     assert sum(c.perturbation is not None for c in checked) == 4  # every checked launch sees a changed set
+    assert {c.set_index for c in checked} == {0, 1, 2}  # every set (distribution) is checked
     assert sets.mutated() == []
 
 

@@ -265,23 +265,28 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
                shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES
                ) -> tuple[TimedCall, list[CheckedLaunch]]:
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
-    pattern drawn per launch from ``rng`` (warm-up launches included), and the CheckedLaunch records of ``checks``
-    distinct timed launches drawn among the ``repeats`` (filled in as they run). The checked launches and as many
+    pattern drawn per launch from ``rng`` (warm-up launches included), and the CheckedLaunch records of
+    max(``checks``, number of sets) distinct timed launches drawn among the ``repeats`` (filled in as they run),
+    every input set read by at least one of them. The checked launches and as many
     others see a perturbed input set (module docstring). ``outputs``: name -> buffer, reused by every launch. A
     kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the
     poison patterns' share), all of them with (2/5)^checks per shape."""
     specs = {s.name: s for s in workload.outputs(shape)}
     xp = sets.xp
     state: dict[str, Any] = {"set": 0, "params": {}, "perturbation": None}
-    n = min(checks, repeats)
+    # at least one checked launch per input set (each set under another distribution): drawn in random order
+    n = min(max(checks, len(sets.sets)) if checks > 0 else 0, repeats)
     picks = rng.choice(repeats, size=min(2 * n, repeats), replace=False) if n > 0 else np.zeros(0, dtype=int)
     checked = {int(r): CheckedLaunch(int(r)) for r in picks[:n]}
+    order = rng.permutation(max(n, 1))
+    forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
     perturbed_at = {int(r) for r in picks}  # the checked ones and as many decoys
     rows = sample_rows(int(shape[0]) if shape else 1, rng)
     m = int(shape[0]) if shape else 1
 
     def prepare(r: int) -> None:
         s = int(rng.integers(len(sets.sets)))
+        s = forced.get(r, s)
         choices = [p for p in PATTERNS if p != "answer" or (sets.answers is not None and s != 0)]
         pattern = choices[int(rng.integers(len(choices)))]
         seed = int(rng.integers(2**62))
