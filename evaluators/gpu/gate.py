@@ -675,10 +675,17 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
     # and a launch into run 1's outputs (still holding the answer for the old inputs).
     seeds4 = [(c.seed * 0x9E3779B1 + 1) % (2**63) for c in checks]
     params4 = [workload.draw_params(s4) for s4 in seeds4]
-    changed = []
-    for i, inp in enumerate(inputs):
-        changed.append({k: perturbed(v, kind, seeds4[i] + j, xp) for j, (k, v) in enumerate(inp.items())
-                        if (kind := float_kind(v, workload)) is not None})
+    changed: list[dict[str, Any]] = [{} for _ in checks]
+    for j, k in enumerate(inputs[0] if inputs else {}):  # one perturbation per input name over every check
+        kind = float_kind(inputs[0][k], workload)
+        if kind is None:
+            continue
+        flat = perturbed(xp.concatenate([inp[k].reshape(-1) for inp in inputs]), kind, seeds4[0] + j, xp)
+        pos = 0
+        for i, inp in enumerate(inputs):
+            n = int(inp[k].size)
+            changed[i][k] = flat[pos:pos + n].reshape(inp[k].shape)
+            pos += n
     for i, c in enumerate(checks):
         launch(inputs[i], {n: runs[2][n].views[i] for n in names}, c.shape, params[i])
         for k, v in changed[i].items():
