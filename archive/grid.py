@@ -53,12 +53,6 @@ CURIOSITY_FAILURE = -0.5
 # Specifications per Compute Capability").
 REGISTER_EDGES: tuple[float, ...] = (0.0, 32.0, 40.0, 48.0, 64.0, 80.0, 96.0, 128.0, 168.0, 255.0)
 
-# Maximum resident warps per SM by compute capability (CUDA Programming Guide, "Technical Specifications per
-# Compute Capability"); used when a GPU spec does not carry the number itself.
-MAX_WARPS_PER_SM: dict[tuple[int, int], int] = {
-    (7, 0): 64, (7, 2): 64, (7, 5): 32, (8, 0): 64, (8, 6): 48, (8, 7): 48, (8, 9): 48,
-    (9, 0): 64, (10, 0): 64, (10, 3): 64, (12, 0): 48,
-}
 
 
 @dataclass(frozen=True)
@@ -157,9 +151,15 @@ def default_dimensions(gpu: Any = None, *, warp_bins: int = 8, traffic_bins: int
     max_warps = getattr(gpu, "max_warps_per_sm", None)
     if max_warps is None:
         max_threads = getattr(gpu, "max_threads_per_sm", None)
-        max_warps = max_threads // 32 if max_threads else MAX_WARPS_PER_SM.get(cc)
-    if max_warps is None:
-        raise ValueError(f"default_dimensions: unknown compute capability {cc}; known: {sorted(MAX_WARPS_PER_SM)}")
+        if max_threads:
+            max_warps = max_threads // 32
+        else:  # the GPU facts live in targets/: the cuda_occupancy.h table of this compute capability
+            from targets.occupancy import device_props
+
+            try:
+                max_warps = device_props(cc).max_warps_per_sm
+            except ValueError as e:
+                raise ValueError(f"default_dimensions: unknown compute capability {cc}: {e}") from None
     if traffic_max <= 1.0:
         raise ValueError(f"default_dimensions: traffic_max must be > 1, got {traffic_max}")
     warp_edges = tuple(float(x) for x in np.linspace(0.0, float(max_warps), warp_bins + 1))

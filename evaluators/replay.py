@@ -3,7 +3,8 @@
 A candidate a recorded run already evaluated (same identity: canonical PTX, entry and launch; ``Kernel.identity``)
 gets that run's result back exactly: status, reason, objective, per-shape measured µs, resources, occupancy and
 descriptors. So a search that proposes only recorded candidates (replaying a recorded run's own sequence) builds
-the recorded archive exactly. The stores are read in the order given; the first store that evaluated an identity
+the recorded archive exactly, and a search with the recorded run's algorithm, seed and operators re-walks it
+candidate for candidate (``engine.ordered``: every later proposal depends only on the results told so far). The stores are read in the order given; the first store that evaluated an identity
 answers for it.
 
 An unseen candidate is compiled and analysed as the static evaluator does (ptxas, occupancy, static traffic,

@@ -21,7 +21,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from targets.spec import GPUS
+from targets.spec import GPUS, PTXAS_ARCHES
 
 
 class ParentSelection(StrEnum):
@@ -263,7 +263,7 @@ class ConfigError(ValueError):
     """A configuration value that is out of range or unknown; the message names the key and what is allowed."""
 
 
-ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
+ARCHES = PTXAS_ARCHES  # the ptxas targets targets.spec lists
 HARDWARE = tuple(GPUS)  # the GPUs targets.spec describes
 WANDB_MODES = ("online", "offline", "disabled", "shared", "run", "dryrun")  # wandb.init(mode=...)
 

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--out", default=None, help="write the per-candidate times and metrics as JSON")
     args = ap.parse_args(argv)
-    console = Console()
+    console = Console(width=max(Console().width, 160))
     t0 = time.perf_counter()
     rec = load_recording([args.store])
     chosen = pick(list(rec.kernels.values()), args.n, args.top, args.seed)

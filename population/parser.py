@@ -13,6 +13,12 @@ Register resolution: a name written without ``%`` is an ``ast.Register`` when a 
 scope declared it (``.reg .pred P1;`` in inline asm), else an ``ast.Symbol`` (labels, variables, params,
 functions), or ``ast.Sink`` for ``_``. Names with ``%`` are registers, or special registers (PTX ISA §10).
 
+Values: integer tokens are read as ptxas reads them (a leading 0 is octal: ``[%rd2+010]`` is offset 8,
+``%r<010>`` declares 8 registers), so a canonical re-print spells the same values.
+
+Nesting: ``{ }`` scopes nest to any depth (ptxas reads 1,000 levels); nothing here or in the printer and the
+analyses recurses per level (``ast.iter_body`` walks them).
+
 Errors: malformed text raises ``PTXSyntaxError`` with file, 1-based line and column and the tokens that
 would have been accepted; Lark's own exceptions never escape.
 """

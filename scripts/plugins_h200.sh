@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the H200 (no network): the GPU checks of the workload plug-ins, about 3 minutes in all.
+# On the H200 (no network): the GPU checks of the workload plug-ins, at most 3 minutes (steps cut at 70 + 55 + 55 s).
 #   1. pytest -m gpu: the softmax example on the GPU evaluator, the shared front half (pool vs static on broken
 #      kernels), the KDA seeds against the float64 reference (o and the final state) and fla against it;
 #   2. experiments/kda_h200.py: KDA seeds + one template variant checked directly and timed against fla's
@@ -21,17 +21,17 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SIL
 export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache} JAX_PLATFORMS=cpu
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 rc=0
-timeout -k 5 "${TESTS_S:-100}" python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu_softmax.py \
+timeout -k 5 "${TESTS_S:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu_softmax.py \
   tests/gpu/test_gpu_pipeline.py tests/gpu/test_gpu_kda.py 2>&1 | tee "$out/pytest_plugins_gpu.log"
 rc=$((rc | ${PIPESTATUS[0]}))
 dry=(); evaluator=gpu
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run); evaluator=static; fi
-timeout -k 5 "${KDA_S:-80}" python3 experiments/kda_h200.py --out "$out" --repeats "${REPEATS:-5}" \
+timeout -k 5 "${KDA_S:-55}" python3 experiments/kda_h200.py --out "$out" --repeats "${REPEATS:-5}" \
   --variants "${VARIANTS:-cols=8,warps=2}" "${dry[@]}" 2>&1 | tee "$out/kda_h200.log"
 rc=$((rc | ${PIPESTATUS[0]}))
 if grep -q inout evaluators/gpu/gate.py || [ -n "${DRY_RUN:-}" ]; then
-  timeout -k 5 "${SEARCH_S:-75}" python3 -m evolve workload=kda_recurrent evaluator=$evaluator mutator=rules \
-    budget.evaluations=null budget.seconds="${SEARCH_BUDGET_S:-40}" logger=none knowledge=none engine.progress=false \
+  timeout -k 5 "${SEARCH_S:-55}" python3 -m evolve workload=kda_recurrent evaluator=$evaluator mutator=rules \
+    budget.evaluations=null budget.seconds="${SEARCH_BUDGET_S:-25}" logger=none knowledge=none engine.progress=false \
     hydra.run.dir="$out/kda_search" 2>&1 | tail -40 | tee "$out/kda_search.log"
   rc=$((rc | ${PIPESTATUS[0]}))
 else

@@ -98,6 +98,9 @@ GPUS: dict[str, GPUSpec] = {
 }
 
 
+# ptxas targets a run may name (conf/hardware arch; evolve.config.validate checks against it).
+PTXAS_ARCHES: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a")
+
 # The GPU a run targets when none is named (conf/hardware/h200.yaml is the config default): the one place
 # outside conf/ that picks a GPU, so tools and tests without a config agree with a default run.
 DEFAULT_GPU = "h200"

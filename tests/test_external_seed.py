@@ -87,6 +87,8 @@ def test_abi_mismatch_names_the_parameter(tmp_path: Path) -> None:
     ({"grid": ["M"], "block": [2048]}, r"workload.seed_launch.block: \(2048, 1, 1\) has more than 1024 threads"),
     ({"grid": ["M"], "smem": 4}, r"workload.seed_launch: unknown key\(s\) \['smem'\]"),
     ({"grid": ["M"], "dynamic_smem": -1}, r"workload.seed_launch.dynamic_smem: bytes >= 0"),
+    ({"grid": "M,1,1"}, r"workload.seed_launch.grid\[0\]: 'M,1,1': only integers"),
+    ({"grid": ["M ** 2"]}, r"workload.seed_launch.grid\[0\]: 'M \*\* 2': operator Pow is not allowed"),
 ])
 def test_launch_rule_errors_name_the_key(launch, message: str) -> None:
     with pytest.raises(SeedConfigError, match=message):

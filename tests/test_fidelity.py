@@ -213,3 +213,25 @@ def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
         ref = np.array(list(rec.baseline_times("torch").values()))
         m = fold_metrics(f, ref, rec.shapes, "replay", top=5)
         assert -1.0 <= m["spearman"] <= 1.0 and set(m["per_shape"]) == {"x".join(map(str, s)) for s in rec.shapes}
+
+
+def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
+    """MAP-Elites, seed 0, on evaluator=replay over the run it recorded: the same candidates in the same order
+    (every result comes back as recorded, so every later proposal is the same too)."""
+    from hydra import compose, initialize_config_dir
+
+    from evolve.app import run
+    from evolve.config import register
+
+    n = 24
+    register()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"run_dir={tmp_path}", "evaluator=replay", f"evaluator.stores=[{MAP_ELITES}]",
+                                           "algorithm=map_elites", "seed=0", f"budget.evaluations={n}", "logger=none",
+                                           "knowledge=none", "engine.progress=false", "engine.export=false"])
+    summary = run(cfg)
+    assert summary["evaluations"] == n
+    with Store(tmp_path / "store.sqlite", readonly=True) as a, open_store(MAP_ELITES) as b:
+        got = [(r.identity, r.objective) for r in a.candidates(with_ptx=False)]
+        want = [(r.identity, r.objective) for r in b.candidates(with_ptx=False, limit=len(got))]
+    assert got == want and len(got) >= n

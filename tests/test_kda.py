@@ -194,3 +194,19 @@ def test_gate_checks_the_inout_state_on_the_cpu():
 
     bad = run_gate(wl, scribbles_on_k, seed=3, shapes=shapes)
     assert bad.status == Status.WRONG_RESULT and "inputs_unchanged" in bad.reason and "'k'" in bad.reason
+
+
+def test_template_operator_edits_apply_to_the_kda_template():
+    """A KNOBS edit re-instantiates the template from the parent's launch knobs (which carry the derived bv)."""
+    from evolve.operators.base import OperatorContext
+    from evolve.operators.template import TemplateOperator
+    from population.edits import apply_script
+
+    wl = KDARecurrent()
+    parent = wl.seeds()[1]
+    op = TemplateOperator(workload=wl)
+    script = op.propose(parent, OperatorContext(workload=wl), np.random.default_rng(1))
+    child = apply_script(parent, script, operator="template", instantiate=wl.instantiate)
+    cols, warps = child.launch.knob("cols", 0), child.launch.knob("warps", 0)
+    assert child.launch.knob("bv", 0) == cols * warps and child.launch.block == (32 * warps, 1, 1)
+    assert dict(child.launch.knobs) != dict(parent.launch.knobs)

@@ -81,6 +81,16 @@ def _eval(node: pyast.AST, names: Mapping[str, int], expr: str) -> int:
     raise ValueError(f"{expr!r}: only integers, names, + - * // %, cdiv(), min() and max() are allowed")
 
 
+class _AnyName(dict):
+    """Every name is bound to 1: checks a grid expression's form before the workload's scalars are known."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> int:
+        return 1
+
+
 def eval_int(expr: str | int, names: Mapping[str, int]) -> int:
     """The integer value of a grid expression (module docstring) with ``names`` bound; ValueError saying what
     is wrong (unknown name, operator, syntax)."""
@@ -129,6 +139,11 @@ class LaunchRule:
                 pyast.parse(str(g), mode="eval")
             except SyntaxError:
                 raise SeedConfigError(f"{key}.grid[{i}]: {g!r} is not an expression") from None
+            try:  # the form is checked now (names get their values at each shape)
+                eval_int(g, _AnyName())
+            except ValueError as e:
+                if "division by zero" not in str(e):
+                    raise SeedConfigError(f"{key}.grid[{i}]: {e}") from None
         block = dims("block", node.get("block", [256, 1, 1]), ints=True)
         smem = node.get("dynamic_smem", 0)
         if not isinstance(smem, int) or isinstance(smem, bool) or smem < 0:

@@ -127,9 +127,11 @@ class KDARecurrent(Workload):
         return k
 
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
+        """The template for ``knobs`` (missing ones default). The launch knob ``bv`` a parent's launch carries
+        is derived (cols * warps), so it is ignored here. ValueError on an invalid knob."""
         from population.parser import parse_module
 
-        k = self.check_knobs(knobs)
+        k = self.check_knobs({n: v for n, v in knobs.items() if n != "bv"})
         ptx = build_ptx(HERE / "kda_template.cu", {KNOB_MACROS[n]: v for n, v in k.items()})
         launch = LaunchConfig(block=(32 * k["warps"], 1, 1), knobs=(*k.items(), ("bv", k["cols"] * k["warps"])))
         return Kernel(module=parse_module(ptx, filename="kda_template.ptx"), entry=self.entry, launch=launch)
@@ -254,14 +256,14 @@ class KDARecurrent(Workload):
                          params: Mapping[str, float] | None = None
                          ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
         """Every element of ``o`` when the reference is cheap (at most 2**18 token-heads), else the tokens of
-        ``sample_pairs(inputs, 4)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
+        ``sample_pairs(inputs, 2)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
         not a cover of every element (the gate's shapes cover every element)."""
         cu = _host(inputs["cu_seqlens"]).astype(np.int64)
         h = int(_host(inputs["A_log"]).shape[0])
         if int(cu[-1]) * h <= 1 << 18:
             yield (), {"o": self.reference(inputs, xp)["o"]}
             return
-        pairs = self.sample_pairs(inputs, 4)
+        pairs = self.sample_pairs(inputs, 2)
         o, _ = self.reference_pairs(inputs, pairs)
         for n, hh in pairs:
             lo, hi = int(cu[n]), int(cu[n + 1])
