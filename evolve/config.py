@@ -174,13 +174,15 @@ class ArchiveConfig:
 @dataclass
 class LoggerConfig:
     """kind: ``wandb`` or ``none``; mode: W&B mode (``offline`` unless WANDB_MODE says otherwise);
-    log_every: evaluations between metric logs; tables / figures / artifact: what to upload at the end."""
+    log_every: evaluations between metric logs; media_every: evaluations between uploads of the lineage,
+    heatmaps and tables (also uploaded at the end); tables / figures / artifact: what to upload."""
 
     kind: LoggerKind = LoggerKind.wandb
     mode: str = "offline"
     project: str = "ptxforge"
     entity: str | None = None
     log_every: int = 10
+    media_every: int = 50
     tables: bool = True
     figures: bool = True
     artifact: bool = True
@@ -215,7 +217,8 @@ class EngineConfig:
     between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
     the best kernels at the end; ahead: proposals made beyond ``capacity`` whose template instantiations (nvcc) run
     on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread``,
-    ``inline`` or ``ray`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1)."""
+    ``inline`` or ``ray`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1);
+    lock: hold an exclusive lock on the run dir (``evolve.rundir``)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -227,6 +230,7 @@ class EngineConfig:
     ahead: int = 0
     compile_executor: str = "process"
     compile_workers: int | None = None
+    lock: bool = True
 
 
 @dataclass
@@ -235,7 +239,7 @@ class Config:
     store: the SQLite store, relative to the run dir; resume: continue from the store's checkpoint when the run
     dir already holds one; knowledge: the cross-run knowledge store (``archive.knowledge.open_knowledge``):
     ``default`` (``$PTXFORGE_KNOWLEDGE`` or ``~/.cache/ptxforge/knowledge.sqlite``), a file path, or
-    ``none`` for clean comparisons."""
+    ``none`` (the default: a run reads and writes no shared lessons unless asked)."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     # ``_target_`` (a Workload class path) + its constructor's keyword arguments (conf/workload/<name>.yaml);
@@ -255,7 +259,7 @@ class Config:
     experiment_name: str = "default"
     store: str = "store.sqlite"
     resume: bool = True
-    knowledge: str | None = "default"
+    knowledge: str | None = "none"
     run_dir: str = MISSING
 
 
@@ -368,6 +372,8 @@ def validate(cfg: DictConfig) -> None:
         for i, st in enumerate(ev.stores):
             _need(resolve_store(str(st)).is_file(), f"evaluator.stores[{i}]", f"{st!r} is no file")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
+    _need(cfg.logger.media_every >= 0, "logger.media_every", f"must be >= 0 (0 = only at the end), got "
+          f"{cfg.logger.media_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
     target = cfg.workload.get("_target_") if isinstance(cfg.workload, DictConfig | dict) else None
