@@ -57,7 +57,8 @@ class RayEvaluator:
     ``"static"`` (CPU actors with the static evaluator) or ``"auto"`` (gpu when the cluster has a GPU);
     actors: how many (None: every GPU of the cluster for gpu, 2 for static); depth: candidates in flight per
     actor; address: ``ray.init`` address (None: start a local cluster with ``num_cpus``/``num_gpus``);
-    compile_tasks: run ptxas as Ray tasks (else inside the actor); actor_cpus: CPUs each actor reserves;
+    compile_tasks: run ptxas as Ray tasks (else inside the actor); actor_cpus: CPUs each actor reserves (None:
+    0 for gpu actors, which hold a GPU and wait on it, so every CPU is free for compile tasks; 1 for static);
     max_requeues: re-evaluations of a candidate whose actor died; start_attempts: tries to start an actor in
     one slot before giving up on it; compile_wait_s: how long a compile task may wait for a CPU before the
     actor compiles for itself (s; no deadlock when actors hold every CPU); hardware: the run's GPUSpec (or
@@ -70,7 +71,7 @@ class RayEvaluator:
 
     def __init__(self, workload: Any, *, kind: str = "auto", actors: int | None = None, depth: int = 2,
                  address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
-                 compile_tasks: bool = True, actor_cpus: float = 1.0, max_requeues: int = 3,
+                 compile_tasks: bool = True, actor_cpus: float | None = None, max_requeues: int = 3,
                  start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool = True,
                  ship_toolchain: bool | None = None, runtime_env: dict[str, Any] | None = None,
                  options: dict[str, Any] | None = None) -> None:
@@ -104,6 +105,8 @@ class RayEvaluator:
         from evaluators.ray.actor import EvaluationActor
 
         # SPREAD: actors go to different nodes while there is room (their CPU work and failure domains spread too).
+        if actor_cpus is None:
+            actor_cpus = 0.0 if kind == "gpu" else 1.0
         res_opts: dict[str, Any] = {"num_cpus": actor_cpus, "max_concurrency": self.depth, "max_restarts": 0,
                                     "scheduling_strategy": "SPREAD"}
         if kind == "gpu":
