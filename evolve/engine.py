@@ -489,9 +489,11 @@ class Engine:
             return self._admit(item)
 
     def _untried_waiting(self) -> set[str]:
-        """Arms the bandit has no reward for yet but whose proposal is already staged or evaluating: with
-        proposals made ahead of the rewards, UCB1's "try every arm once" would otherwise pick the first untried
-        arm again and again."""
+        """Arms the bandit has no reward for yet but whose proposal is already staged or evaluating, while
+        proposals are staged ahead of the rewards (UCB1's "try every arm once" would otherwise pick the first
+        untried arm again and again). Empty without staged proposals, so runs without ``ahead`` choose as before."""
+        if not self.staged:  # only with proposals staged ahead (engine.ahead): other runs keep their choices
+            return set()
         counts = getattr(self.selector, "counts", {})
         waiting = {st.operator for st in self.staged} | {it.operator for it in self.pending}
         return {a for a in waiting if counts.get(a, 1) == 0}
