@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = rec.shapes
     old = np.array([[chosen[i].times_us[s] for s in shapes] for i in ok])
     new = np.array([[{tuple(x.shape): x.time_us for x in back[i].shapes}[s] for s in shapes] for i in ok])
-    ref = np.array(list(rec.baseline_times(wl.primary_baseline).values()))
+    ref = np.array(list(rec.reference_times().values()))
     m = rank_metrics(scores(old, ref), scores(new, ref), top=args.top)
     from scipy.stats import spearmanr
 

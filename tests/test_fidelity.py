@@ -256,3 +256,25 @@ def test_retime_dry_run_on_the_static_evaluator(tmp_path):
     assert ids[:2] == [m.identity for m in best]  # the recorded best are always re-timed
     assert all(len(c["retimed_us"]) == len(rec.shapes) and min(c["retimed_us"]) > 0 for c in d["candidates"])
     assert -1.0 <= d["metrics"]["spearman"] <= 1.0
+
+
+def test_replay_puts_objectives_of_mixed_references_on_one_scale(wl, tmp_path):
+    """Runs recorded against different objective references (a later gate's best-library objective): every
+    objective is recomputed from the recorded times against one reference, the recorded one kept."""
+    from evaluators.replay import ReplayEvaluator
+
+    with open_store(RANDOM) as st:
+        rows = st.candidates(status="ok", limit=5)
+    path = tmp_path / "best_ref.sqlite"
+    with Store(path) as dst:
+        for r in rows:
+            r.id, r.parent_ids = None, []
+            r.metrics["extra"]["objective_baseline"] = "best"
+            dst.add_candidate(r)
+    ev = ReplayEvaluator(wl, [str(path)])
+    assert not ev.recorded_objectives and ev.objective_baselines == ["best"]
+    r = ev.evaluate(rows[1].kernel())
+    ref = load_recording([path]).baseline_times("torch")
+    want = float(np.exp(np.mean([np.log(ref[s.shape] / s.time_us) for s in r.shapes])))
+    assert r.objective == pytest.approx(want) and r.extra["recorded_objective"] == rows[1].objective
+    assert "recomputed" in ev.banner()
