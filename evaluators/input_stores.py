@@ -1,92 +1,113 @@
-"""Static input-store check: does any instruction of an entry write memory through an input pointer?
+"""Static input-store check: may any instruction of an entry write memory outside the buffers it owns?
 
 A kernel may not write its inputs, not even as scratch that it restores before it returns (another stream, the
 caller's residual branch or a read-only mapping would see it). The gate compares inputs after each launch,
 which such a kernel passes, so this check runs on the PTX before any GPU time.
 
-Method: for every memory-writing instruction of the entry (``st``, ``atom``, ``red``, ``cp``/``cp.reduce``
-bulk copies to global memory, ``st.async``/``red.async``, ``multimem.st``/``.red``, ``sust``/``sured``;
-PTX ISA 9.0 "Data Movement and Conversion Instructions" and "Parallel Synchronization and Communication
-Instructions") whose destination state space is global or generic, the pointer provenance of the address's base
-register is traced backwards over def-use chains (``population.defuse.def_use``): a value loaded with
-``ld.param`` from a 64-bit ``.param`` carries that parameter; arithmetic, ``mov``, ``cvta``, ``selp`` and
-``cvt`` carry the union of their operands' provenance (a conservative union over every definition, as PTX is
-not SSA); a difference of two pointers into the same buffers (``sub``) is an offset and carries none; predicates
-carry none; a value loaded from memory carries the marker ``UNKNOWN`` (a laundered pointer: the dynamic checks
-must catch those). The entry's ``.param`` list is matched to the workload ABI by position: a store whose
-address derives from a parameter of kind ``input`` is an input store (``inout`` buffers may be written).
-Shared, local and param destinations never reach an input buffer and are skipped.
+Rule (an allow-list, not a deny-list): every instruction that writes global or generic memory -- ``st`` (all
+forms, ``st.async``, ``st.bulk``), ``atom``, ``red``, ``cp``/``cp.reduce`` bulk copies to global memory,
+``multimem.st``/``.red``, ``sust``/``sured``, ``mbarrier`` updates, ``tensormap`` writes, ``discard`` (PTX ISA
+9.0 "discard": the line's contents become indeterminate, a write) and any other instruction whose first operand
+is a memory address (PTX ISA 9.0 "Data Movement and Conversion Instructions", "Parallel Synchronization and
+Communication Instructions") -- is accepted only when its address provably points into an ``output`` or
+``inout`` parameter's buffer or one of the module's own ``.global``/``.shared``/``.local`` variables.
+Shared, local and param destinations never reach a caller's buffer and are skipped.
 
-Costs a def-use pass over the entry (a few ms for a 2,000-instruction kernel). Cannot see: a pointer laundered
-through memory, an address rebuilt from an integer that was never derived from the parameter (e.g. a pointer
-guessed from another buffer's address plus a constant), writes by a callee (``call`` targets are not followed,
-the ABI's kernels have none). The dynamic checks (inputs compared after every launch and after the benchmark,
-read-only mappings where the driver allows) cover those.
+Provenance (a flow-insensitive fixed point over every definition of each register, as PTX is not SSA):
+
+- pointer roots ``P``: ``ld.param`` resolved by **byte offset** against the entry's parameter layout (PTX ISA
+  "Kernel Function Parameters": each ``.param`` at the next multiple of its alignment, its natural size unless
+  ``.align`` says otherwise), never by the symbol named, so ``[y_param+-16]`` is ``x``; ``mov`` of a module
+  variable; carried through ``mov``, ``cvta``, 64-bit ``cvt``, ``add``, ``mapa``, ``selp``'s value operands and
+  the addend of ``mad``. ``a - b`` is an offset (no root) only when ``a`` and ``b`` are both pointer-valued
+  with the same single root; ``p - (p & 15)`` keeps ``p``'s root, ``x - y`` keeps both.
+- bit roots ``W``: a pointer's (or its bits') value through anything else (``and``/``or``/``xor``/shifts,
+  ``mul``, narrowing ``cvt``, vector ``mov`` packing, ``shfl``, ``vote.ballot``, ``redux`` ...). Bits count as
+  the buffer they came from: an address built from ``x``'s bits is an ``x`` address.
+- one-bit roots ``N``: a predicate computed from a pointer (``setp``, ``vote.any``, an instruction's guard)
+  and a value selected by one such predicate (an alignment test choosing an offset). Two one-bit values
+  combined are bit roots: rebuilding an address bit by bit is caught, one alignment bit added to ``y`` is not.
+- memory: a value loaded from memory (``ld``, ``atom``'s result ...) carries the roots of everything the
+  kernel itself stores to memory (a pointer parked in a ``__device__`` slot comes back with its root), and an
+  address no root can vouch for (a loaded value, a parameter's own address) carries the marker ``UNKNOWN``.
+
+A write is rejected (``input_mutated``) when its address has no root at all (an absolute address, a value
+loaded from memory, a tensor-map or surface handle), or any root in ``P`` or ``W`` that is not an output/inout
+parameter or module variable (an input, a scalar parameter's address, ``UNKNOWN``).
+
+Costs one pass to collect the instructions and a few fixed-point sweeps (about 1-3 ms for a 2,000-instruction
+entry); the canonical listing (for line numbers) is built only for a rejection. Cannot see: an offset added to
+an output pointer that is rebuilt from an input's address through control flow (a branch per address bit) and
+subtracted from the output's own rebuilt address; writes by a callee (``call`` targets are not followed, the
+ABI's kernels have none). The dynamic checks (inputs compared after every launch, read-only mappings in the
+fault check) remain behind it.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from population.ast import Address, Function, Instruction, Register, Symbol
-from population.defuse import POINTER_TYPES, def_use, operand_types, sources
+from population.ast import Address, HandleAddress, Immediate, Instruction, Register, Symbol, VarDecl, Vector
+from population.cfg import walk
+from population.defuse import POINTER_TYPES, TYPE_BITS, destinations, sources
 from population.kernel import Kernel
 from population.printer import listing
 
-UNKNOWN = "?"  # provenance marker: the value came from memory
-
-# Opcodes whose result is a plain function of their register operands (PTX ISA "Integer Arithmetic", "Logic
-# and Shift", "Comparison and Selection", "Data Movement and Conversion": mov/cvt/cvta).
-_ARITH = frozenset({
-    "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "and", "or",
-    "xor", "not", "cnot", "lop3", "shf", "shl", "shr", "prmt", "bfe", "bfi", "selp", "slct", "mov", "cvt", "cvta",
-    "addc", "subc", "madc", "szext", "bmsk", "mapa", "shfl", "brev", "copysign", "fma",
-})
-# Opcodes whose result never holds a pointer (predicates, counts, special values).
-_NO_POINTER = frozenset({"setp", "set", "testp", "isspacep", "vote", "match", "activemask", "popc", "clz",
-                         "bfind", "fns", "getctarank", "redux", "createpolicy"})
+UNKNOWN = "?"  # root marker: an address nothing vouches for (loaded from memory, a parameter's own address)
+_EMPTY: frozenset[str] = frozenset()
+_CLEAN = (_EMPTY, _EMPTY, _EMPTY)  # (P pointer roots, W bit roots, N one-bit roots)
 _STATE_SPACES = ("global", "shared", "local", "param", "const")
+# Opcodes that carry a pointer through (PTX ISA "Integer Arithmetic": add; "Data Movement": mov, cvta; mapa).
+_POINTER_PASS = frozenset({"add", "addc", "mov", "cvta", "mapa"})
+# Opcodes whose result is a predicate or a value of one bit of information per source predicate.
+_ONE_BIT = frozenset({"setp", "set", "testp", "isspacep"})
+# Instructions whose first operand is an address but which write nothing (hints, prefetches).
+# Opcodes whose result is read from memory or unknown without naming an address operand.
+_READS_MEMORY = frozenset({"atom", "call", "tex", "tld4", "suld", "ldmatrix"})
+_NOT_WRITING = frozenset({"prefetch", "prefetchu", "applypriority", "createpolicy", "isspacep"})
 
 
 @dataclass(frozen=True)
 class InputStore:
-    """One instruction that writes memory through an input buffer.
+    """One memory write whose address is not provably inside a buffer the kernel owns.
 
     line: 1-based line in the canonical listing of the module (the numbering of edit scripts and ptxas errors);
-    text: that line; param: the ABI name of the input written (``"x"``); index: the ``.param`` position.
+    text: that line; param: the ABI name of the input the address derives from (``"x"``), ``""`` when it
+    derives from no parameter; index: that parameter's ``.param`` position (-1 when none); why: what the
+    address derives from, in words.
     """
 
     line: int
     text: str
     param: str
     index: int
+    why: str = ""
 
     def __str__(self) -> str:
-        return f"line {self.line}: `{self.text.strip()}` writes through input {self.param!r} (param {self.index})"
+        return f"line {self.line}: `{self.text.strip()}` {self.why}"
 
 
 @dataclass
 class InputStoreReport:
-    """The check's findings: ``stores`` (writes through an input: reject), ``laundered`` (writes whose address
-    came from memory: not provable either way, left to the dynamic checks) as listing lines."""
+    """The check's findings: ``stores``, the writes to reject (empty: the entry passes)."""
 
     stores: list[InputStore]
-    laundered: list[int]
 
     @property
     def ok(self) -> bool:
         return not self.stores
 
     def reason(self) -> str:
-        """One line for the store's reason column: the first store and how many there are."""
+        """One line for the store's reason column: the first write and how many there are."""
         if not self.stores:
             return ""
         more = f" (and {len(self.stores) - 1} more)" if len(self.stores) > 1 else ""
         return f"static input-store check: {self.stores[0]}{more}"
 
 
-def _destination_space(ins: Instruction) -> str:
+def destination_space(ins: Instruction) -> str:
     """State space of the memory a writing instruction modifies: the first state-space modifier (for copies,
     ``cp.async.bulk.dst.src``: the destination comes first), ``generic`` when none is named."""
     for m in ins.modifiers:
@@ -96,60 +117,268 @@ def _destination_space(ins: Instruction) -> str:
     return "generic"
 
 
-def _writes_memory(ins: Instruction) -> bool:
+def writes_memory(ins: Instruction) -> bool:
+    """Whether ``ins`` modifies memory (module docstring's list; ``cp.async.bulk.prefetch`` and the
+    ``cp.async`` group bookkeeping do not)."""
     op, mods = ins.opcode, ins.modifiers
-    if op in ("st", "atom", "red", "sust", "sured", "stmatrix"):
+    if op in ("st", "atom", "red", "sust", "sured", "stmatrix", "discard", "tensormap"):
         return True
     if op == "multimem":
         return "ld_reduce" not in mods
     if op == "cp":
-        if any(m in mods for m in ("commit_group", "wait_group", "wait_all", "arrive", "prefetch")):
-            return False
-        return True
-    return False
+        return not any(m in mods for m in ("commit_group", "wait_group", "wait_all", "arrive", "prefetch"))
+    if op == "mbarrier":
+        return bool(mods) and mods[0] in ("init", "inval", "arrive", "arrive_drop", "expect_tx", "complete_tx")
+    if op in _NOT_WRITING:
+        return False
+    return bool(ins.operands) and isinstance(ins.operands[0], (Address, HandleAddress))
 
 
-def _provenance(fn: Function, du, reg: str, params: dict[str, int], memo: dict[str, frozenset[str]]
-                ) -> frozenset[str]:
-    """Pointer parameters (names) and UNKNOWN that register ``reg``'s value may derive from (see module)."""
-    if reg in memo:
-        return memo[reg]
-    memo[reg] = frozenset()  # cycle (loop-carried): contributes nothing new on this path
-    out: set[str] = set()
-    for ins in du.defs_of(reg):
-        op = ins.opcode
-        if op in ("ld", "ldu"):
-            addr = next((o for o in ins.operands if isinstance(o, Address)), None)
-            if "param" in ins.modifiers and addr is not None and isinstance(addr.base, Symbol):
-                if addr.base.name in params:
-                    out.add(addr.base.name)
-                # scalar params carry no pointer
-            else:
-                out.add(UNKNOWN)
-            continue
-        if op in _NO_POINTER:
-            continue
-        if op not in _ARITH:
-            out.add(UNKNOWN)  # atom results, call returns, anything unusual: from memory or unknown
-            continue
-        preds = {r for r, t, _ in operand_types(ins) if t == "pred"}
-        regs = [r for r in sources(ins) if r not in preds and not (ins.predicate is not None
-                                                                  and r == ins.predicate.register.name)]
-        for o in ins.operands[1:]:
-            if isinstance(o, Symbol) and o.name in params:  # mov.u64 %rd, x_param (the param's address)
-                out.add(o.name)
-        parts = [_provenance(fn, du, r, params, memo) for r in regs]
-        if op in ("sub", "subc") and len(parts) == 2 and parts[0] and parts[0] == parts[1] and UNKNOWN not in parts[0]:
-            continue  # p - q with p, q in the same buffer(s): an offset, not a pointer
+def _address(ins: Instruction) -> Address | HandleAddress | None:
+    return next((o for o in ins.operands if isinstance(o, (Address, HandleAddress))), None)
+
+
+def param_layout(fn) -> list[tuple[int, int]]:
+    """(byte offset, size in bytes) of each ``.param`` of ``fn`` in order: each placed at the next multiple of
+    its alignment (``.align`` when given, else its element size), size = element size x array elements
+    (PTX ISA 9.0 "Parameter State Space" / "Kernel Function Parameters")."""
+    out: list[tuple[int, int]] = []
+    off = 0
+    for p in fn.params:
+        elt = max(1, TYPE_BITS.get(p.type, 64) // 8)
+        count = 1
+        for d in p.dims:
+            count *= d if d else 1
+        align = p.align or elt
+        off = -(-off // align) * align
+        out.append((off, elt * count))
+        off += elt * count
+    return out
+
+
+def _type_bits(ins: Instruction) -> list[int]:
+    return [TYPE_BITS[m] for m in ins.modifiers if m in TYPE_BITS]
+
+
+class _Analysis:
+    """Roots of every register of one entry (module docstring), computed by fixed-point sweeps."""
+
+    def __init__(self, fn, module_vars: set[str], instrs: list[Instruction]):
+        self.fn = fn
+        self.params = {p.name: i for i, p in enumerate(fn.params)}
+        self.pointer_params = {i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES and not p.dims}
+        self.layout = param_layout(fn)
+        self.module_vars = module_vars
+        self.instrs = instrs
+        self.val: dict[str, tuple[frozenset, frozenset, frozenset]] = {}
+        self.memory: frozenset[str] = _EMPTY  # roots of every value the kernel stores to memory
+
+    # ------------------------------------------------------------------------------------------ operands
+    def value(self, op) -> tuple[frozenset, frozenset, frozenset]:
+        if isinstance(op, Register):
+            return self.val.get(op.name, _CLEAN)
+        if isinstance(op, Symbol):
+            if op.name in self.module_vars:
+                return (frozenset({"s:" + op.name}), _EMPTY, _EMPTY)
+            if op.name in self.params:
+                return (frozenset({UNKNOWN}), _EMPTY, _EMPTY)  # a parameter's own address
+            return _CLEAN  # labels, functions
+        if isinstance(op, Vector):
+            parts = [self.value(e) for e in op.elements]
+            return self.bits(parts)
+        return _CLEAN
+
+    @staticmethod
+    def bits(parts) -> tuple[frozenset, frozenset, frozenset]:
+        """Any value computed from ``parts`` other than by pointer arithmetic: pointer and bit roots become bit
+        roots; one-bit roots stay one bit only when a single part carries roots and those are all one-bit."""
+        tainted = [p for p in parts if p[0] or p[1] or p[2]]
+        if not tainted:
+            return _CLEAN
+        if len(tainted) == 1 and not tainted[0][0] and not tainted[0][1]:
+            return tainted[0]
+        w: set[str] = set()
+        for p in tainted:
+            w |= p[0] | p[1] | p[2]
+        return (_EMPTY, frozenset(w), _EMPTY)
+
+    @staticmethod
+    def join(parts) -> tuple[frozenset, frozenset, frozenset]:
+        """Pointer arithmetic (``add``): roots add up; two one-bit parts make bit roots."""
+        P, W, N = set(), set(), set()
+        ones = 0
         for p in parts:
-            out |= p
-    memo[reg] = frozenset(out)
-    return memo[reg]
+            P |= p[0]
+            W |= p[1]
+            if p[2]:
+                ones += 1
+                N |= p[2]
+        if ones > 1:
+            return (frozenset(P), frozenset(W | N), _EMPTY)
+        return (frozenset(P), frozenset(W), frozenset(N))
+
+    @staticmethod
+    def one_bit(parts) -> tuple[frozenset, frozenset, frozenset]:
+        roots: set[str] = set()
+        for p in parts:
+            roots |= p[0] | p[1] | p[2]
+        return (_EMPTY, _EMPTY, frozenset(roots)) if roots else _CLEAN
+
+    # ------------------------------------------------------------------------------------------ transfer
+    def load_param(self, ins: Instruction, addr: Address, nregs: int) -> list[tuple]:
+        """Roots of the registers an ``ld.param`` writes: the parameters whose bytes it reads (layout)."""
+        base = addr.base
+        if not isinstance(base, Symbol) or base.name not in self.params:
+            return [(frozenset({UNKNOWN}), _EMPTY, _EMPTY)] * nregs
+        start0 = self.layout[self.params[base.name]][0] + (addr.offset or 0)
+        tb = _type_bits(ins)
+        width = max(1, (tb[-1] if tb else 64) // 8)
+        out = []
+        for k in range(nregs):
+            start, end = start0 + k * width, start0 + (k + 1) * width
+            P, W = set(), set()
+            if start < 0 or end > (self.layout[-1][0] + self.layout[-1][1] if self.layout else 0):
+                P.add(UNKNOWN)
+            for i, (o, s) in enumerate(self.layout):
+                if i not in self.pointer_params or end <= o or start >= o + s:
+                    continue
+                (P if (start, end) == (o, o + s) else W).add(f"p{i}")
+            out.append((frozenset(P), frozenset(W), _EMPTY))
+        return out
+
+    def transfer(self, ins: Instruction) -> list[tuple] | tuple:
+        """Roots of ``ins``'s result (one tuple for every destination register, or a list per register)."""
+        op, mods = ins.opcode, ins.modifiers
+        srcs = ins.operands[1:]
+        addr = _address(ins)
+        if op in ("ld", "ldu") and "param" in mods and isinstance(addr, Address):
+            n = len(ins.operands[0].elements) if isinstance(ins.operands[0], Vector) else 1
+            return self.load_param(ins, addr, n)
+        if addr is not None or op in _READS_MEMORY:
+            # a value read from memory: whatever the kernel stored there, and nothing vouches for it as an
+            # address on its own
+            a = self.value(addr.base) if isinstance(addr, Address) else _CLEAN
+            roots = set(self.memory)
+            if not a[0] or UNKNOWN in a[0] or any(r in self.params for r in a[0]):
+                roots.add(UNKNOWN)
+            return (frozenset(roots), _EMPTY, _EMPTY) if roots else _CLEAN
+        parts = [self.value(o) for o in srcs]
+        if op in _POINTER_PASS:
+            if op == "mov" and (isinstance(ins.operands[0], Vector) or any(isinstance(o, Vector) for o in srcs)):
+                return self.bits(parts)
+            return self.join(parts)
+        if op == "cvt":
+            tb = _type_bits(ins)
+            return self.join(parts) if tb and all(b == 64 for b in tb) else self.bits(parts)
+        if op == "sub" and len(parts) == 2:
+            a, b = parts
+            if b[0]:
+                if len(b[0]) == 1 and a[0] == b[0] and UNKNOWN not in a[0]:
+                    return self.bits([(_EMPTY, a[1], a[2]), (_EMPTY, b[1], b[2])])  # p - q: an offset
+                if not a[0]:
+                    return self.bits(parts)  # c - p
+            return self.join([a, (_EMPTY, b[1], b[2]) if not b[0] else b])
+        if op in ("mad", "madc") and len(parts) == 3:
+            return self.join([self.bits(parts[:2]), parts[2]])
+        if op == "selp" and len(parts) == 3:
+            return self.join([self.join(parts[:2]), self.one_bit(parts[2:])])
+        if op in _ONE_BIT or (op == "vote" and "ballot" not in mods):
+            return self.one_bit(parts)
+        if op in ("vote", "redux", "match"):  # one predicate or value per lane, gathered: many bits
+            roots = self.one_bit(parts)[2]
+            return (_EMPTY, roots, _EMPTY) if roots else _CLEAN
+        return self.bits(parts)
+
+    def stored_values(self, ins: Instruction) -> frozenset[str]:
+        """Roots of the register values a writing instruction stores (for ``memory``)."""
+        roots: set[str] = set()
+        ops = ins.operands if not destinations(ins) else ins.operands[1:]
+        for o in ops:
+            if isinstance(o, (Address, HandleAddress)):
+                continue
+            v = self.value(o)
+            roots |= v[0] | v[1] | v[2]
+        return frozenset(roots)
+
+    def run(self) -> None:
+        """Worklist fixed point: every defining instruction once in order, then again whenever a register it
+        reads (or ``memory``, for loads) changed, until nothing changes (the roots only grow; finite)."""
+        plan = []  # (instruction, destinations, registers read, reads memory or names a symbol)
+        users: dict[str, list[int]] = {}
+        loads: list[int] = []
+        writers = []
+        for ins in self.instrs:
+            if writes_memory(ins):
+                writers.append(ins)
+            d = destinations(ins)
+            if not d:
+                continue
+            k = len(plan)
+            srcs = sources(ins)
+            special = (_address(ins) is not None or ins.opcode in _READS_MEMORY
+                       or any(isinstance(o, (Symbol, Vector)) for o in ins.operands))
+            plan.append((ins, d, srcs, special))
+            for r in srcs:
+                users.setdefault(r, []).append(k)
+            if special:
+                loads.append(k)
+        val = self.val
+        queue = deque(range(len(plan)))
+        queued = set(queue)
+        while True:
+            while queue:
+                k = queue.popleft()
+                queued.discard(k)
+                ins, d, srcs, special = plan[k]
+                if not special and not any(r in val for r in srcs):
+                    continue  # clean operands, no memory: a clean result
+                out = self.transfer(ins)
+                if ins.predicate is not None:  # a guarded definition is a one-bit selection
+                    g = self.one_bit([val.get(ins.predicate.register.name, _CLEAN)])
+                    if g[2]:
+                        out = [self.join([o, g]) for o in out] if isinstance(out, list) else self.join([out, g])
+                for j, r in enumerate(d):
+                    v = out[min(j, len(out) - 1)] if isinstance(out, list) else out
+                    if v == _CLEAN:
+                        continue
+                    old = val.get(r)
+                    new = v if old is None else (old[0] | v[0], old[1] | v[1], old[2] | v[2])
+                    if new != old:
+                        val[r] = new
+                        for u in users.get(r, ()):
+                            if u not in queued:
+                                queued.add(u)
+                                queue.append(u)
+            mem = set(self.memory)
+            for ins in writers:
+                mem |= self.stored_values(ins)
+            if mem == self.memory:
+                return
+            self.memory = frozenset(mem)
+            for u in loads:
+                if u not in queued:
+                    queued.add(u)
+                    queue.append(u)
+
+
+def _module_vars(kernel: Kernel, fn) -> tuple[set[str], list[Instruction]]:
+    """Names of the module's and the entry's own .global/.shared/.local variables, and the entry's
+    instructions in textual order (``population.cfg.flat_instructions``), from one walk."""
+    names = {it.name for it in kernel.module.items if isinstance(it, VarDecl)
+             and it.state_space in ("global", "shared", "local")}
+    instrs = []
+    for loc in walk(fn):
+        st = loc.stmt
+        if isinstance(st, Instruction):
+            instrs.append(st)
+        elif isinstance(st, VarDecl) and st.state_space in ("global", "shared", "local"):
+            names.add(st.name)
+    return names, instrs
 
 
 def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[str] | None = None
                  ) -> InputStoreReport:
-    """Find the instructions of ``kernel``'s entry that write through an input buffer.
+    """Find the memory writes of ``kernel``'s entry whose address is not provably inside an owned buffer.
 
     buffer_kinds: the ABI kind of each ``.param`` in order (``"input"``, ``"output"``, ``"inout"``,
     ``"scalar"``, as ``workloads.base.ParamSpec.kind``); names: their ABI names (default ``param<i>``).
@@ -159,41 +388,94 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
     if fn.body is None:
         raise ValueError(f"entry {kernel.entry!r} has no body")
     names = list(names) if names is not None else [f"param{i}" for i in range(len(buffer_kinds))]
-    pointer_params = {p.name: i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES}
-    inputs = {pname: i for pname, i in pointer_params.items()
-              if i < len(buffer_kinds) and buffer_kinds[i] == "input"}
-    du = def_use(fn)
-    memo: dict[str, frozenset[str]] = {}
-    hits: list[tuple[Instruction, str]] = []
-    laundered: list[Instruction] = []
-    for ins in du.instructions:
-        if not _writes_memory(ins) or _destination_space(ins) not in ("global", "generic"):
+    mvars, instrs = _module_vars(kernel, fn)
+    allowed = {f"p{i}" for i, k in enumerate(buffer_kinds) if k in ("output", "inout")}
+    allowed |= {"s:" + v for v in mvars}
+    an = _Analysis(fn, mvars, instrs)
+    an.run()
+    hits: list[tuple[Instruction, str, int, str]] = []
+    for ins in an.instrs:
+        if not writes_memory(ins) or destination_space(ins) not in ("global", "generic"):
             continue
-        addr = next((o for o in ins.operands if isinstance(o, Address)), None)
-        if addr is None:
+        addr = _address(ins)
+        if isinstance(addr, HandleAddress) or addr is None:
+            hits.append((ins, "", -1, "writes through a tensor-map or surface handle, not a provable buffer"))
             continue
-        if isinstance(addr.base, Symbol):
-            roots = frozenset({addr.base.name})
-        elif isinstance(addr.base, Register):
-            roots = _provenance(fn, du, addr.base.name, pointer_params, memo)
-        else:
+        base = addr.base
+        if isinstance(base, Symbol):
+            if base.name in mvars:
+                continue
+            hits.append((ins, "", -1, f"writes to symbol {base.name!r}, not a variable of the module"))
             continue
-        written = sorted(r for r in roots if r in inputs)
-        if written:
-            hits.append((ins, written[0]))
-        elif UNKNOWN in roots:
-            laundered.append(ins)
-    if not hits and not laundered:
-        return InputStoreReport([], [])
+        if isinstance(base, Immediate):
+            hits.append((ins, "", -1, "writes to an absolute address"))
+            continue
+        P, W, _ = an.val.get(base.name, _CLEAN)
+        roots = P | W
+        bad = sorted(r for r in roots if r not in allowed)
+        params = sorted(int(r[1:]) for r in bad if r.startswith("p"))
+        if params:
+            i = params[0]
+            nm = names[i] if i < len(names) else f"param{i}"
+            kind = buffer_kinds[i] if i < len(buffer_kinds) else "unknown"
+            how = "through" if f"p{i}" in P and len(P) == 1 and not W else "with an address derived from"
+            hits.append((ins, nm, i, f"writes {how} {kind} {nm!r} (param {i})"))
+        elif UNKNOWN in bad:
+            hits.append((ins, "", -1, "writes through an address loaded from memory or a parameter's own "
+                                      "address: no output buffer vouches for it"))
+        elif bad:
+            hits.append((ins, "", -1, f"writes through an address derived from {bad[0]!r}"))
+        elif not roots:
+            hits.append((ins, "", -1, "writes through an address derived from no output parameter or module "
+                                      "variable (no provenance: a constant or a value loaded from memory)"))
+    if not hits:
+        return InputStoreReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}
     stores = []
-    for ins, pname in hits:
+    for ins, pname, i, why in hits:
         li = lines.get(id(ins))
-        i = inputs[pname]
-        stores.append(InputStore(li.lineno if li else 0, li.text if li else str(ins), names[i], i))
-    return InputStoreReport(stores, [lines[id(i)].lineno for i in laundered if id(i) in lines])
+        stores.append(InputStore(li.lineno if li else 0, li.text if li else str(ins), pname, i, why))
+    return InputStoreReport(stores)
 
 
 def check_input_stores(kernel: Kernel, workload) -> InputStoreReport:
     """``input_stores`` with the kinds and names of ``workload.abi`` (a ``workloads.base.Workload``)."""
     return input_stores(kernel, [p.kind for p in workload.abi], [p.name for p in workload.abi])
+
+
+@dataclass
+class Provenance:
+    """The roots (module docstring) of every register of one entry, for other static checks.
+
+    instructions: the entry's instructions in textual order (``population.cfg.flat_instructions``).
+    Roots are ``"p<i>"`` (the entry's ``.param`` i), ``"s:<name>"`` (a module or entry variable) and
+    ``UNKNOWN``.
+    """
+
+    instructions: list[Instruction]
+    _an: _Analysis
+
+    def address_roots(self, ins: Instruction) -> frozenset[str]:
+        """Pointer and bit roots of the memory address ``ins`` names (a symbol's own root; empty when it names
+        none or only a constant address; ``UNKNOWN`` for a tensor-map or surface handle)."""
+        addr = _address(ins)
+        if isinstance(addr, HandleAddress):
+            return frozenset({UNKNOWN})
+        if addr is None or isinstance(addr.base, Immediate):
+            return _EMPTY
+        if isinstance(addr.base, Symbol):
+            return frozenset({"s:" + addr.base.name}) if addr.base.name in self._an.module_vars else frozenset(
+                {UNKNOWN})
+        P, W, _ = self._an.val.get(addr.base.name, _CLEAN)
+        return P | W
+
+
+def provenance(kernel: Kernel) -> Provenance:
+    """Run the provenance analysis of ``kernel``'s entry (ValueError when it has no body)."""
+    fn = kernel.module.function(kernel.entry)
+    if fn.body is None:
+        raise ValueError(f"entry {kernel.entry!r} has no body")
+    mvars, instrs = _module_vars(kernel, fn)
+    an = _Analysis(fn, mvars, instrs)
+    an.run()
+    return Provenance(instrs, an)

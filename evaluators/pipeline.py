@@ -10,7 +10,9 @@ Steps, in order; the first that fails decides (``Rejected.status``):
    ``cuModuleGetFunction`` reports for a cubin without that function).
 3. ``abi``: the entry's ``.param`` types against the workload ABI (``workloads.base.check_abi``) ->
    ``launch_error`` (a launch with these arguments would be undefined).
-4. ``input stores``: no store through an ``input`` pointer (``evaluators.input_stores``) -> ``input_mutated``.
+4. ``input stores``: every global store provably into an output/inout buffer or a module variable
+   (``evaluators.input_stores``) -> else ``input_mutated``; no global-memory race pattern between CTAs
+   (``evaluators.race_lint``) -> else ``nondeterministic``.
 5. ``launch``: the workload's launch rule at every shape asked for (``Workload.launch_dims``), then occupancy
    on the target GPU (``targets.occupancy.occupancy_detail`` with the launched block, ptxas' registers, static
    and dynamic shared memory and barriers) -> ``launch_error`` when the rule refuses or no CTA fits on an SM.
@@ -27,6 +29,7 @@ from typing import Any
 
 from evaluators.features import kernel_features, kernel_traffic
 from evaluators.input_stores import check_input_stores
+from evaluators.race_lint import race_lint
 from evaluators.toolchain import CompileResult, compile_ptx
 from evaluators.traffic import TrafficEstimate, TrafficModel
 from evaluators.types import CompileError, EvalResult, Occupancy, ResourceUsage, Status
@@ -99,7 +102,7 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
     least one; the first is where occupancy and ``traffic_bytes`` are taken).
 
     arch: ptxas target (None: ``gpu.arch``); cache_dir: on-disk ptxas cache; check_stores: run the input-store
-    check (step 4). Returns Prepared; raises Rejected (never CompileError, KeyError or ValueError for a bad
+    check and the race lint (step 4). Returns Prepared; raises Rejected (never CompileError, KeyError or ValueError for a bad
     kernel) and ValueError for an empty ``shapes``.
     """
     if not shapes:
@@ -129,8 +132,8 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
         stores = check_input_stores(kernel, workload)
         if not stores.ok:
             raise Rejected(Status.INPUT_MUTATED, stores.reason(), "input_stores", {"resources": ru})
-        if stores.laundered:
-            extra["input_store_unproven_lines"] = stores.laundered[:16]
+        if not (races := race_lint(kernel)).ok:
+            raise Rejected(Status.NONDETERMINISTIC, races.reason(), "race_lint", {"resources": ru})
     dims = {}
     for s in shapes:
         try:

@@ -417,9 +417,12 @@ class Engine:
                 name = ask.operator
             else:
                 try:
-                    name = self.selector.select(self.rng, exclude=tried)
+                    name = self.selector.select(self.rng, exclude=tried | self._untried_waiting())
                 except ValueError:
-                    return None
+                    try:
+                        name = self.selector.select(self.rng, exclude=tried)
+                    except ValueError:
+                        return None
             tried.add(name)
             op = self.operators[name]
             t0 = time.perf_counter()
@@ -455,6 +458,14 @@ class Engine:
                          timings={"propose": t1 - t0, "apply": time.perf_counter() - t1}, task=task)
             self.host_seconds["apply"] += time.perf_counter() - t1
             return self._admit(item)
+
+    def _untried_waiting(self) -> set[str]:
+        """Arms the bandit has no reward for yet but whose proposal is already staged or evaluating: with
+        proposals made ahead of the rewards, UCB1's "try every arm once" would otherwise pick the first untried
+        arm again and again."""
+        counts = getattr(self.selector, "counts", {})
+        waiting = {st.operator for st in self.staged} | {it.operator for it in self.pending}
+        return {a for a in waiting if counts.get(a, 1) == 0}
 
     def _prepare(self, st: _Staged, script: Any) -> None:
         """Submit the template instantiation a staged script needs (its KNOBS edits) to the compile executor."""

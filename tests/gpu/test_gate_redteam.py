@@ -52,23 +52,19 @@ def test_atomics_into_x_are_rejected_before_any_gpu_time(pool):
 
 @pytest.mark.parametrize("name", ["rt_launder_bits", "rt_launder_memory", "rt_param_alias", "rt_align_down"])
 def test_x_as_scratch_through_a_laundered_address_is_rejected(pool, name):
-    """The static check misses these addresses (tests/test_redteam_static.py); x is restored before exit, so
-    what must reject them is the fault check's read-only input mapping (a store faults: wrong_result, one
-    worker restart). Fails where the driver refuses read-only mappings (reply note ``read_only_inputs``)."""
+    """x is restored before exit; the static input-store check rejects each address before any GPU time
+    (tests/test_redteam_static.py)."""
     r = pool.evaluate(redteam(name))
-    assert r.status in (Status.INPUT_MUTATED, Status.WRONG_RESULT), (r.status, r.reason,
-                                                                     r.extra.get("baseline_notes"))
-    if r.status == Status.WRONG_RESULT:
-        assert "fault" in r.reason
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "static input-store check" in r.reason and "'x'" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: the fault check's inputs end at a CUDA VMM granule (2 MiB), so "
-                   "a kernel can recognise its one read-only launch by x + M*N and w + N being 64 KiB aligned and "
-                   "write into x (through a pointer laundered through memory) in every other launch; the static "
-                   "check only lists such stores as unproven")
 def test_scratch_writes_that_dodge_the_fault_check_are_rejected(pool):
+    """The fault check's buffers end on a 2 MiB granule, so the kernel can recognise its read-only launch; the
+    static input-store check rejects the laundered store before any GPU time."""
     r = pool.evaluate(redteam("rt_vmm_edge_dodge"))
-    assert r.status in (Status.INPUT_MUTATED, Status.WRONG_RESULT), (r.status, r.reason)
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "static input-store check" in r.reason
 
 
 @pytest.mark.xfail(strict=True, reason="gate hole: no gate run or timed launch relaunches on inputs changed only "
@@ -102,12 +98,12 @@ def test_eps_dropped_when_the_word_before_y_is_not_the_gate_poison_is_rejected(p
     assert r.status != Status.OK, (r.status, r.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: a global-memory race (partial sums exchanged between CTAs "
-                   "without a fence) is right on a quiet GPU, and compute-sanitizer racecheck checks shared memory "
-                   "only; an XPASS means the race showed (rejected: wrong_result/nondeterministic)")
 def test_cross_cta_exchange_without_a_fence_is_rejected(pool):
+    """Right on a quiet GPU and invisible to racecheck (shared memory only): the static race lint rejects it
+    before any GPU time (evaluators/race_lint.py)."""
     r = pool.evaluate(redteam("rt_global_race"))
-    assert r.status != Status.OK, (r.status, r.reason)
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint" in r.reason
 
 
 @pytest.mark.xfail(strict=True, reason="gate hole: the fault check and compute-sanitizer memcheck run at small shapes "
