@@ -5,8 +5,9 @@ gets that run's result back exactly: status, reason, objective, per-shape measur
 descriptors (when the stores took their objectives against different references, e.g. runs recorded under
 different gate versions, the objective is recomputed from the recorded times on one scale instead and the recorded
 one kept in ``extra["recorded_objective"]``). So a search that proposes only recorded candidates (replaying a recorded run's own sequence) builds
-the recorded archive exactly, and a search with the recorded run's algorithm, seed and operators re-walks it
-candidate for candidate (``engine.ordered``: every later proposal depends only on the results told so far). The stores are read in the order given; the first store that evaluated an identity
+the recorded archive exactly, and a search with the recorded run's algorithm, seed and settings, run by the same
+search code, re-walks it candidate for candidate (``engine.ordered``: every later proposal depends only on the
+results told so far; a change to the operators or their selection since the recording changes the walk). The stores are read in the order given; the first store that evaluated an identity
 answers for it.
 
 An unseen candidate is compiled and analysed as the static evaluator does (ptxas, occupancy, static traffic,
@@ -85,7 +86,7 @@ class ReplayEvaluator:
                 for row in st.candidates(with_ptx=False):
                     if row.status in _EVAL_STATUSES and row.identity not in self._index:
                         self._index[row.identity] = (name, row)
-                    if row.status == Status.OK and row.objective is not None:
+                    if row.status == Status.OK and row.objective is not None and not row.metrics.get("estimate"):
                         bases.add(str(row.metrics.get("extra", {}).get("objective_baseline", "?")))
         # Recorded objectives are returned as recorded when every run took them against the workload's primary
         # baseline (the scale the surrogate's estimates use too); runs recorded against other references (a later

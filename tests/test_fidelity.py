@@ -216,25 +216,30 @@ def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
 
 
 def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
-    """MAP-Elites, seed 0, on evaluator=replay over the run it recorded: the same candidates in the same order
-    (every result comes back as recorded, so every later proposal is the same too)."""
+    """A run recorded by this code (on the static evaluator here), then the same search on evaluator=replay over
+    its store: the same candidates in the same order and the same archive (every result comes back as recorded,
+    so every later proposal is the same too)."""
     from hydra import compose, initialize_config_dir
 
     from evolve.app import run
     from evolve.config import register
 
-    n = 24
-    register()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"run_dir={tmp_path}", "evaluator=replay", f"evaluator.stores=[{MAP_ELITES}]",
-                                           "algorithm=map_elites", "seed=0", f"budget.evaluations={n}", "logger=none",
-                                           "knowledge=none", "engine.progress=false", "engine.export=false"])
-    summary = run(cfg)
-    assert summary["evaluations"] == n
-    with Store(tmp_path / "store.sqlite", readonly=True) as a, open_store(MAP_ELITES) as b:
-        got = [(r.identity, r.objective) for r in a.candidates(with_ptx=False)]
-        want = [(r.identity, r.objective) for r in b.candidates(with_ptx=False, limit=len(got))]
-    assert got == want and len(got) >= n
+    def cfg(run_dir: Path, *extra: str):
+        register()
+        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+            return compose("config", overrides=[f"run_dir={run_dir}", "algorithm=map_elites", "seed=3",
+                                                "budget.evaluations=10", "logger=none", "knowledge=none",
+                                                "engine.progress=false", "engine.export=false", *extra])
+
+    first = run(cfg(tmp_path / "a", "evaluator=static"))
+    store = tmp_path / "a" / "store.sqlite"
+    again = run(cfg(tmp_path / "b", "evaluator=replay", f"evaluator.stores=[{store}]"))
+    with Store(store, readonly=True) as a, Store(tmp_path / "b" / "store.sqlite", readonly=True) as b:
+        want = [(r.identity, r.status, r.objective, r.cell) for r in a.candidates(with_ptx=False)]
+        got = [(r.identity, r.status, r.objective, r.cell) for r in b.candidates(with_ptx=False)]
+        assert a.load_checkpoint("engine")["archive"] == b.load_checkpoint("engine")["archive"]
+    assert got == want and len(got) >= 10
+    assert again["best_objective"] == first["best_objective"] and again["qd_score"] == first["qd_score"]
 
 
 def test_retime_dry_run_on_the_static_evaluator(tmp_path):
