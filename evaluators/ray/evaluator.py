@@ -100,6 +100,8 @@ class RayEvaluator:
         self.kind, self.workload, self.depth = kind, workload, int(depth)
         self.estimate = kind == "static"
         n = actors if actors is not None else (gpus if kind == "gpu" else 2)
+        if kind == "gpu" and n > gpus:
+            raise ValueError(f"evaluator.ray.actors={n} GPU actors, but the Ray cluster has {gpus} GPUs")
         self.hardware, self.options = hardware, dict(options or {})
         self.max_requeues, self.start_attempts = int(max_requeues), int(start_attempts)
         from evaluators.ray.actor import EvaluationActor
