@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import pickle
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,13 @@ def decode(x: np.ndarray, space: Mapping[str, tuple[int, ...]]) -> dict[str, int
         vals = space[k]
         out[k] = int(vals[int(np.clip(np.rint(xi), 0, len(vals) - 1))])
     return out
+
+
+def _import_cma() -> None:
+    try:
+        import cma  # noqa: F401
+    except ImportError:  # reported when the operator first proposes
+        pass
 
 
 class _Randn:
@@ -108,6 +116,11 @@ class KnobESOperator:
     _memo: dict[str, dict[Key, float]] = field(default_factory=dict, init=False, repr=False)
     generations: dict[str, int] = field(default_factory=dict, init=False)
     _blobs: dict[str, str] = field(default_factory=dict, init=False, repr=False)  # pickled ES, kept until it changes
+
+    def __post_init__(self) -> None:
+        # ``import cma`` pulls in scipy.stats (seconds): start it now, in the background, so the first proposal
+        # does not stall the engine's thread (the GPU workers are still starting when operators are built).
+        threading.Thread(target=_import_cma, name="import-cma", daemon=True).start()
 
     # --------------------------------------------------------------------------------------------- sampling
     def _new_es(self, x0: np.ndarray, space: Mapping[str, tuple[int, ...]], seed: int) -> Any:
