@@ -11,8 +11,12 @@ the archive's best elite of that task (``evolve.tasks.best_per_task``) and write
   ``lo < N <= hi`` (``hi`` null: unbounded).
 
 A task without an elite is filled by the nearest task that has one (lower first) and the bucket says so
-(``"borrowed_from"``), so the dispatch covers every row length. ``archive.launcher`` loads the manifest with CuPy
-and dispatches on the shape; its ``torch.library`` custom op hands torch tensors to it.
+(``"borrowed_from"``), so the dispatch covers every row length.
+
+The same folder gets ``dispatch.json`` and ``launcher.py`` from ``archive.launcher.write_manifest`` (one bucket
+per task, ``when: {N: [lo + 1, hi]}``, inclusive), so ``archive.launcher.load(folder)`` loads the cubins with CuPy,
+checks buffers against the ABI and dispatches on the shape, and ``.torch_op()`` is the ``torch.library`` custom
+op that hands torch tensors to it.
 """
 
 from __future__ import annotations
@@ -77,7 +81,33 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
                 "arch": arch, "axis": -1, "objective": meta.get("objective"), "versions": versions,
                 "buckets": buckets}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    write_launcher_manifest(out, workload, manifest)
     return manifest
+
+
+def write_launcher_manifest(out: Path, workload: Any, manifest: dict[str, Any]) -> Path | None:
+    """``dispatch.json`` + ``launcher.py`` for ``archive.launcher`` from this module's manifest (buckets with a
+    cubin only); None when ``archive.launcher`` is not available in this checkout."""
+    try:
+        from archive.launcher import Bucket, buffer_specs, write_manifest
+    except ImportError:
+        return None
+    from evaluators.gpu.args import param_types
+    from population.kernel import Kernel, LaunchConfig
+    from population.parser import parse_module
+
+    dims, _ = buffer_specs(workload)
+    axis = dims[manifest.get("axis", -1)]
+    buckets = []
+    for b in manifest["buckets"]:
+        if not b.get("cubin"):
+            continue
+        kernel = Kernel(module=parse_module((out / b["ptx"]).read_text(), filename=b["ptx"]), entry=b["entry"],
+                        launch=LaunchConfig.from_json(b["launch"]))
+        info = {k: b.get(k) for k in ("task", "name", "candidate_id", "objective", "shapes", "card", "borrowed_from")}
+        buckets.append(Bucket(name=f"bucket_{b['task']:02d}", cubin=b["cubin"], launch=b["launch"],
+                              param_types=list(param_types(kernel)), when={axis: (b["lo"] + 1, b["hi"])}, info=info))
+    return write_manifest(out, workload, buckets, measured_against=manifest.get("objective") or {})
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:

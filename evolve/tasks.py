@@ -48,6 +48,11 @@ class Task:
             return f"N<={self.hi}" if self.hi is not None else "N>0"
         return f"{self.lo}<N<={self.hi}" if self.hi is not None else f"N>{self.lo}"
 
+    @property
+    def key(self) -> str:
+        """``"t00"``, ``"t01"`` ...: the task's label in metric names (W&B keys), free of ``<`` and ``=``."""
+        return f"t{self.index:02d}"
+
     def contains(self, n: int) -> bool:
         """Whether row length ``n`` falls in ``(lo, hi]``."""
         return n > self.lo and (self.hi is None or n <= self.hi)
@@ -181,7 +186,7 @@ def build_tasks(shapes: Sequence[Shape], edges: Sequence[int] | None = None, *, 
 
 
 def task_stats(archive: Any, tasks: TaskSet) -> dict[str, dict[str, float]]:
-    """Per task (by name): qd_score (sum of its elites' objective minus the archive's qd_offset), coverage (its
+    """Per task (by ``Task.key``, ``t00`` ...): qd_score (sum of its elites' objective minus the archive's qd_offset), coverage (its
     filled cells / its cells), best (max objective, NaN when empty), n_elites. The archive's own qd_score is the
     sum over tasks."""
     axis = [d.name for d in archive.dims].index(TASK_FEATURE)
@@ -189,7 +194,7 @@ def task_stats(archive: Any, tasks: TaskSet) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for t in tasks.tasks:
         objs = [e.objective for e in archive.elites() if e.cell[axis] == t.index]
-        out[t.name] = {"qd_score": float(sum(o - archive.qd_offset for o in objs)),
+        out[t.key] = {"qd_score": float(sum(o - archive.qd_offset for o in objs)),
                        "coverage": len(objs) / per_task_cells, "best": max(objs) if objs else float("nan"),
                        "n_elites": float(len(objs))}
     return out

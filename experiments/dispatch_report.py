@@ -104,6 +104,14 @@ def read_search(run_dir: Path) -> dict[str, Any]:
         out["transfers"] = store.query("SELECT COUNT(*) FROM candidates WHERE "
                                        "json_extract(timings, '$.transfer_from_task') IS NOT NULL")[0][0]
         out["objective"] = store.get_meta("objective")
+        # GPU seconds per evaluation (worker side: gate + benchmark incl. the audit) -> the GPU-bound rate
+        gpu = store.query("SELECT COALESCE(json_extract(metrics, '$.extra.seconds.gate'), 0) + "
+                          "COALESCE(json_extract(metrics, '$.extra.seconds.benchmark'), 0), "
+                          "json_extract(metrics, '$.extra.device') FROM candidates "
+                          "WHERE json_extract(metrics, '$.extra.seconds') IS NOT NULL")
+        secs = [float(r[0]) for r in gpu if r[0]]
+        out["gpu_seconds_per_eval"] = sum(secs) / len(secs) if secs else None
+        out["gpu_evals"] = len(secs)
         graph = build_graph(store)
         manifest_path = run_dir / "best" / "dispatch" / "manifest.json"
         if manifest_path.is_file():
@@ -170,16 +178,28 @@ def render(verify: dict[str, Any], search: dict[str, Any]) -> tuple[str, dict[st
             ops = [s["operator"] for s in steps[1:]]
             L += ["", f"Operators along the lineage: {' -> '.join(ops) if ops else '(the seed itself)'}", ""]
     s = search.get("summary") or {}
+    names = {f"t{int(b['task']):02d}": b["name"] for b in verify.get("buckets", [])}
+    gsec = search.get("gpu_seconds_per_eval")
+    rate = s.get("evals_per_s")
+    n_gpu = 1  # the experiment runs on one H200
+    bound = n_gpu / gsec if gsec else None
     L += ["## Search", "",
+          f"- throughput: {_f(rate, '{:.2f}')} evaluations/s; GPU seconds per evaluation (gate + benchmark + "
+          f"audit, worker side) {_f(gsec, '{:.3f}')} -> GPU-bound rate {_f(bound, '{:.2f}')}/s on {n_gpu} GPU; "
+          f"the loop ran at {_f(100 * rate / bound if rate and bound else None, '{:.0f}%')} of it (target >= 90%)",
+          "- host seconds of the engine's thread: " + ", ".join(
+              f"{k.split('/')[1]} {_f(v, '{:.1f}')}" for k, v in s.items() if k.startswith("host/")),
           f"- evaluations {s.get('evaluations', '-')}, candidates {s.get('candidates', '-')}, "
           f"{_f(s.get('evals_per_s'), '{:.2f}')} evaluations/s over {_f(s.get('seconds'), '{:.0f}')} s; "
           f"transfers to neighbouring buckets: {search.get('transfers', '-')}",
           f"- statuses: {', '.join(f'{k} {n}' for k, n in sorted(search.get('statuses', {}).items()))}",
           f"- rows per operator: {', '.join(f'{k} {n}' for k, n in search.get('operators', {}).items())}",
           f"- QD score {_f(s.get('qd_score'), '{:.2f}')} (sum over tasks); per task: " + ", ".join(
-              f"{k.split('/')[1]} {_f(val, '{:.2f}')}" for k, val in s.items()
+              f"{names.get(k.split('/')[1], k.split('/')[1])} {_f(val, '{:.2f}')}" for k, val in s.items()
               if k.startswith("task/") and k.endswith("/qd_score")), ""]
-    data = {"benchmark": v, "heldout": hv, "estimate": est, "rows": verify.get("benchmark", {})}
+    data = {"benchmark": v, "heldout": hv, "estimate": est, "rows": verify.get("benchmark", {}),
+            "throughput": {"evals_per_s": rate, "gpu_seconds_per_eval": gsec, "gpu_bound_rate": bound,
+                           "fraction_of_gpu_bound": rate / bound if rate and bound else None}}
     return "\n".join(L) + "\n", data
 
 

@@ -12,7 +12,9 @@
 #      verify_dispatch.json, report.tar.gz, power.log.
 # Environment: SEARCH_S (420), TOTAL_S (570), VERIFY_MIN_S (120), EVALUATOR (gpu | static: the CPU dry run,
 # estimates only), RUN (/tmp/ptxforge-power/run), OUT, QUACK_SITE (/tmp/quack-site), QUACK_TUNED (0), REPEATS (20),
-# EVOLVE_ARGS (extra Hydra overrides), SKIP_SEARCH (1: verify and report an existing RUN only).
+# EVOLVE_ARGS (extra Hydra overrides), SKIP_SEARCH (1: verify and report an existing RUN only), SKIP_VERIFY (1: search
+# and pack only; verify in a later command with SKIP_SEARCH=1), RUN_TAR (a run.tar.gz of an earlier command, unpacked
+# into RUN's folder when RUN does not exist: resume or verify on a fresh machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
@@ -57,6 +59,11 @@ export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true HF
 export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 
+if [ ! -d "$RUN" ] && [ -n "${RUN_TAR:-}" ] && [ -f "$RUN_TAR" ]; then
+  phase "unpacking $RUN_TAR into $(dirname "$RUN")"
+  tar -xzf "$RUN_TAR" -C "$(dirname "$RUN")" || phase "could not unpack $RUN_TAR"
+fi
+
 # ---- 2. the search (resumed when RUN already holds a store)
 rc_evolve=0
 if [ "${SKIP_SEARCH:-0}" != 1 ]; then
@@ -75,7 +82,10 @@ fi
 
 # ---- 3. verify the dispatch, 4. the report
 rc_verify=99
-if [ -f "$RUN/store.sqlite" ]; then
+if [ "${SKIP_VERIFY:-0}" = 1 ]; then
+  rc_verify=0
+  phase "verification skipped (SKIP_VERIFY=1)"
+elif [ -f "$RUN/store.sqlite" ]; then
   budget=$(( $(left) - 25 ))
   vargs=(--run "$RUN" --out "$out/verify_dispatch.json" --deadline-s "$budget" --evaluator "$EVALUATOR" --repeats "$REPEATS")
   [ "${QUACK_TUNED:-0}" = 1 ] && vargs+=(--quack-tuned)

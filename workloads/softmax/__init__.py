@@ -2,8 +2,9 @@
 
 The example workload of docs/add-a-workload.md (the page shows this file whole): x (M, N) fp32 in, y (M, N)
 fp32 out. ABI of the seed (entry ``softmax``, ``softmax.cu`` beside this file): ``(x .u64, y .u64, M .u32,
-N .u32)``. One CTA per row; the template knob ``threads`` is the CTA size. Tolerance: atol 1e-6, rtol 1e-5
-(``__expf`` is within 2 ulp of expf; a row sum over 16K terms loses a few more bits).
+N .u32)``. One CTA per row; the template knob ``threads`` is the CTA size. Tolerance: atol 1e-6, rtol 3e-5
+(``__expf`` rounds its argument times log2(e) to fp32 first, a relative error of up to ~4e-6 at x - max = -40;
+a row sum over 16K terms loses a few more bits).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Softmax(Workload):
 
     @property
     def tolerance(self) -> tuple[float, float]:
-        return 1e-6, 1e-5
+        return 1e-6, 3e-5
 
     def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
                   notes: dict[str, str]) -> dict[str, Any]:
