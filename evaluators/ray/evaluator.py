@@ -72,7 +72,7 @@ class RayEvaluator:
     def __init__(self, workload: Any, *, kind: str = "auto", actors: int | None = None, depth: int = 2,
                  address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
                  compile_tasks: bool = True, actor_cpus: float | None = None, max_requeues: int = 3,
-                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool = True,
+                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool | None = None,
                  ship_toolchain: bool | None = None, runtime_env: dict[str, Any] | None = None,
                  options: dict[str, Any] | None = None) -> None:
         from evaluators.ray.cluster import connect
