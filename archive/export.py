@@ -8,7 +8,11 @@ every archive cell (name ``cell_<i>_<j>_...``):
   (when ptxas refuses or is missing, the card says why and no cubin is written);
 - ``<name>.json``: the card, see ``card_for``;
 
-plus ``index.json`` listing every exported kernel with its objective and cell.
+plus ``index.json`` listing every exported kernel with its objective and cell, and the launcher
+(``archive.launcher``): ``dispatch.json`` (a manifest with the best kernel as its one bucket) and
+``launcher.py`` (a copy of the module), so ``archive.launcher.load(<dir>)`` launches the best kernel on torch
+tensors or CuPy arrays with shape and dtype checks. Every card says what its objective was measured against
+(``measured_against``: evaluator, GPU measurement or estimate, baseline, gate version, objective definition).
 """
 
 from __future__ import annotations
@@ -129,6 +133,7 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,
         "lineage": lineage or [], "exported_at": time.time(),
     }
+    card["measured_against"] = measured_against(meta, workload, estimate=bool(m.get("estimate", False)))
     if workload is not None and row.launch:
         from population.kernel import LaunchConfig
 
@@ -143,6 +148,22 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
                 dims.append({"shape": list(shape), "error": str(e)})
         card["launch_dims"] = dims
     return card
+
+
+def measured_against(meta: dict[str, Any], workload: Any = None, *, estimate: bool | None = None) -> dict[str, Any]:
+    """What a run's objectives were measured against, from its store meta ``provenance``
+    (``evolve.runinfo.run_provenance``): evaluator (``gpu`` / ``static``), estimate (True: a static-model
+    estimate, not a GPU measurement), baseline, gate_version, objective (its definition) and the hardware.
+    Older stores without provenance give what their config says (None where unknown)."""
+    prov = meta.get("provenance") or {}
+    est = prov.get("estimate", meta.get("estimate")) if estimate is None else (estimate or prov.get("estimate"))
+    return {"evaluator": prov.get("evaluator") or _config(meta, "evaluator", "kind"),
+            "estimate": bool(est),
+            "kind": "ESTIMATE (static model, no GPU measurement)" if est else "GPU measurement",
+            "baseline": prov.get("baseline") or getattr(workload, "primary_baseline", None),
+            "gate_version": prov.get("gate_version"),
+            "objective": prov.get("objective"),
+            "hardware": prov.get("hardware") or _config(meta, "hardware")}
 
 
 def _ptx_target(ptx: str) -> str | None:
@@ -230,4 +251,24 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
                       "cubin": k.cubin_path.name if k.cubin_path else None, "card": k.card_path.name,
                       "objective": card["objective"], "cell": card["cell"]})
     (out / "index.json").write_text(json.dumps(index, indent=2))
+    if workload is not None and done[0].cubin_path is not None:
+        write_best_manifest(out, done[0], best_row, workload, measured_against(meta, workload))
     return done
+
+
+def write_best_manifest(out: Path, best: ExportedKernel, row: CandidateRow, workload: Any,
+                        against: dict[str, Any]) -> Path | None:
+    """``dispatch.json`` + ``launcher.py`` in ``out`` with ``best`` as the one bucket (every shape). A workload
+    whose buffers cannot be described (``archive.launcher.buffer_specs``) gets no manifest and a warning."""
+    import logging
+
+    from archive.launcher import Bucket, write_manifest
+    from evaluators.gpu.args import param_types
+
+    try:
+        bucket = Bucket("best", best.cubin_path.name, dict(row.launch), param_types(row.kernel()),  # type: ignore[union-attr]
+                        info={"candidate_id": row.id, "identity": row.identity, "objective": row.objective})
+        return write_manifest(out, workload, [bucket], measured_against=against)
+    except Exception as e:  # the kernels are exported; only the launcher manifest is missing
+        logging.getLogger(__name__).warning("no launcher manifest in %s: %s", out, e)
+        return None

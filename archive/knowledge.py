@@ -7,6 +7,16 @@ reasons with counts; and free-text lessons with their source. A new run reads it
 what earlier runs learned; ``open_knowledge(None)`` (config ``knowledge=none``) disables it for clean
 comparisons.
 
+Provenance. Every free-text lesson (a note) carries the run, the model that wrote it, the evaluator and whether
+the run's objectives were estimates; the ``runs`` table lists every run that merged into the file with its
+model(s), evaluator, GPU and estimate flag. Counts and failure reasons of runs whose objectives are estimates
+are kept under their own key (``gpu`` ``"<name> (estimate)"``, see ``knowledge_gpu_key``), so a GPU run's
+prior never mixes measured and estimated outcomes. Only outcomes of evaluated candidates and critic notes are
+merged; a failure of the proposal machinery (an LLM endpoint down) never reaches this file.
+
+Schema version 2 added the provenance columns and the ``runs`` table; a version-1 file is upgraded in place
+(its older notes keep empty provenance).
+
 Several runs (a Hydra sweep) may write the same file at once: WAL mode, a 30 s busy timeout and short
 additive UPSERT transactions keep concurrent merges correct. Merges happen after the run store commits, so after
 a crash between the two a batch is missing from the knowledge store, never counted twice (at-most-once).
@@ -22,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-KNOWLEDGE_SCHEMA_VERSION = 1
+KNOWLEDGE_SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kinds (
@@ -38,9 +48,22 @@ CREATE TABLE IF NOT EXISTS failures (
 );
 CREATE TABLE IF NOT EXISTS notes (
     id INTEGER PRIMARY KEY AUTOINCREMENT, family TEXT NOT NULL, gpu TEXT NOT NULL, text TEXT NOT NULL,
-    source TEXT NOT NULL, operator TEXT, edit_kind TEXT, run TEXT NOT NULL DEFAULT '', created REAL NOT NULL
+    source TEXT NOT NULL, operator TEXT, edit_kind TEXT, run TEXT NOT NULL DEFAULT '', created REAL NOT NULL,
+    model TEXT, evaluator TEXT, estimate INTEGER
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run TEXT PRIMARY KEY, family TEXT NOT NULL, gpu TEXT NOT NULL, evaluator TEXT, estimate INTEGER,
+    models TEXT NOT NULL DEFAULT '', first_merge REAL NOT NULL, last_merge REAL NOT NULL
 )
 """
+_V1_TO_V2 = ("ALTER TABLE notes ADD COLUMN model TEXT", "ALTER TABLE notes ADD COLUMN evaluator TEXT",
+             "ALTER TABLE notes ADD COLUMN estimate INTEGER")
+
+
+def knowledge_gpu_key(gpu: str, estimate: bool) -> str:
+    """The ``gpu`` key a run's lessons are kept under: the GPU name, or ``"<name> (estimate)"`` for a run
+    whose objectives are static-model estimates."""
+    return f"{gpu} (estimate)" if estimate else gpu
 
 
 @dataclass
@@ -78,13 +101,20 @@ class Failure:
 
 @dataclass(frozen=True)
 class Note:
-    """A free-text lesson (already sanitised) and where it came from (e.g. ``"critic:smollm2"``)."""
+    """A free-text lesson (already sanitised) and where it came from: source (e.g. ``"llm.reflect"``), the
+    operator and edit kind it is about, when (UNIX seconds), and its provenance: run (run dir name), model (the
+    language model that wrote it, None for rule-made notes), evaluator (``gpu`` / ``static``) and estimate
+    (True when the run's objectives were estimates)."""
 
     text: str
     source: str
     operator: str | None = None
     edit_kind: str | None = None
     created: float = 0.0
+    run: str = ""
+    model: str | None = None
+    evaluator: str | None = None
+    estimate: bool | None = None
 
 
 class KnowledgeStore:
@@ -100,11 +130,14 @@ class KnowledgeStore:
         c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
         version = c.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, KNOWLEDGE_SCHEMA_VERSION):
+        if version not in (0, 1, KNOWLEDGE_SCHEMA_VERSION):
             c.close()
             raise ValueError(f"{self.path}: knowledge schema version {version}, this code uses "
                              f"{KNOWLEDGE_SCHEMA_VERSION}")
         c.execute("BEGIN IMMEDIATE")
+        if version == 1:
+            for stmt in _V1_TO_V2:
+                c.execute(stmt)
         for stmt in _SCHEMA.split(";"):
             if stmt.strip():
                 c.execute(stmt)
@@ -112,14 +145,24 @@ class KnowledgeStore:
         c.execute("COMMIT")
 
     def merge(self, family: str, gpu: str, counts: Mapping[tuple[str, str], StageCounts],
-              failures: Mapping[tuple[str, str, str, str], int], notes: list[Note], run: str = "") -> None:
+              failures: Mapping[tuple[str, str, str, str], int], notes: list[Note], run: str = "", *,
+              evaluator: str | None = None, estimate: bool | None = None) -> None:
         """Add count deltas, failure-count deltas (key: operator, edit kind, status, reason) and notes for
-        (family, gpu) in one transaction."""
+        (family, gpu) in one transaction, and record ``run`` (with its evaluator, estimate flag and the models
+        of its notes) in the ``runs`` table."""
         now = time.time()
+        models = sorted({n.model for n in notes if n.model})
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
+                if run:
+                    old = c.execute("SELECT models FROM runs WHERE run=?", (run,)).fetchone()
+                    have = set(filter(None, (old[0] if old else "").split(",")))
+                    c.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(run) DO UPDATE SET"
+                              " models=excluded.models, last_merge=excluded.last_merge",
+                              (run, family, gpu, evaluator, None if estimate is None else int(estimate),
+                               ",".join(sorted(have | set(models))), now, now))
                 for (op, kind), d in counts.items():
                     if not d:
                         continue
@@ -136,9 +179,12 @@ class KnowledgeStore:
                         " count=count+excluded.count, last_seen=excluded.last_seen",
                         (family, gpu, op, kind, status, reason, int(n), now))
                 for note in notes:
-                    c.execute("INSERT INTO notes (family, gpu, text, source, operator, edit_kind, run, created)"
-                              " VALUES (?,?,?,?,?,?,?,?)", (family, gpu, note.text, note.source, note.operator,
-                                                             note.edit_kind, run, note.created or now))
+                    c.execute("INSERT INTO notes (family, gpu, text, source, operator, edit_kind, run, created,"
+                              " model, evaluator, estimate) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                              (family, gpu, note.text, note.source, note.operator, note.edit_kind,
+                               note.run or run, note.created or now, note.model, note.evaluator or evaluator,
+                               None if (e := note.estimate if note.estimate is not None else estimate) is None
+                               else int(e)))
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
@@ -165,9 +211,17 @@ class KnowledgeStore:
         """Free-text lessons, most recent first."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT text, source, operator, edit_kind, created FROM notes WHERE family=? AND gpu=?"
-                " ORDER BY id DESC LIMIT ?", (family, gpu, limit)).fetchall()
-        return [Note(*r) for r in rows]
+                "SELECT text, source, operator, edit_kind, created, run, model, evaluator, estimate FROM notes"
+                " WHERE family=? AND gpu=? ORDER BY id DESC LIMIT ?", (family, gpu, limit)).fetchall()
+        return [Note(*r[:8], None if r[8] is None else bool(r[8])) for r in rows]
+
+    def runs(self) -> list[dict[str, object]]:
+        """Every run that merged into this file: run, family, gpu, evaluator, estimate, models, first_merge,
+        last_merge (UNIX seconds), oldest first."""
+        with self._lock:
+            cur = self._conn.execute("SELECT * FROM runs ORDER BY first_merge, run")
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     def close(self) -> None:
         """Close the connection (committed merges are already on disk)."""

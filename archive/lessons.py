@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from archive.knowledge import STAGES, KnowledgeStore, Note, StageCounts
+from archive.knowledge import STAGES, KnowledgeStore, Note, StageCounts, knowledge_gpu_key
 
 STAGE_OF_STATUS: dict[str, int] = {
     "no_proposal": 0, "operator_error": 0, "parse_error": 0, "apply_error": 0,
@@ -130,16 +130,21 @@ class Lessons:
 
     store: the run ``archive.store.Store`` (None keeps everything in memory); its earlier events are loaded.
     knowledge: a shared ``KnowledgeStore`` or None; family / gpu: its key (e.g. ``"rmsnorm"``, ``"h200"``);
-    run: a run name stored with notes; recent: how many recent failure messages to keep.
+    run: a run name stored with notes; recent: how many recent failure messages to keep; evaluator / estimate:
+    the run's evaluator kind and whether its objectives are estimates (the provenance every note carries; an
+    estimating run's knowledge is kept under ``knowledge_gpu_key(gpu, True)``).
     Not thread-safe: record, note and flush from one thread (the engine's), as the engine does.
     """
 
     def __init__(self, store: Any = None, knowledge: KnowledgeStore | None = None, *, family: str = "",
-                 gpu: str = "", run: str = "", recent: int = 20) -> None:
+                 gpu: str = "", run: str = "", recent: int = 20, evaluator: str | None = None,
+                 estimate: bool | None = None) -> None:
         if knowledge is not None and not family:
             raise ValueError("Lessons: a knowledge store needs the workload family (family=...)")
         self.store = store
         self.knowledge = knowledge
+        self.evaluator, self.estimate = evaluator, estimate
+        gpu = knowledge_gpu_key(gpu, bool(estimate)) if gpu else gpu
         self.family, self.gpu, self.run = family, gpu, run
         self.counts: dict[tuple[str, str], StageCounts] = {}
         self.failures: Counter[tuple[str, str, str, str]] = Counter()
@@ -182,13 +187,15 @@ class Lessons:
                                      time.time()))
 
     def note(self, text: str, source: str, operator: str | None = None, edit_kind: str | None = None,
-             candidate_id: int | None = None) -> str:
-        """Keep a free-text lesson (e.g. the critic's one-liner) from ``source``; returns the sanitised text
-        actually stored ("" texts are dropped)."""
+             candidate_id: int | None = None, model: str | None = None) -> str:
+        """Keep a free-text lesson (e.g. the critic's one-liner) from ``source``, written by ``model`` (None for
+        a rule); returns the sanitised text actually stored ("" texts are dropped). The note carries this
+        run's provenance (run, evaluator, estimate)."""
         clean = sanitize_text(text)
         if not clean:
             return ""
-        n = Note(clean, sanitize_text(source, 60), operator, edit_kind, time.time())
+        n = Note(clean, sanitize_text(source, 60), operator, edit_kind, time.time(), self.run, model,
+                 self.evaluator, self.estimate)
         self.notes.append(n)
         self._version += 1
         self._k_notes.append(n)
@@ -244,7 +251,8 @@ class Lessons:
         """Merge the deltas since the last sync into the knowledge store (no-op without one)."""
         if self.knowledge is None or not (self._k_counts or self._k_failures or self._k_notes):
             return
-        self.knowledge.merge(self.family, self.gpu, self._k_counts, self._k_failures, self._k_notes, self.run)
+        self.knowledge.merge(self.family, self.gpu, self._k_counts, self._k_failures, self._k_notes, self.run,
+                             evaluator=self.evaluator, estimate=self.estimate)
         self._k_counts, self._k_failures, self._k_notes = {}, Counter(), []
 
     def _load_store(self) -> None:
@@ -253,7 +261,7 @@ class Lessons:
             self._count(r[0], r[1], r[2], bool(r[3]), r[4])
         for r in self.store.query("SELECT text, source, operator, edit_kind, created FROM lesson_notes"
                                   " ORDER BY id"):
-            self.notes.append(Note(*r))
+            self.notes.append(Note(*r, run=self.run, evaluator=self.evaluator, estimate=self.estimate))
 
     # --------------------------------------------------------------------------------------------- queries
     def summary(self, include_prior: bool = True, n_failures: int = 3) -> list[KindSummary]:

@@ -211,3 +211,125 @@ def save_figure_json(fig: go.Figure, path: str | Path) -> Path:
 def graph_to_json(graph: nx.DiGraph) -> dict[str, Any]:
     """The lineage graph as node-link JSON (for artifacts and offline analysis)."""
     return json.loads(json.dumps(nx.node_link_data(graph, edges="edges"), default=str))
+
+
+# ------------------------------------------------------------------------------------------ step details
+def _directive_lines() -> Any:
+    import re
+
+    from population.edit_script import PERF_DIRECTIVES
+
+    return re.compile(r"^\s*\.({})\b".format("|".join(sorted(PERF_DIRECTIVES))))
+
+
+def _body_hunks(base: Any, kernel: Any) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(removed lines, added lines) of every hunk between the canonical PTX of ``base`` and ``kernel``,
+    performance-directive lines left out (those are compared separately)."""
+    import difflib
+
+    pat = _directive_lines()
+    a = [ln.strip() for ln in base.canonical_ptx.splitlines() if not pat.match(ln)]
+    b = [ln.strip() for ln in kernel.canonical_ptx.splitlines() if not pat.match(ln)]
+    return [(tuple(a[i1:i2]), tuple(b[j1:j2]))
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def _hunk_text(h: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
+    old, new = h
+    if old and new:
+        return f"replaced {len(old)} line(s) ({old[0]!s:.60}) with {len(new)} ({new[0]!s:.60})"
+    if new:
+        return f"inserted {len(new)} line(s) ({new[0]!s:.60})"
+    return f"deleted {len(old)} line(s) ({old[0]!s:.60})"
+
+
+def own_edits(kernel: Any, workload: Any) -> dict[str, Any] | None:
+    """What a template-instance kernel changed relative to ``workload.instantiate(its knobs)``: directives
+    (name -> values, None when removed), dynamic shared memory (bytes, when changed), and body hunks. None when
+    the kernel is not a template instance (it lacks a knob of ``workload.knob_space``)."""
+    from evolve.operators.template import directive_map, is_template_instance, knob_space_of
+
+    space = knob_space_of(workload)
+    if not is_template_instance(kernel, space):
+        return None
+    base = workload.instantiate({k: v for k, v in kernel.launch.knobs if k in space})
+    have, want = directive_map(base), directive_map(kernel)
+    return {"directives": {n: want.get(n) for n in sorted(set(have) | set(want)) if have.get(n) != want.get(n)},
+            "smem": (kernel.launch.dynamic_smem_bytes
+                     if kernel.launch.dynamic_smem_bytes != base.launch.dynamic_smem_bytes else None),
+            "body": _body_hunks(base, kernel)}
+
+
+def template_step(parent: Any, child: Any, workload: Any) -> dict[str, list[str]]:
+    """For a KNOBS step parent -> child: which of the parent's own edits (``own_edits``) the child still has
+    (``kept``) and which it lost (``dropped``), as short descriptions. A parent that is not a template
+    instance is a jump onto the template family: ``dropped`` says its code is not kept."""
+    p = own_edits(parent, workload)
+    if p is None:
+        return {"kept": [], "dropped": ["the parent is not a template instance: the step re-instantiates the "
+                                        "template and keeps none of the parent's code"]}
+    c = own_edits(child, workload) or {"directives": {}, "smem": None, "body": []}
+    kept, dropped = [], []
+    for name, values in p["directives"].items():
+        what = f".{name} {','.join(map(str, values))}" if values is not None else f"removed .{name}"
+        (kept if c["directives"].get(name, "absent") == values else dropped).append(what)
+    if p["smem"] is not None:
+        (kept if c["smem"] == p["smem"] else dropped).append(f"dynamic shared memory {p['smem']} bytes")
+    child_body = set(c["body"])
+    for h in p["body"]:
+        (kept if h in child_body else dropped).append(_hunk_text(h))
+    return {"kept": kept, "dropped": dropped}
+
+
+def lineage_report(store: Store, candidate_id: int | None = None, *, workload: Any = None, diff: bool = False,
+                   graph: nx.DiGraph | None = None) -> list[dict[str, Any]]:
+    """``lineage_steps`` with, per step after the root: ``ptx_diff`` (``population.edits.diff_text`` of parent
+    and child, with ``diff``), and for a KNOBS step with a ``workload`` given, ``kept`` / ``dropped`` (see
+    ``template_step``). ValueError when the store has no ok row and no id is given."""
+    steps = lineage_steps(store, candidate_id, graph)
+    kernels: dict[int, Any] = {}
+
+    def kernel(i: int) -> Any:
+        if i not in kernels:
+            kernels[i] = store.get(i).kernel()
+        return kernels[i]
+
+    for prev, step in itertools.pairwise(steps):
+        if diff:
+            from population.edits import diff_text
+
+            step["ptx_diff"] = diff_text(kernel(prev["id"]), kernel(step["id"]))
+        if workload is not None and step["edit_text"].lstrip().startswith("KNOBS"):
+            try:
+                step.update(template_step(kernel(prev["id"]), kernel(step["id"]), workload))
+            except Exception as e:  # a template that cannot be rebuilt here: say so rather than guess
+                step["dropped"] = [f"not checked: {type(e).__name__}: {e}"]
+                step["kept"] = []
+    return steps
+
+
+def format_lineage(steps: list[dict[str, Any]], *, objective_name: str = "objective", estimate: bool = False) -> str:
+    """The report of ``lineage_report`` as text: one header line per step (step, id, operator, status,
+    objective and its change), the edit script indented, kept / dropped edits of template steps, and the PTX
+    diff when present."""
+    if not steps:
+        return "(empty lineage)"
+    est = " (ESTIMATE)" if estimate else ""
+    out = [f"lineage of candidate #{steps[-1]['id']}: {len(steps)} step(s), seed -> kernel; "
+           f"{objective_name}{est}"]
+    for s in steps:
+        change = ""
+        if s.get("ratio") is not None:
+            change = f"  ({100 * (s['ratio'] - 1):+.1f}%)"
+        out.append(f"step {s['step']:>2}  #{s['id']:<6} {s['operator']:<10} {s['status']:<16} "
+                   f"{objective_name} {_fmt_obj(s['objective'])}{change}")
+        for line in (s["edit_text"] or "").splitlines():
+            out.append(f"      | {line}")
+        if s.get("kept"):
+            out.append("      kept from the parent: " + "; ".join(s["kept"]))
+        if s.get("dropped"):
+            out.append("      DROPPED from the parent: " + "; ".join(s["dropped"]))
+        if s.get("ptx_diff"):
+            out += [f"      {ln}" for ln in s["ptx_diff"].rstrip("\n").splitlines()]
+    return "\n".join(out)

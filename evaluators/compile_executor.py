@@ -13,7 +13,11 @@ PTX comes from the content-hash cache of ``workloads.cuda_build`` (shared by pro
   ``spawn`` start method (no inherited CUDA or thread state);
 - ``"thread"``: a ``ThreadPoolExecutor`` (nvcc and ptxas are subprocesses: threads overlap them too, but the
   Python work of each job holds the GIL);
-- ``"inline"``: runs each job in the calling thread at ``submit`` (tests, one core).
+- ``"inline"``: runs each job in the calling thread at ``submit`` (tests, one core);
+- ``"ray"``: ``evaluators.ray.RayExecutor``, one Ray task per job on any node's free CPU (joins the Ray
+  connection ``evaluator.backend=ray`` opened, else starts a local cluster; ``workers`` bounds the tasks in
+  flight). Instantiations warm the PTX cache of the node that ran them: on several hosts put
+  ``$PTXFORGE_CACHE`` on a file system every node mounts (docs/ray.md).
 
 ``evaluators.ray`` provides a Ray-task executor with the same ``submit``/``shutdown`` interface. The jobs are
 top-level functions taking plain data (a workload spec dict, knob dicts, PTX text), so any executor can ship
@@ -29,7 +33,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from functools import lru_cache
 from typing import Any
 
-KINDS = ("process", "thread", "inline")
+KINDS = ("process", "thread", "inline", "ray")
 
 
 class InlineExecutor(Executor):
@@ -63,6 +67,10 @@ def make_compile_executor(kind: str = "process", workers: int | None = None) -> 
         raise ValueError(f"compile executor workers must be >= 1, got {n}")
     if kind == "inline":
         return InlineExecutor()
+    if kind == "ray":
+        from evaluators.ray.executor import RayExecutor
+
+        return RayExecutor(max_in_flight=workers)
     if kind == "thread":
         return ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")
     import multiprocessing as mp

@@ -60,7 +60,7 @@ class ReplayEvaluator:
 
     estimate = True
 
-    def __init__(self, workload, stores: Sequence[str], gpu: str = "h200", arch: str | None = None,
+    def __init__(self, workload, stores: Sequence[str], gpu: Any = None, arch: str | None = None,
                  processes: int | None = None, cache_dir: str | None = None, calibration: str | None = None,
                  members: int = 5, steps: int = 1500, seed: int = 0, terms_cache: str | None = None) -> None:
         stores = [str(s) for s in (stores or [])]

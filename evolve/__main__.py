@@ -13,6 +13,7 @@ A configuration error exits with status 2 and a message naming the key and the a
 
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
@@ -40,7 +41,7 @@ def _check_experiment() -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point (never call it from tests: use the compose API or a subprocess)."""
-    from evolve.app import run
+    from evolve.app import RunInterrupted, run
 
     try:
         _check_experiment()
@@ -48,7 +49,44 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"configuration error: {e}", file=sys.stderr)
         sys.exit(2)
+    except RunInterrupted as e:
+        print(f"\n{e}\nresume it with:\n  {resume_command(_job_overrides(), e.run_dir)}", file=sys.stderr,
+              flush=True)
+        sys.exit(130)
     print(_final_line(summary), flush=True)
+
+
+def _job_overrides() -> list[str]:
+    """This job's own overrides (in a multirun: the sweep point, not the sweep), else the command line's."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # outside a Hydra job
+        return [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
+
+
+def resume_command(args: list[str], run_dir: object) -> str:
+    """The command line that resumes the run in ``run_dir``: the same overrides with ``hydra.run.dir`` set."""
+    import shlex
+
+    keep = [a for a in args if not a.startswith(("hydra.run.dir=", "resume="))]
+    return shlex.join([os.path.basename(sys.executable) or "python", "-m", "evolve", *keep,
+                       f"hydra.run.dir={run_dir}"])
+
+
+def _precheck_run_dir(args: list[str]) -> None:
+    """An unwritable ``hydra.run.dir`` fails inside Hydra's own setup with a traceback: check it first and stop
+    with one message naming the key and the path."""
+    from evolve.rundir import RunDirError, check_writable
+
+    for a in args:
+        if a.startswith("hydra.run.dir="):
+            try:
+                check_writable(a.split("=", 1)[1], key="hydra.run.dir")
+            except RunDirError as e:
+                print(f"configuration error: {e}", file=sys.stderr)
+                sys.exit(2)
 
 
 def _final_line(summary: dict) -> str:
@@ -56,10 +94,13 @@ def _final_line(summary: dict) -> str:
     best = summary.get("best_objective")
     kind = " (ESTIMATE: static evaluator)" if summary.get("estimate") else ""
     best_text = f"{best:.4g}" if isinstance(best, int | float) else "none"
+    why = f"; stopped: {summary['stop_reason']}" if summary.get("stop_reason") else ""
     return (f"done: {summary.get('evaluations', '?')} evaluations, best objective {best_text}{kind}, "
             f"QD score {summary.get('qd_score', float('nan')):.4g}, coverage {summary.get('coverage', 0):.1%}; "
-            f"run dir {summary.get('run_dir')} (store.sqlite, summary.json, best/)")
+            f"run dir {summary.get('run_dir')} (store.sqlite, summary.json, best/){why}")
 
 
 if __name__ == "__main__":
+    if "-m" not in sys.argv[1:] and "--multirun" not in sys.argv[1:]:
+        _precheck_run_dir(sys.argv[1:])
     main()

@@ -25,11 +25,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from archive.grid import GridArchive, default_dimensions, dims_from_config
 from archive.knowledge import open_knowledge
 from archive.lessons import Lessons
-from archive.store import Store
+from archive.store import Store, StoreError
 from evolve.budget import Budget
 from evolve.config import ConfigError, assign_devices, validate
 from evolve.engine import Engine, EngineSettings, Snapshot
 from evolve.progress import ProgressLine
+from evolve.rundir import RunDirError, RunDirLock, check_fresh_dir, check_writable
+from evolve.runinfo import run_provenance, stop_reason
 from evolve.selection import OperatorSelector
 from evolve.tracking import make_tracker
 from targets.spec import gpu_from_config
@@ -69,7 +71,20 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
     """``archive.dims`` from the config, or ``archive.grid.default_dimensions(gpu)`` when it is empty."""
     dims = OmegaConf.to_container(cfg.dims, resolve=True) if isinstance(cfg.dims, ListConfig) else list(cfg.dims)
-    return dims_from_config(dims) if dims else default_dimensions(gpu)
+    if not dims:
+        return default_dimensions(gpu)
+    from evaluators.features import feature_ranges
+
+    known = sorted(feature_ranges(tuple(gpu.cc)))
+    for i, d in enumerate(dims):
+        name = d.get("name") if isinstance(d, dict) else None
+        if name is not None and name not in known:
+            raise ConfigError(f"archive.dims[{i}].name: {name!r} is not a descriptor the evaluators compute; "
+                              f"known: {known}")
+    try:
+        return dims_from_config(dims)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def make_tasks(cfg: Any, workload: Any) -> Any:
@@ -149,26 +164,39 @@ def build_workload_from(cfg: DictConfig) -> Any:
         raise ConfigError(str(e)) from None
 
 
+def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = None) -> str:
+    """``static``, ``replay`` or ``gpu``: what ``cfg.evaluator.kind`` means here. ``auto`` picks the GPU evaluator when CuPy
+    sees a GPU (and ``gpu``, the run's GPUSpec, is runnable). ConfigError for ``gpu`` when no GPU is visible."""
+    kind = str(cfg.evaluator.kind)
+    if kind in ("static", "replay"):  # no GPU involved (replay answers from recorded measurements)
+        return kind
+    gpus = visible_gpus() if gpus is None else gpus
+    if kind == "auto":
+        return "gpu" if gpus and gpu.runnable else "static"
+    if not gpus:
+        raise ConfigError("evaluator.kind: gpu, but no GPU is visible here (CuPy found none, or is not installed: "
+                          "pip install -e '.[gpu]'); use evaluator=static for estimates or evaluator=auto")
+    return kind
+
+
 def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: Any = None) -> tuple[Any, bool]:
     """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
     evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. gpu: the run's
     ``targets.spec.GPUSpec`` (None: built from ``cfg.hardware``), passed to the evaluator. The GPU evaluator gets
     ``cfg.objective`` and, in a multi-task run (``tasks``), every task's shapes as the shapes its workers warm up
-    on."""
+    on. ConfigError for ``evaluator=gpu`` without a GPU (``resolve_evaluator_kind``)."""
     from evaluators.factory import make_evaluator
 
     gpu = gpu if gpu is not None else gpu_from_config(cfg.hardware)
     if cfg.evaluator.get("_target_"):
         return _evaluator_from_target(cfg, workload, gpu)
-    kind = str(cfg.evaluator.kind)
     if str(cfg.evaluator.backend) == "ray":
         from evaluators.ray.config import ray_evaluator
 
         evaluator = ray_evaluator(cfg, workload, gpu, tasks)
         return evaluator, bool(evaluator.estimate)
-    gpus = visible_gpus() if kind not in ("static", "replay") else []
-    if kind == "auto":
-        kind = "gpu" if gpus and gpu.runnable else "static"
+    gpus = visible_gpus() if str(cfg.evaluator.kind) not in ("static", "replay") else []
+    kind = resolve_evaluator_kind(cfg, gpu, gpus)
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     options.setdefault("gpu", gpu)
     if kind == "replay":
@@ -260,8 +288,47 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     """
     validate(cfg)
     run_dir = Path(str(cfg.run_dir))
-    check_resume_compatible(cfg, run_dir / str(cfg.store))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        check_writable(run_dir)
+        lock = RunDirLock(run_dir).acquire() if cfg.engine.get("lock", True) else None
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    if lock is None:
+        log.warning("engine.lock=false: %s is not locked; a second process there would corrupt the run", run_dir)
+    try:
+        return _run_locked(cfg, run_dir, evaluator)
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C (SIGINT) ended the run; the store holds everything up to the last checkpoint. ``run_dir``: where."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(f"interrupted; the run in {run_dir} is saved up to its last checkpoint")
+        self.run_dir = run_dir
+
+
+def _open_store(path: Path) -> Store:
+    try:
+        return Store(path)
+    except (sqlite3.DatabaseError, StoreError) as e:
+        raise ConfigError(f"store: {path} is not a ptxforge store ({e}); move it away or choose another "
+                          f"hydra.run.dir") from None
+
+
+def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any]:
+    try:
+        check_fresh_dir(run_dir, bool(cfg.resume))
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    store_path = run_dir / str(cfg.store)
+    if store_path.exists():
+        _open_store(store_path).close()  # a file that is not a store: one message before anything else
+    check_resume_compatible(cfg, store_path)
 
     from evolve.operators.registry import build_operators
 
@@ -271,6 +338,13 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
     estimate = False
     if evaluator is None:
         evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
+        kind = str(cfg.evaluator.kind) if str(cfg.evaluator.kind) != "auto" else ("static" if estimate else "gpu")
+    else:
+        estimate = bool(getattr(evaluator, "estimate", False))
+        kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))
+    objective = objective_definition(cfg, tasks, evaluator, estimate)
+    provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator,
+                                objective=objective)
     if estimate:
         # The evaluator's own banner says what its numbers are and their measured fidelity (static, replay).
         text = evaluator.banner() if callable(getattr(evaluator, "banner", None)) else ESTIMATE_BANNER
@@ -303,7 +377,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                               log_every=int(cfg.logger.get("log_every", 10)),
                               ahead=int(cfg.engine.get("ahead", 0) or 0))
 
-    store = Store(run_dir / str(cfg.store))
+    store = _open_store(store_path)
     knowledge = None
     compile_executor = None
     tracker = None
@@ -313,13 +387,15 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
         except (OSError, sqlite3.Error, ValueError) as e:
             raise ConfigError(f"knowledge: cannot open {str(cfg.knowledge)!r}: {e}; give a writable file path, "
                               f"'default' or 'none'") from None
-        lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name)
+        lessons = Lessons(store, knowledge, family=str(workload.name), gpu=str(cfg.hardware.name), run=run_dir.name,
+                          evaluator=kind, estimate=estimate)
         plain_cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if store.get_meta("config") is None:
             store.set_meta("config", plain_cfg)
             store.set_meta("versions", _versions())
             store.set_meta("estimate", estimate)
-            store.set_meta("objective", objective_definition(cfg, tasks, evaluator, estimate))
+            store.set_meta("objective", objective)
+            store.set_meta("provenance", provenance)
         metrics_path = run_dir / "metrics.jsonl"
         algo = str(cfg.algorithm.name)
         tracker = make_tracker(cfg.logger, run_dir=run_dir, group=str(cfg.experiment_name),
@@ -330,12 +406,19 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
             store.set_meta("wandb_run_id", tracker.run_id)
         progress = ProgressLine(cfg.budget.evaluations, enabled=bool(cfg.engine.progress))
 
+        media_every = int(cfg.logger.get("media_every", 50) or 0)
+        last_media = [0]
+
         def on_snapshot(snap: Snapshot) -> None:
             flat = snap.flat()
             with metrics_path.open("a") as f:
                 f.write(json.dumps(flat) + "\n")
             tracker.log(flat)
             progress.update(snap)
+            # lineage, heatmaps and tables every media_every evaluations, so a running or killed run has them
+            if media_every and snap.evaluations // media_every > last_media[0] // media_every:
+                last_media[0] = snap.evaluations
+                tracker.media(store=store, archive=archive, evaluations=snap.evaluations)
 
         if settings.ahead > 0:
             from evaluators.compile_executor import make_compile_executor
@@ -345,8 +428,11 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                         operators=operators, selector=selector, store=store, budget=budget, seed=int(cfg.seed),
                         settings=settings, lessons=lessons, on_snapshot=on_snapshot, tasks=tasks,
                         compile_executor=compile_executor)
-        if cfg.resume:
-            engine.try_resume()
+        if cfg.resume and engine.try_resume():
+            last_media[0] = engine.evaluated
+            n = tracker.backfill(metrics_path, upto=engine.evaluated)
+            if n:
+                log.info("W&B: re-logged %d snapshots of the earlier sessions from %s", n, metrics_path.name)
         with progress:
             final = engine.run()
 
@@ -369,6 +455,7 @@ def run(cfg: DictConfig, *, evaluator: Any = None) -> dict[str, Any]:
                     log.warning("export of the per-task dispatch failed: %s", e)
         summary = {**final.flat(), "algorithm": algo, "seed": int(cfg.seed), "estimate": estimate,
                    "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
+                   "stop_reason": stop_reason(budget, final, engine.halted), "provenance": store.get_meta("provenance") or provenance,
                    "lessons": lessons.top_lines(8)}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         tracker.finish(summary={k: v for k, v in summary.items() if k != "lessons"}, store=store,

@@ -93,7 +93,8 @@ class RayConfig:
     address of a running cluster (``auto``, ``host:6379``, ``ray://host:10001``; null = start a local one);
     actors: evaluation actors (null = one per cluster GPU, 2 CPU actors for static); depth: candidates in
     flight per actor; num_cpus / num_gpus: resources of a local cluster (null = the host's); compile_tasks: run
-    ptxas as Ray tasks on any node's CPU (false: inside the actor); actor_cpus: CPUs an actor reserves;
+    ptxas as Ray tasks on any node's CPU (false: inside the actor); actor_cpus: CPUs an actor reserves (null =
+    0 for GPU actors, 1 for static ones);
     max_requeues: re-evaluations of a candidate whose actor or node was lost; ship_toolchain: send the driver's
     ptxas/nvcc to the nodes (null = when joining a cluster); runtime_env: merged into Ray's runtime environment."""
 
@@ -103,7 +104,7 @@ class RayConfig:
     num_cpus: int | None = None
     num_gpus: int | None = None
     compile_tasks: bool = True
-    actor_cpus: float = 1.0
+    actor_cpus: float | None = None
     max_requeues: int = 3
     ship_toolchain: bool | None = None
     runtime_env: dict[str, Any] = field(default_factory=dict)
@@ -173,13 +174,15 @@ class ArchiveConfig:
 @dataclass
 class LoggerConfig:
     """kind: ``wandb`` or ``none``; mode: W&B mode (``offline`` unless WANDB_MODE says otherwise);
-    log_every: evaluations between metric logs; tables / figures / artifact: what to upload at the end."""
+    log_every: evaluations between metric logs; media_every: evaluations between uploads of the lineage,
+    heatmaps and tables (also uploaded at the end); tables / figures / artifact: what to upload."""
 
     kind: LoggerKind = LoggerKind.wandb
     mode: str = "offline"
     project: str = "ptxforge"
     entity: str | None = None
     log_every: int = 10
+    media_every: int = 50
     tables: bool = True
     figures: bool = True
     artifact: bool = True
@@ -213,8 +216,9 @@ class EngineConfig:
     other cells shown to an operator; lessons: lesson lines shown to an operator; checkpoint_every: tells
     between checkpoints (rows and checkpoint commit together); progress: show the progress line; export: write
     the best kernels at the end; ahead: proposals made beyond ``capacity`` whose template instantiations (nvcc) run
-    on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread`` or
-    ``inline`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1)."""
+    on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread``,
+    ``inline`` or ``ray`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1);
+    lock: hold an exclusive lock on the run dir (``evolve.rundir``)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -226,6 +230,7 @@ class EngineConfig:
     ahead: int = 0
     compile_executor: str = "process"
     compile_workers: int | None = None
+    lock: bool = True
 
 
 @dataclass
@@ -234,7 +239,7 @@ class Config:
     store: the SQLite store, relative to the run dir; resume: continue from the store's checkpoint when the run
     dir already holds one; knowledge: the cross-run knowledge store (``archive.knowledge.open_knowledge``):
     ``default`` (``$PTXFORGE_KNOWLEDGE`` or ``~/.cache/ptxforge/knowledge.sqlite``), a file path, or
-    ``none`` for clean comparisons."""
+    ``none`` (the default: a run reads and writes no shared lessons unless asked)."""
 
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     # ``_target_`` (a Workload class path) + its constructor's keyword arguments (conf/workload/<name>.yaml);
@@ -254,7 +259,7 @@ class Config:
     experiment_name: str = "default"
     store: str = "store.sqlite"
     resume: bool = True
-    knowledge: str | None = "default"
+    knowledge: str | None = "none"
     run_dir: str = MISSING
 
 
@@ -311,8 +316,8 @@ def validate(cfg: DictConfig) -> None:
     _need(e.inspirations >= 0, "engine.inspirations", f"must be >= 0, got {e.inspirations}")
     _need(e.lessons >= 0, "engine.lessons", f"must be >= 0, got {e.lessons}")
     _need(e.ahead >= 0, "engine.ahead", f"must be >= 0, got {e.ahead}")
-    _need(e.compile_executor in ("process", "thread", "inline"), "engine.compile_executor",
-          f"{e.compile_executor!r} is not one of ['process', 'thread', 'inline']")
+    _need(e.compile_executor in ("process", "thread", "inline", "ray"), "engine.compile_executor",
+          f"{e.compile_executor!r} is not one of ['process', 'thread', 'inline', 'ray']")
     _need(e.compile_workers is None or e.compile_workers >= 1, "engine.compile_workers",
           f"must be >= 1 or null, got {e.compile_workers}")
 
@@ -357,7 +362,7 @@ def validate(cfg: DictConfig) -> None:
     r = ev.ray
     _need(r.depth >= 1, "evaluator.ray.depth", f"must be >= 1, got {r.depth}")
     _need(r.actors is None or r.actors >= 1, "evaluator.ray.actors", f"must be >= 1 or null, got {r.actors}")
-    _need(r.actor_cpus >= 0, "evaluator.ray.actor_cpus", f"must be >= 0, got {r.actor_cpus}")
+    _need(r.actor_cpus is None or r.actor_cpus >= 0, "evaluator.ray.actor_cpus", f"must be >= 0, got {r.actor_cpus}")
     _need(r.max_requeues >= 0, "evaluator.ray.max_requeues", f"must be >= 0, got {r.max_requeues}")
     if ev.kind == EvaluatorKind.replay:
         _need(len(ev.stores) > 0, "evaluator.stores", "evaluator=replay needs at least one recorded run store "
@@ -367,6 +372,8 @@ def validate(cfg: DictConfig) -> None:
         for i, st in enumerate(ev.stores):
             _need(resolve_store(str(st)).is_file(), f"evaluator.stores[{i}]", f"{st!r} is no file")
     _need(cfg.logger.log_every >= 1, "logger.log_every", f"must be >= 1, got {cfg.logger.log_every}")
+    _need(cfg.logger.media_every >= 0, "logger.media_every", f"must be >= 0 (0 = only at the end), got "
+          f"{cfg.logger.media_every}")
     _need(cfg.logger.mode in WANDB_MODES, "logger.mode", f"{cfg.logger.mode!r} is not one of {list(WANDB_MODES)}")
 
     target = cfg.workload.get("_target_") if isinstance(cfg.workload, DictConfig | dict) else None

@@ -171,6 +171,7 @@ class Snapshot:
     host_seconds: seconds the engine's thread spent per phase this session (propose: ask + operator; apply: edit
     + instantiation when not staged; wait_instantiation: waiting for a staged one; tell: store, archive,
     lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step).
+    disabled: operators switched off (name -> reason).
     """
 
     evaluations: int
@@ -187,6 +188,7 @@ class Snapshot:
     operator_rewards: dict[str, float]
     tasks: dict[str, dict[str, float]] = field(default_factory=dict)
     host_seconds: dict[str, float] = field(default_factory=dict)
+    disabled: dict[str, str] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
         """Scalars for a tracker: nested dicts become ``failures/<status>`` and ``operator_reward/<name>``."""
@@ -207,6 +209,8 @@ class Snapshot:
             for k, v in st.items():
                 if v == v:  # NaN (no elite yet) is left out
                     out[f"task/{name}/{k}"] = v
+        for op in self.disabled:
+            out[f"switched_off/{op}"] = 1
         return out
 
 
@@ -264,6 +268,7 @@ class Engine:
         self._session_evals0 = 0
         self.resumed = False
         self._committed = False
+        self.halted: str | None = None  # why the run stopped before its budget (every operator switched off)
 
     # ---------------------------------------------------------------------------------------- lookups
     def kernel(self, cid: CandidateId) -> Kernel:
@@ -375,17 +380,40 @@ class Engine:
                                lessons=lessons)
 
     def _failure_row(self, parent: Kernel, operator: str, status: str, reason: str, edit_text: str = "",
-                     island: int | None = None) -> None:
+                     island: int | None = None, lesson: bool = True) -> None:
         digest = hashlib.sha256(f"{parent.identity}\0{operator}\0{edit_text}\0{reason}".encode()).hexdigest()
         row = CandidateRow(identity=f"{status}:{digest[:48]}", status=status, reason=reason[:2000],
                            parents=[parent.identity], operator=operator, edit_text=edit_text, entry=parent.entry,
                            island=island)
         self.buffer.append(row)
+        # Written at once (joining the tell's transaction when inside one), so a failing operator shows in the
+        # store while it fails; rows after the last checkpoint are dropped and re-created on resume.
+        with self.store.transaction() as tx:
+            for r in self.buffer:
+                tx.add_candidate(r)
+        self.buffer.clear()
         self.statuses[status] += 1
         self.budget.candidates += 1
+        if not lesson:  # an infrastructure failure (e.g. the LLM endpoint) says nothing about the edit
+            return
         # The lessons memory knows no "operator_error"; it counts as a proposal that got nowhere.
         lesson_status = "no_proposal" if status == "operator_error" else status
         self._lesson(operator, script_kind(edit_text) if edit_text else "NONE", lesson_status, False, reason)
+
+    def _all_switched_off(self) -> bool:
+        """True (and ``halted`` set, once) when every selectable operator has switched itself off."""
+        off = self.disabled_operators()
+        if not off or [a for a in self.selector.active if a not in off]:
+            return False
+        if not self.halted:
+            self.halted = "every operator is switched off: " + "; ".join(f"{n}: {why}" for n, why in off.items())
+            log.warning("stopping: %s", self.halted)
+        return True
+
+    def disabled_operators(self) -> dict[str, str]:
+        """Operators that switched themselves off (``op.disabled``: the reason), e.g. the LLM operator after
+        its failure budget; the bandit no longer selects them."""
+        return {n: str(op.disabled) for n, op in self.operators.items() if getattr(op, "disabled", None)}
 
     def _lesson(self, operator: str, edit_kind: str, status: str, improved: bool, reason: str,
                 candidate_id: int | None = None) -> None:
@@ -409,7 +437,7 @@ class Engine:
         if self.tasks is not None:
             task = self.tasks.choose(self._task_of(ask.parents[0]), self.rng)
             ctx.task = self.tasks[task]
-        tried: set[str] = set()
+        tried: set[str] = set(self.disabled_operators())
         while True:
             if ask.operator is not None:
                 if ask.operator in tried:
@@ -428,8 +456,9 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 script = op.propose(parent, ctx, self.rng)
-            except NoProposal as e:
-                self._failure_row(parent, name, "no_proposal", str(e) or "no proposal", island=ask.island)
+            except NoProposal as e:  # a subclass may carry its own status and say it is no lesson
+                self._failure_row(parent, name, str(getattr(e, "status", "no_proposal")), str(e) or "no proposal",
+                                  island=ask.island, lesson=bool(getattr(e, "lesson", True)))
                 self._reward(name, 0.0)
                 continue
             except Exception as e:
@@ -556,6 +585,9 @@ class Engine:
         self.budget.candidates += 1
         if item.operator not in (SEED, TRANSFER):
             self._reward(item.operator, 0.0)
+            hook = getattr(self.operators.get(item.operator), "duplicate", None)
+            if hook is not None:  # e.g. the LLM operator counts answers that repeat an evaluated kernel
+                hook(item.kernel)
         return None
 
     def _reward(self, name: str, reward: float) -> None:
@@ -675,7 +707,7 @@ class Engine:
             return
         if line and self.lessons is not None and hasattr(self.lessons, "note"):
             self.lessons.note(str(line), source=f"{item.operator}.reflect", operator=item.operator,
-                              edit_kind=item.edit_kind, candidate_id=cid)
+                              edit_kind=item.edit_kind, candidate_id=cid, model=getattr(op, "last_model", None))
 
     def _repair(self, op: Any, item: _Item, result: EvalResult, cid: CandidateId, pool: Any) -> None:
         ctx = self._context(item.ask, cid)
@@ -684,7 +716,8 @@ class Engine:
         try:
             script = op.repair(item.kernel, result, ctx, self.rng)
         except NoProposal as e:
-            self._failure_row(item.kernel, item.operator, "no_proposal", f"repair: {e}", island=item.ask.island)
+            self._failure_row(item.kernel, item.operator, str(getattr(e, "status", "no_proposal")), f"repair: {e}",
+                              island=item.ask.island, lesson=bool(getattr(e, "lesson", True)))
             return
         except Exception as e:
             log.warning("operator %s raised while repairing: %s", item.operator, e)
@@ -722,7 +755,8 @@ class Engine:
             statuses=dict(self.statuses), duplicates=self.duplicates,
             operator_rewards={a: self.selector.mean(a) for a in self.selector.arms},
             tasks=task_stats(self.archive, self.tasks) if self.tasks is not None else {},
-            host_seconds={k: round(v, 3) for k, v in self.host_seconds.items()})
+            host_seconds={k: round(v, 3) for k, v in self.host_seconds.items()},
+            disabled=self.disabled_operators())
 
     @property
     def evaluated(self) -> int:
@@ -733,7 +767,9 @@ class Engine:
         if self.on_snapshot is None:
             return
         done = self.evaluated
-        if done - self.last_logged >= self.settings.log_every or self.last_logged < 0:
+        # At the first evaluation, then at every multiple of log_every (tells come one evaluation at a time), so
+        # the snapshot logged "at 10 evaluations" holds evaluation 10's state.
+        if self.last_logged < 0 or (done != self.last_logged and done % self.settings.log_every == 0):
             self.last_logged = done
             self.on_snapshot(self.snapshot())
 
@@ -766,7 +802,8 @@ class Engine:
             while True:
                 t_refill = time.perf_counter()
                 if ahead:
-                    while len(self.pending) + len(self.staged) < capacity + ahead and not self.budget.exhausted():
+                    while (len(self.pending) + len(self.staged) < capacity + ahead and not self.budget.exhausted()
+                           and not self.halted):
                         try:
                             st = self._propose(staged=True)
                         except NoParent:
@@ -775,7 +812,9 @@ class Engine:
                             break
                         if st is not None:
                             self.staged.append(st)  # type: ignore[arg-type]
-                while len(self.pending) < capacity and not self.budget.exhausted():
+                        elif self._all_switched_off():
+                            break
+                while len(self.pending) < capacity and not self.budget.exhausted() and not self.halted:
                     if self.transfers:
                         item = self._transfer_item()
                         if item is not None:
@@ -796,6 +835,8 @@ class Engine:
                         break
                     if item is not None:
                         self._submit(item, pool)  # type: ignore[arg-type]
+                    elif self._all_switched_off():
+                        break
                 self.host_seconds["refill"] += time.perf_counter() - t_refill
                 if not self.pending:
                     if ahead and self.staged and not self.budget.exhausted():
@@ -804,7 +845,7 @@ class Engine:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
                         self._after_commit()
-                    if self.budget.exhausted():
+                    if self.budget.exhausted() or self.halted:
                         break
                     continue
                 if self.settings.ordered:

@@ -5,9 +5,14 @@ What a W&B run holds:
   hardware; job_type: the algorithm; name: ``<algorithm>-s<seed>-<run dir name>``.
 - metrics against ``evaluations`` (``define_metric(step_metric="evaluations")``): best_objective, qd_score,
   coverage, valid_rate, failures/<status>, operator_reward/<name>, evals_per_s (``engine.Snapshot.flat``).
-- tables at the end: ``individuals`` (id, parent, operator, edit, status, reason, objective, cell) and
-  ``archive`` (cell, id, objective, descriptors).
-- Plotly figures from ``archive.lineage`` (best lineage, family tree, heatmaps) logged as ``wandb.Plotly``.
+- tables every ``logger.media_every`` evaluations (default 50) and at the end: ``individuals`` (id, parent,
+  operator, edit, status, reason, objective, cell), ``archive`` (cell, id, objective, descriptors) and
+  ``lineage`` (the best kernel's steps: operator, edit, objective);
+- Plotly figures from ``archive.lineage`` (best lineage, family tree, heatmaps) logged as ``wandb.Plotly`` on the
+  same schedule, so a running or killed run shows them too. Every media log carries ``evaluations``.
+- a resumed run first re-logs the snapshots of ``metrics.jsonl`` up to its checkpoint (``backfill``), so the
+  W&B curves hold the earlier sessions' history too (W&B would drop points logged with a lower ``step``; the
+  x-axis here is the ``evaluations`` metric, so the re-logged points keep their places).
 - the exported best kernels (``archive.export``) as an artifact of type ``kernel``.
 
 The run directory is ``<run dir>/wandb``; the run id is kept in the store's meta (``wandb_run_id``) so a
@@ -37,12 +42,22 @@ class Tracker(Protocol):
 
     def finish(self, *, summary: Mapping[str, Any], store: Any, archive: Any, export_dir: Path | None) -> None: ...
 
+    def media(self, *, store: Any, archive: Any, evaluations: int) -> None: ...
+
+    def backfill(self, metrics_path: Path, upto: int) -> int: ...
+
 
 class NullTracker:
     """``logger=none``: records nothing."""
 
     def log(self, metrics: Mapping[str, float]) -> None:
         return None
+
+    def media(self, *, store: Any, archive: Any, evaluations: int) -> None:
+        return None
+
+    def backfill(self, metrics_path: Path, upto: int) -> int:
+        return 0
 
     def finish(self, *, summary: Mapping[str, Any], store: Any, archive: Any, export_dir: Path | None) -> None:
         return None
@@ -79,21 +94,51 @@ class WandbTracker:
         """Log one snapshot (must contain ``evaluations``)."""
         self.run.log(dict(metrics))
 
+    def media(self, *, store: Any, archive: Any, evaluations: int) -> None:
+        """Log the tables (individuals, archive, lineage) and figures (lineage, family tree, heatmaps) at
+        ``evaluations``. A table or figure that fails is a warning: the run's numbers are safe in the store."""
+        wandb = self.wandb
+        if self.tables and store is not None:
+            try:
+                tables = {"individuals": wandb.Table(columns=INDIVIDUAL_COLUMNS, data=individual_rows(store)),
+                          "archive": wandb.Table(columns=archive_columns(archive), data=archive_rows(archive))}
+                lin = lineage_rows(store)
+                if lin:
+                    tables["lineage"] = wandb.Table(columns=LINEAGE_COLUMNS, data=lin)
+                self.run.log({**tables, "evaluations": evaluations})
+            except Exception as e:
+                log.warning("W&B tables not logged: %s", e)
+        if self.figures and store is not None and archive is not None:
+            for name, fig in lineage_figures(store, archive).items():
+                try:
+                    self.run.log({name: wandb.Plotly(fig), "evaluations": evaluations})
+                except Exception as e:  # plotly/wandb conversion problems must not lose the run
+                    log.warning("W&B figure %s not logged: %s", name, e)
+
+    def backfill(self, metrics_path: Path, upto: int) -> int:
+        """Re-log the snapshots of ``metrics_path`` (one JSON object per line; a resumed session's re-logged
+        line replaces the earlier one) with ``evaluations <= upto``, in order; returns how many were logged."""
+        if not Path(metrics_path).exists():
+            return 0
+        by_eval: dict[int, dict[str, Any]] = {}
+        for line in Path(metrics_path).read_text().splitlines():
+            try:
+                snap = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+            if isinstance(snap, dict) and "evaluations" in snap and int(snap["evaluations"]) <= upto:
+                by_eval[int(snap["evaluations"])] = snap
+        for e in sorted(by_eval):
+            self.run.log(by_eval[e])
+        return len(by_eval)
+
     def finish(self, *, summary: Mapping[str, Any], store: Any, archive: Any, export_dir: Path | None) -> None:
         """Final summary, tables, figures and the exported kernels; then close the run. A figure or artifact
         that fails is logged as a warning (the run's numbers are already safe in the store)."""
         wandb = self.wandb
         for k, v in summary.items():
             self.run.summary[k] = v
-        if self.tables and store is not None:
-            self.run.log({"individuals": wandb.Table(columns=INDIVIDUAL_COLUMNS, data=individual_rows(store)),
-                          "archive": wandb.Table(columns=archive_columns(archive), data=archive_rows(archive))})
-        if self.figures and store is not None and archive is not None:
-            for name, fig in lineage_figures(store, archive).items():
-                try:
-                    self.run.log({name: wandb.Plotly(fig)})
-                except Exception as e:  # plotly/wandb conversion problems must not lose the run
-                    log.warning("W&B figure %s not logged: %s", name, e)
+        self.media(store=store, archive=archive, evaluations=int(summary.get("evaluations", 0) or 0))
         if self.artifact and export_dir is not None and export_dir.exists() and any(export_dir.iterdir()):
             art = wandb.Artifact(f"best-kernels-{self.run.id}", type="kernel",
                                  description="the best kernels: PTX, cubin and a JSON card each")
@@ -103,6 +148,20 @@ class WandbTracker:
 
 
 INDIVIDUAL_COLUMNS = ["id", "parent", "operator", "edit", "status", "reason", "objective", "cell", "island"]
+LINEAGE_COLUMNS = ["step", "id", "operator", "edit", "status", "objective", "ratio"]
+
+
+def lineage_rows(store: Any) -> list[list[Any]]:
+    """The best kernel's lineage (``archive.lineage.lineage_steps``) as rows of ``LINEAGE_COLUMNS``; [] before
+    the first ok candidate."""
+    from archive.lineage import lineage_steps
+
+    try:
+        steps = lineage_steps(store)
+    except ValueError:
+        return []
+    return [[s["step"], s["id"], s["operator"], s["edit_text"][:2000], s["status"], s["objective"], s["ratio"]]
+            for s in steps]
 
 
 def individual_rows(store: Any) -> list[list[Any]]:

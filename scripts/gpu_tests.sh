@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
-#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [stability]   (no argument: the first three)
+#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability]   (no argument: the first three)
 # Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300),
 # STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
@@ -28,7 +28,7 @@ export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
   python3 - <<'PY'
 import importlib
-for m in ("torch", "cupy", "numpy", "ml_dtypes", "lark", "triton", "hydra", "wandb", "plotly"):
+for m in ("torch", "cupy", "numpy", "ml_dtypes", "lark", "triton", "hydra", "wandb", "plotly", "ray"):
     try:
         print(f"{m} {importlib.import_module(m).__version__}")
     except Exception as e:
@@ -56,7 +56,12 @@ for step in "${steps[@]}"; do
     stability) timeout -k 10 "${STABILITY_S:-560}" python3 experiments/gate_stability.py --out "$out" 2>&1 \
                  | tee "$out/gate_stability.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
-    *) echo "unknown step $step (tests | baselines | throughput | cost | stability)"; rc=2 ;;
+    ray) # the Ray backend: its gpu tests, then 1 vs 2 GPU actors (needs `bash scripts/fetch_ray_wheel.sh unpack` first)
+         timeout -k 10 "${RAY_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_ray_gpu.py 2>&1 \
+           | tee "$out/pytest_ray_gpu.log"; rc=$((rc | ${PIPESTATUS[0]}))
+         timeout -k 10 "${RAY_SCALING_S:-420}" python3 experiments/ray_scaling.py --out "$out" 2>&1 | tee "$out/ray_scaling.log"
+         rc=$((rc | ${PIPESTATUS[0]})) ;;
+    *) echo "unknown step $step (tests | baselines | throughput | cost | stability | ray)"; rc=2 ;;
   esac
 done
 exit $rc

@@ -34,7 +34,7 @@ def test_defaults(monkeypatch):
     assert cfg.budget.evaluations == 200 and cfg.budget.seconds is None
     assert cfg.logger.kind == "wandb" and cfg.logger.mode == "offline"
     assert cfg.hardware.name == "h200" and cfg.hardware.arch == "sm_90"
-    assert cfg.knowledge == "default" and cfg.llm.backend == "transformers"
+    assert cfg.knowledge == "none" and cfg.llm.backend == "transformers"
     names = [o["name"] for o in cfg.mutator.operators]
     assert {"hints", "mathops", "schedule", "unroll", "launch", "prefetch", "template", "crossover"} <= set(names)
 

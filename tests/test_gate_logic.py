@@ -252,9 +252,10 @@ def test_large_checks_run_one_by_one_after_the_batch(monkeypatch):
     res = gate.run_gate(wl, record, seed=16, shapes=[(1, 192), (199, 192), (7, 192)])
     d = gate.DISTRIBUTIONS_PER_SHAPE
     assert res.status == Status.OK and len(res.checks) == d * 2 + 1
-    # batch: DISTRIBUTIONS_PER_SHAPE checks at each small shape, in plan order in each of its four runs; then the
-    # large check's two runs
-    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[8 * d:] == [(199, 192)] * 2
+    # batch: DISTRIBUTIONS_PER_SHAPE checks at each small shape, in plan order in each of runs 1-3, then run 4 with
+    # two launches per check; then the large check's two runs
+    assert seen[:2 * d] == [(1, 192)] * d + [(7, 192)] * d and seen[10 * d:] == [(199, 192)] * 2
+    assert seen[6 * d:8 * d] == [(1, 192)] * (2 * d)  # run 4: each check twice in a row
 
 
 def test_correctly_rounded_bf16_passes_where_atol_rtol_alone_would_not():

@@ -57,7 +57,7 @@ def test_memoising_on_the_buffer_addresses_is_caught_by_the_stale_answer_run():
     wl = RMSNorm("bf16")
     checks = check_batch(wl, memo, gate_plan(wl, 5, SMALL))
     assert checks[-1].failed == "correctness"
-    assert "run 4" in checks[-1].detail and "answer for other inputs" in checks[-1].detail
+    assert "run 4" in checks[-1].detail and "answer for the old inputs" in checks[-1].detail
     seen.clear()
     assert run_gate(wl, memo, seed=5, shapes=SMALL).status == Status.WRONG_RESULT
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,13 +37,25 @@ EVAL_STATUSES = {"ok", "compile_error", "load_error", "launch_error", "timeout",
                  "nondeterministic", "too_fast_to_be_true", "skipped"}
 
 
+def _free_port() -> int:
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return int(so.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Head (no CPU for work: the driver's host) plus two 3-CPU worker nodes, joined by this process."""
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    nodes = [c.add_node(num_cpus=3) for _ in range(2)]
+    # The dashboard serves job submission (the sweep test); each node's agent needs its own port on one host.
+    # Health checks every 0.5 s: a stopped node is declared dead in ~2 s instead of Ray's default ~30 s.
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "include_dashboard": True, "dashboard_port": _free_port(),
+        "dashboard_agent_listen_port": _free_port(),
+        "_system_config": {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
+                           "health_check_failure_threshold": 3}})
+    nodes = [c.add_node(num_cpus=3, dashboard_agent_listen_port=_free_port()) for _ in range(2)]
     c.wait_for_nodes()
     from evaluators.ray import connect
 
@@ -75,17 +88,19 @@ def reference(tmp_path_factory):
 
 
 class FaultAt:
-    """An evaluator proxy that runs ``fault()`` just before its ``at``-th evaluate call (other candidates are in
+    """An evaluator proxy that runs ``faults[n](inner)`` just before its n-th evaluate call (other candidates are in
     flight then), then delegates."""
 
-    def __init__(self, inner, at: int, fault):
-        self.inner, self.at, self.fault = inner, at, fault
+    def __init__(self, inner, faults):
+        self.inner, self.faults = inner, dict(faults)
         self.capacity, self.estimate = inner.capacity, inner.estimate
+        self.submit_verdict = self.collect_verdicts = None
         self._calls = itertools.count(1)
 
     def evaluate(self, kernel):
-        if next(self._calls) == self.at:
-            self.fault()
+        fault = self.faults.pop(next(self._calls), None)
+        if fault is not None:
+            fault(self.inner)
         return self.inner.evaluate(kernel)
 
     def close(self):
@@ -102,6 +117,11 @@ def test_executor_runs_tasks_on_the_cluster(cluster):
     with RayExecutor() as ex:
         futs = [ex.submit(pow, 3, k) for k in range(4)]
         assert [f.result(timeout=120) for f in futs] == [1, 3, 9, 27]
+        from evaluators.compile_executor import compile_ptx_job, make_compile_executor
+
+        ce = make_compile_executor("ray", 2)  # engine.compile_executor=ray: the same executor, bounded
+        seconds, cached = ce.submit(compile_ptx_job, seed.ptx, "sm_90").result(timeout=120)
+        assert isinstance(ce, RayExecutor) and seconds > 0 and cached is False
         with pytest.raises(ZeroDivisionError):  # the callable's own exception, not Ray's wrapper
             ex.submit(divmod, 1, 0).result(timeout=120)
         done = ex.submit(compile_task, seed, "sm_90").result(timeout=120)
@@ -119,8 +139,9 @@ def test_actors_report_where_they_run_and_evaluate_like_the_static_evaluator(clu
 
     wl = get_workload("rmsnorm")
     local = StaticEvaluator(wl)
-    with RayEvaluator(wl, kind="static", actors=2, depth=2) as ev:
+    with RayEvaluator(wl, kind="static", actors=2, depth=2, actor_cpus=1) as ev:
         assert ev.capacity == 4 and ev.estimate
+        assert ev.submit_verdict is None and ev.collect_verdicts is None  # static: elites confirmed at once
         info = ev.actors
         assert len(info) == 2 and all(a["arch"] == "sm_90" and a["gpu"] == "h200" for a in info)
         assert len({a["node_id"] for a in info}) == 2, "SPREAD: one actor per node"
@@ -135,57 +156,40 @@ def test_actors_report_where_they_run_and_evaluate_like_the_static_evaluator(clu
         assert r.extra["ptxas_cached"] is True  # ... so the actor did not run ptxas again
 
 
-def _ray_search(run_dir: Path, fault, at: int = 6):
+def test_search_survives_an_actor_killed_and_a_node_stopped_mid_run(cluster, reference, tmp_path):
+    """SIGKILL of an actor (at the 6th evaluation), then a whole node stopped (at the 12th): the search records
+    exactly the reference rows, no crash, and the actors left run elsewhere."""
     from evaluators.ray import RayEvaluator
     from workloads.registry import get_workload
 
-    ev = RayEvaluator(get_workload("rmsnorm"), kind="static", actors=2, depth=2)
-    proxy = FaultAt(ev, at, lambda: fault(ev))
-    summary = run(compose_run(run_dir, "evaluator.backend=ray"), evaluator=proxy)
-    return summary, ev
-
-
-def test_search_survives_an_actor_killed_mid_run(cluster, reference, tmp_path):
-    killed = []
+    c, nodes = cluster
+    killed, stopped = [], []
 
     def kill(ev):
-        pid = ev.actors[0]["pid"]
-        killed.append(pid)
-        os.kill(pid, signal.SIGKILL)
-
-    summary, ev = _ray_search(tmp_path, kill)
-    assert killed and summary["evaluations"] == BUDGET
-    assert ev.lost == 1 and all(a["pid"] != killed[0] for a in ev.actors)
-    got = rows(tmp_path / "store.sqlite")
-    with Store(tmp_path / "store.sqlite", readonly=True) as s:
-        crashes = [r.reason for r in s.candidates(with_ptx=False) if r.status == "crash"]
-    assert not crashes, crashes
-    assert got == reference  # same rows, same order, same objectives: the kill cost nothing but time
-    assert sum(r[2] in EVAL_STATUSES for r in got) == BUDGET
-    assert not any(r[2] == "crash" for r in got)
-
-
-def test_search_survives_a_node_stopped_mid_run(cluster, reference, tmp_path):
-    c, nodes = cluster
-    stopped = []
+        killed.append(ev.actors[0]["pid"])
+        os.kill(killed[0], signal.SIGKILL)
 
     def stop_node(ev):
-        victim = next(n for n in nodes if n.node_id == ev.actors[0]["node_id"])
+        victim = next(n for n in nodes if n.node_id == ev.actors[-1]["node_id"])
         stopped.append(victim)
         c.remove_node(victim, allow_graceful=False)
 
+    ev = RayEvaluator(get_workload("rmsnorm"), kind="static", actors=2, depth=2, actor_cpus=1)
     try:
-        summary, ev = _ray_search(tmp_path, stop_node)
-        assert stopped and summary["evaluations"] == BUDGET
+        summary = run(compose_run(tmp_path, "evaluator.backend=ray"), evaluator=FaultAt(ev, {6: kill, 12: stop_node}))
+        assert killed and stopped and summary["evaluations"] == BUDGET
+        assert ev.lost >= 2 and all(a["pid"] != killed[0] for a in ev.actors)
+        assert stopped[0].node_id not in {a["node_id"] for a in ev.actors}
+        with Store(tmp_path / "store.sqlite", readonly=True) as s:
+            crashes = [r.reason for r in s.candidates(with_ptx=False) if r.status == "crash"]
+        assert not crashes, crashes
         got = rows(tmp_path / "store.sqlite")
-        assert got == reference
-        assert not any(r[2] == "crash" for r in got)
-        survivors = {a["node_id"] for a in ev.actors}
-        assert stopped[0].node_id not in survivors
+        assert got == reference  # same rows, same order, same objectives: the faults cost nothing but time
+        assert sum(r[2] in EVAL_STATUSES for r in got) == BUDGET
     finally:
         for n in stopped:  # give the module's cluster its second node back
             nodes.remove(n)
-            nodes.append(c.add_node(num_cpus=3))
+            nodes.append(c.add_node(num_cpus=3, dashboard_agent_listen_port=_free_port()))
         c.wait_for_nodes()
 
 
@@ -230,3 +234,24 @@ def test_driver_kill9_resumes_on_the_cluster(cluster, reference, tmp_path):
     with Store(tmp_path / "store.sqlite", readonly=True) as s:
         state = s.load_checkpoint(CHECKPOINT)
         assert state["budget"]["evaluations"] == BUDGET and state["pending"] == []
+
+
+def test_sweep_runs_as_ray_jobs(cluster, tmp_path):
+    """``python -m evolve -m hydra/launcher=ray_jobs``: each sweep job a Ray job (here 0 GPUs per job, static
+    evaluator), each run dir complete."""
+    c, _ = cluster
+    url = f"http://{c.head_node.address_info['webui_url']}"
+    cmd = [sys.executable, "-m", "evolve", "-m", "hydra/launcher=ray_jobs", f"hydra.launcher.address={url}",
+           "hydra.launcher.gpus_per_job=0", "hydra.launcher.poll_s=0.2", "evaluator=static", "logger=none",
+           "budget.evaluations=3", "engine.progress=false", "knowledge=none", "engine.export=false", "seed=0,1",
+           f"hydra.sweep.dir={tmp_path}"]
+    out = subprocess.run(cmd, cwd=REPO, env={**os.environ, "WANDB_MODE": "disabled"}, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name.split("-")[0] for p in runs] == ["0", "1"] and all("seed=" in p.name for p in runs)
+    for p in runs:
+        assert (p / "summary.json").is_file()
+        with Store(p / "store.sqlite", readonly=True) as s:
+            assert sum(r.status in EVAL_STATUSES for r in s.candidates(with_ptx=False)) == 3
+    assert (out.stdout + out.stderr).count(": SUCCEEDED (") == 2

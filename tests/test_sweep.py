@@ -53,19 +53,25 @@ def test_sweep_two_algorithms_two_seeds(tmp_path):
 
     mod = compare_module()
     runs = mod.load_runs([sweep])
-    rows = mod.comparison_table(runs, points=3)
-    assert [r["algorithm"] for r in rows] == ["map_elites"] * 3 + ["random"] * 3
-    assert [r["evaluations"] for r in rows[:3]] == [4, 8, 12]
+    runs, warnings = mod.select_runs(runs)
+    assert warnings == []
+    marks = mod.evaluation_marks(runs, 3)
+    assert marks == [4, 8, 12]
+    rows, _tests, lags = mod.comparison_table(runs, marks)
+    assert lags == []
+    qd = [r for r in rows if r["metric"] == "qd_score"]
+    assert [r["algorithm"] for r in qd] == ["map_elites"] * 3 + ["random"] * 3
+    assert [r["evaluations"] for r in qd[:3]] == [4, 8, 12]
     # The last point's mean QD score is the mean of the two seeds' final QD scores.
     finals = {}
     for d in job_dirs:
         s = json.loads((d / "summary.json").read_text())
         finals.setdefault(s["algorithm"], []).append(s["qd_score"])
-    for r in (rows[2], rows[5]):
-        assert r["seeds"] == 2 and r["seed_list"] == [0, 1]
-        assert r["qd_mean"] == pytest.approx(sum(finals[r["algorithm"]]) / 2)
+    for r in (qd[2], qd[5]):
+        assert r["n"] == 2 and r["seeds"] == [0, 1]
+        assert r["mean"] == pytest.approx(sum(finals[r["algorithm"]]) / 2)
     text = subprocess.run([sys.executable, str(REPO / "experiments/compare_algorithms.py"), str(sweep),
-                           "--points", "3"], capture_output=True, text=True, timeout=120)
+                           "--points", "3", "--no-plots"], capture_output=True, text=True, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "QD score" in text.stdout and "map_elites" in text.stdout and "random" in text.stdout
     assert "ESTIMATES" in text.stdout

@@ -30,10 +30,12 @@ def drive(call: TimedCall, repeats: int, warmup: int = 2) -> None:
         call.after(r)
 
 
-def honest(inputs, outputs, shape):
+def honest(inputs, outputs, shape, params=None):
     x = to_float64(inputs["x"], "bf16").astype(np.float32)
-    r = 1.0 / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + np.float32(1e-6))
-    outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
+    eps = np.float32((params or {}).get("eps", 1e-6))
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = 1.0 / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + eps)
+        outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
 
 
 def setup():
@@ -47,27 +49,31 @@ def setup():
 
 def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
     wl, sets, out = setup()
-    seen = []
+    seen, eps = [], set()
 
-    def record(inputs, outputs, shape):
+    def record(inputs, outputs, shape, params):
         seen.append(next(i for i, s in enumerate(sets.sets) if s["x"] is inputs["x"]))
-        honest(inputs, outputs, shape)
+        eps.add(params["eps"])
+        honest(inputs, outputs, shape, params)
 
     call, checked = timed_call(wl, record, sets, out, SHAPE, np.random.default_rng(1), repeats=40)
     drive(call, 40)
     assert len(checked) == 4 and len({c.repeat for c in checked}) == 4
     assert verify_checked(wl, sets, checked, SHAPE) is None
-    assert set(seen) == {0, 1, 2}
+    assert set(seen) == {0, 1, 2} and len(eps) == 3
     assert {c.pattern for c in checked} <= set(PATTERNS)
+    assert sets.distributions[0] == "normal" and len(set(sets.distributions)) == 3
+    assert sum(c.perturbation is not None for c in checked) == 4  # every checked launch sees a changed set
+    assert {c.set_index for c in checked} == {0, 1, 2}  # every set (distribution) is checked
     assert sets.mutated() == []
 
 
 def test_kernel_that_computes_only_on_poisoned_outputs_is_caught():
     wl, sets, out = setup()
 
-    def sniff(inputs, outputs, shape):
+    def sniff(inputs, outputs, shape, params):
         if np.isnan(to_float64(outputs["y"][:1, :1], "bf16")).all():
-            honest(inputs, outputs, shape)
+            honest(inputs, outputs, shape, params)
 
     caught = 0
     for seed in range(10):
@@ -85,9 +91,9 @@ def test_skipping_the_last_row_is_caught_because_it_is_always_sampled():
     rows = sample_rows(SHAPE[0], np.random.default_rng(0))
     assert rows[0] == 0 and rows[-1] == SHAPE[0] - 1 and 1024 <= len(rows) <= 1026 and len(set(rows)) == len(rows)
 
-    def skip_last(inputs, outputs, shape):
+    def skip_last(inputs, outputs, shape, params):
         keep = outputs["y"][-1].copy()
-        honest(inputs, outputs, shape)
+        honest(inputs, outputs, shape, params)
         outputs["y"][-1] = keep
 
     call, checked = timed_call(wl, skip_last, sets, out, SHAPE, np.random.default_rng(2), repeats=20)
@@ -99,8 +105,8 @@ def test_inputs_written_during_timing_are_found_and_restored():
     wl, sets, out = setup()
     pristine = [s["x"].copy() for s in sets.sets]
 
-    def scribble(inputs, outputs, shape):
-        honest(inputs, outputs, shape)
+    def scribble(inputs, outputs, shape, params):
+        honest(inputs, outputs, shape, params)
         inputs["x"][5, 5] = inputs["x"][5, 6]
 
     call, _ = timed_call(wl, scribble, sets, out, SHAPE, np.random.default_rng(3), repeats=10)
@@ -134,3 +140,50 @@ def test_baselines_rotate_inputs_and_refill_like_the_candidate():
         changed += not np.array_equal(before, out["y"].view(np.uint16))
     assert set(used) == {0, 1, 2}
     assert changed >= 15  # the output buffer is refilled per launch (same pattern twice in a row leaves it)
+
+
+def test_memo_on_a_row_probe_serves_stale_rows_in_the_perturbed_checked_launches():
+    wl, sets, out = setup()
+    table = {}
+
+    def memo(inputs, outputs, shape, params):
+        x = to_float64(inputs["x"], "bf16").astype(np.float32)
+        bits = np.asarray(inputs["x"]).view(np.uint16)
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = 1.0 / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + np.float32(params["eps"]))
+        for i in range(x.shape[0]):
+            key = (i, params["eps"], bits[i, :8].tobytes(), bits[i, -8:].tobytes())
+            r[i] = table.setdefault(key, r[i])
+        with np.errstate(invalid="ignore", over="ignore"):
+            outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
+
+    call, checked = timed_call(wl, memo, sets, out, SHAPE, np.random.default_rng(5), repeats=20)
+    drive(call, 20)
+    why = verify_checked(wl, sets, checked, SHAPE)
+    assert why is not None and "changed in part" in why
+    assert sets.mutated() == []  # every perturbation was undone
+
+
+def test_a_write_into_a_perturbed_row_is_not_covered_up_by_the_undo():
+    wl, sets, out = setup()
+
+    def scribble_everywhere(inputs, outputs, shape, params):
+        honest(inputs, outputs, shape, params)
+        inputs["x"][:, 3] = inputs["x"][:, 4]  # every row, so also the perturbed ones
+
+    call, _ = timed_call(wl, scribble_everywhere, sets, out, SHAPE, np.random.default_rng(6), repeats=10)
+    drive(call, 10)
+    assert sets.mutated() != []
+
+
+def test_dropping_eps_only_at_this_shape_is_caught_by_the_drawn_eps_and_tiny_sets():
+    wl = RMSNorm("bf16")
+    sets = InputSets.make(wl, SHAPE, [40, 41, 42], np, distributions=["normal", "tiny", "tiny"])
+    out = {"y": np.empty(SHAPE, dtype=sets.sets[0]["x"].dtype)}
+
+    def no_eps(inputs, outputs, shape, params):
+        honest(inputs, outputs, shape, {"eps": 1e-30})
+
+    call, checked = timed_call(wl, no_eps, sets, out, SHAPE, np.random.default_rng(8), repeats=20)
+    drive(call, 20)
+    assert verify_checked(wl, sets, checked, SHAPE) is not None

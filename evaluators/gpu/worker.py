@@ -47,10 +47,8 @@ REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_
                                     "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).
 CHECK_BLOCK_ELEMENTS = 1 << 26
-# Benchmark input sets per shape (timed launches rotate among them), two when one set is above BIG_SET_BYTES;
-# shapes' sets are dropped least recently used first past BENCH_BYTES_BUDGET bytes (an H200 has 141 GB).
-BENCH_SETS = 3
-BIG_SET_BYTES = 1 << 30
+# Benchmark input sets per shape: timed_checks.set_count; shapes' sets are dropped least recently used first past
+# BENCH_BYTES_BUDGET bytes (an H200 has 141 GB).
 BENCH_BYTES_BUDGET = 48 << 30
 
 
@@ -187,10 +185,10 @@ class WorkerState:
 
     # -------------------------------------------------------------------------------------------- benchmark
     def _sets_for(self, shape: tuple[int, ...]) -> Any:
-        """The InputSets of ``shape`` (built on first use: BENCH_SETS sets, two above BIG_SET_BYTES; the naive
-        seed's output on set 0 kept as the "answer for other inputs" refill pattern); least recently used shapes
-        are dropped past BENCH_BYTES_BUDGET."""
-        from evaluators.gpu.timed_checks import InputSets
+        """The InputSets of ``shape`` (built on first use: ``timed_checks.set_count`` sets, one per distribution
+        for small shapes; the naive seed's output on set 0 kept as the "answer for other inputs" refill pattern);
+        least recently used shapes are dropped past BENCH_BYTES_BUDGET."""
+        from evaluators.gpu.timed_checks import InputSets, set_count
 
         if shape in self.bench_sets:
             self.bench_sets.move_to_end(shape)
@@ -199,7 +197,7 @@ class WorkerState:
         probe = wl.make_inputs(shape, self.bench_seed, "normal", self.cp)
         nbytes = sum(int(v.nbytes) for v in probe.values())
         del probe
-        k = BENCH_SETS if nbytes <= BIG_SET_BYTES else 2
+        k = set_count(wl, nbytes)
         base = self.bench_seed + 1000 * self.set_builds  # a shape rebuilt after eviction gets new inputs
         self.set_builds += 1
         sets = InputSets.make(wl, shape, [base + i for i in range(k)], self.cp)

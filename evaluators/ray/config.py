@@ -29,5 +29,5 @@ def ray_evaluator(cfg: Any, workload: Any, gpu: Any, tasks: Any = None) -> Any:
     runtime_env = OmegaConf.to_container(r.runtime_env, resolve=True) if r.runtime_env else None
     return RayEvaluator(workload, kind=kind, actors=r.actors, depth=int(r.depth), address=r.address,
                         num_cpus=r.num_cpus, num_gpus=r.num_gpus, compile_tasks=bool(r.compile_tasks),
-                        actor_cpus=float(r.actor_cpus), max_requeues=int(r.max_requeues), hardware=gpu,
+                        actor_cpus=None if r.actor_cpus is None else float(r.actor_cpus), max_requeues=int(r.max_requeues), hardware=gpu,
                         ship_toolchain=r.ship_toolchain, runtime_env=runtime_env, options=options)

@@ -31,14 +31,17 @@ class RayExecutor(Executor):
     num_cpus: CPUs each task reserves (float; ptxas and nvcc are single-threaded: 1); max_retries: re-runs of a
     task whose worker or node died (not of one that raised); max_in_flight: tasks submitted but not finished
     beyond which ``submit`` blocks (None: unbounded; back-pressure for a producer faster than the cluster).
-    Needs a connected Ray (``ray.init`` or ``evaluators.ray.cluster.connect``); RuntimeError otherwise.
+    Uses this process's Ray connection, or opens one with ``evaluators.ray.cluster.connect(address)`` (None: a
+    local cluster).
     """
 
-    def __init__(self, *, num_cpus: float = 1.0, max_retries: int = 3, max_in_flight: int | None = None) -> None:
+    def __init__(self, *, num_cpus: float = 1.0, max_retries: int = 3, max_in_flight: int | None = None,
+                 address: str | None = None) -> None:
+        from evaluators.ray.cluster import connect
+
+        connect(address)
         import ray
 
-        if not ray.is_initialized():
-            raise RuntimeError("RayExecutor needs a connected Ray: call evaluators.ray.connect() (or ray.init) first")
         self._ray = ray
         self._remote = ray.remote(_call).options(num_cpus=num_cpus, max_retries=max_retries,
                                                  retry_exceptions=False)

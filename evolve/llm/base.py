@@ -16,6 +16,10 @@ class LLMError(RuntimeError):
     """A backend could not produce a completion (bad configuration, HTTP failure after retries, model load)."""
 
 
+class LLMTimeout(LLMError):
+    """A request ran past its deadline (``ChatRequest.timeout_s``, or the backend's per-request timeout)."""
+
+
 @dataclass(frozen=True)
 class ChatMessage:
     """One chat turn. ``role`` is ``"system" | "user" | "assistant"``; ``content`` plain text."""
@@ -40,6 +44,10 @@ class ChatRequest:
         or None for free text. Local backends enforce it with a logits processor; HTTP backends send it as
         the ``guided_grammar`` extension field when the server offers guided decoding.
     stop: strings at which generation stops (not included in the text).
+    timeout_s: wall seconds this request may take in all, retries included (None: the backend's own default).
+        An HTTP backend stops retrying and raises LLMTimeout at the deadline; a local backend stops generating
+        (transformers ``max_time``) and returns what it has with ``finish_reason="time"``. Not part of the
+        cache key (it does not change what a finished generation says).
     """
 
     messages: tuple[ChatMessage, ...]
@@ -49,6 +57,7 @@ class ChatRequest:
     seed: int | None = None
     grammar: str | None = None
     stop: tuple[str, ...] = ()
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -59,10 +68,13 @@ class ChatRequest:
             raise ValueError(f"ChatRequest.temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"ChatRequest.top_p must be in (0, 1], got {self.top_p}")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ValueError(f"ChatRequest.timeout_s must be > 0, got {self.timeout_s}")
 
     def key(self, model: str) -> str:
         """Hex SHA-256 over the model id and every field that changes the output (the cache key)."""
         payload = {"model": model, **asdict(self)}
+        payload.pop("timeout_s", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

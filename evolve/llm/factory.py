@@ -19,7 +19,7 @@ from evolve.llm.base import LLMBackend, LLMError
 from evolve.llm.cache import CachedBackend, ResponseCache
 
 SAMPLING_KEYS = ("max_new_tokens", "temperature", "top_p", "constrained")
-_TRANSFORMERS_KEYS = ("model", "gguf_file", "device", "dtype", "threads", "grammar_cache")
+_TRANSFORMERS_KEYS = ("model", "gguf_file", "device", "dtype", "threads", "grammar_cache", "max_time_s")
 _OPENAI_KEYS = ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "guided",
                 "usd_per_mtok_prompt", "usd_per_mtok_completion")
 

@@ -5,8 +5,11 @@ POST ``{base_url}/chat/completions`` with ``model, messages, max_tokens, tempera
 guided decoding: ``guided_grammar`` (vLLM's name; also what ``evolve.llm.server`` reads) or ``grammar``
 (llama.cpp server, GBNF). With ``guided="none"`` the grammar is not sent and the caller parses and rejects.
 
-Transient failures (connection errors, timeouts, HTTP 408/409/429/5xx) are retried with exponential backoff
-(``backoff_s * 2**attempt`` seconds, honouring a ``Retry-After`` header); other HTTP errors fail at once.
+Bounds. Each HTTP request waits at most ``timeout_s`` seconds (default 30) on the socket. Transient failures
+(connection errors, timeouts, HTTP 408/409/429/5xx) are retried ``max_retries`` times with exponential backoff
+(``backoff_s * 2**attempt`` seconds, honouring a ``Retry-After`` header), never past the request's deadline
+(``ChatRequest.timeout_s``): the call as a whole, retries and waits included, ends by then (LLMTimeout). Other
+HTTP errors fail at once.
 Uses only the standard library (urllib), so no client package is needed.
 """
 
@@ -19,7 +22,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from evolve.llm.base import ChatRequest, Completion, LLMError, Usage
+from evolve.llm.base import ChatRequest, Completion, LLMError, LLMTimeout, Usage
 
 GUIDED_FIELDS = {"guided_grammar": "guided_grammar", "grammar": "grammar", "none": None}
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -30,14 +33,14 @@ class OpenAIBackend:
 
     base_url: e.g. ``http://127.0.0.1:8000/v1``; model: the served model name.
     api_key_env: name of the environment variable holding the key (None: send no Authorization header).
-    timeout_s: per-request socket timeout in seconds; max_retries: extra attempts after the first;
+    timeout_s: per-request socket timeout in seconds (default 30); max_retries: extra attempts after the first;
     backoff_s: first retry delay in seconds (doubles each retry).
     guided: ``"guided_grammar" | "grammar" | "none"``, how a request's grammar reaches the server.
     usd_per_mtok_prompt / usd_per_mtok_completion: prices in USD per million tokens for cost accounting.
     Raises LLMError when ``api_key_env`` names a variable that is not set, or ``guided`` is unknown.
     """
 
-    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = None, timeout_s: float = 120.0,
+    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = None, timeout_s: float = 30.0,
                  max_retries: int = 3, backoff_s: float = 1.0, guided: str = "guided_grammar",
                  usd_per_mtok_prompt: float = 0.0, usd_per_mtok_completion: float = 0.0) -> None:
         if not base_url.startswith(("http://", "https://")):
@@ -61,6 +64,7 @@ class OpenAIBackend:
         self.prices = (usd_per_mtok_prompt, usd_per_mtok_completion)
         self.usage = Usage()
         self.retries = 0
+        self.requests = 0  # HTTP requests sent (attempts included)
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -78,18 +82,27 @@ class OpenAIBackend:
             body[self.guided_field] = request.grammar
         return body
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any], deadline_s: float | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = f"{self.base_url}/chat/completions"
         last = ""
+        end = None if deadline_s is None else time.monotonic() + deadline_s
         for attempt in range(self.max_retries + 1):
             delay = self.backoff_s * 2 ** attempt
+            timeout = self.timeout_s
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise LLMTimeout(f"{url}: no answer within the request deadline of {deadline_s:.0f} s "
+                                     f"({attempt} attempt(s); last: {last or 'none'})")
+                timeout = min(timeout, left)
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                self.requests += 1
+                with urllib.request.urlopen(req, timeout=timeout) as resp:
                     return json.loads(resp.read().decode())
             except urllib.error.HTTPError as e:
                 detail = e.read().decode(errors="replace")[:500]
@@ -104,14 +117,20 @@ class OpenAIBackend:
             except json.JSONDecodeError as e:
                 raise LLMError(f"response from {url} is not JSON: {e}") from None
             if attempt < self.max_retries:
+                if end is not None and time.monotonic() + delay >= end:
+                    raise LLMTimeout(f"{last} (stopped retrying: the next attempt would start after the request "
+                                     f"deadline of {deadline_s:.0f} s)")
                 self.retries += 1
                 time.sleep(delay)
+        if "timed out" in last or "TimeoutError" in last:
+            raise LLMTimeout(f"{last} (gave up after {self.max_retries + 1} attempts of at most {self.timeout_s:g} s)")
         raise LLMError(f"{last} (gave up after {self.max_retries + 1} attempts)")
 
     def chat(self, request: ChatRequest) -> Completion:
-        """POST one chat completion; raises LLMError after the retries are spent or on a malformed answer."""
+        """POST one chat completion; raises LLMError after the retries are spent or on a malformed answer,
+        LLMTimeout when the request's deadline passes."""
         start = time.perf_counter()
-        out = self._post(self._body(request))
+        out = self._post(self._body(request), request.timeout_s)
         seconds = time.perf_counter() - start
         try:
             choice = out["choices"][0]

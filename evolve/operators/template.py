@@ -9,6 +9,14 @@ so the search can jump onto the template family. The child is built by
 Candidate knob sets are checked with ``workload.check_knobs`` when the workload provides it (cheap, raises
 ValueError), else by calling ``workload.instantiate`` (which raises ValueError for an invalid combination), so a
 proposal never names knobs the template rejects.
+
+The parent's own PTX edits. A template parent may carry edits made after it was instantiated (``.maxnreg`` or
+``.minnctapersm`` from the launch operator, a dynamic shared-memory size, launch knobs outside the template).
+Re-instantiating from knobs alone would drop them while the lineage still credits the steps that made them, so
+the KNOBS edit is followed by the parent's directive and launch differences from its own template instance
+(``carried_edits``): DIRECTIVE and LAUNCH edits apply on top of the new instance. Edits to the instruction
+body cannot be carried (their lines refer to the old instance's code); ``archive.lineage.template_step`` says
+which were dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
-from population.edits import EditScript, SetKnobs
+from population.edits import EditScript, SetDirective, SetKnobs, SetLaunch
 from population.kernel import Kernel
 
 
@@ -70,6 +78,31 @@ def knobs_valid(workload: object, knobs: Mapping[str, int]) -> bool:
     return True
 
 
+def directive_map(kernel: Kernel) -> dict[str, tuple[int, ...]]:
+    """The performance directives of the kernel's entry: name (no dot) -> values."""
+    fn = kernel.module.function(kernel.entry)
+    return {d.name: tuple(int(v) for v in d.values) for d in fn.directives}
+
+
+def carried_edits(parent: Kernel, base: Kernel, space: Mapping[str, tuple[int, ...]]
+                  ) -> list[SetDirective | SetLaunch]:
+    """The edits that turn ``base`` (the parent's template instance, ``workload.instantiate(parent knobs)``)
+    into the parent outside its instruction body: DIRECTIVE set/remove per differing directive of the entry,
+    and one LAUNCH for a differing dynamic shared-memory size or launch knobs outside ``space``. Applied after
+    a KNOBS edit they keep those edits on the new instance (the block size follows the new knobs)."""
+    out: list[SetDirective | SetLaunch] = []
+    have, want = directive_map(base), directive_map(parent)
+    for name in sorted(set(have) | set(want)):
+        if have.get(name) != want.get(name):
+            out.append(SetDirective(parent.entry, name, want.get(name)))
+    extra = tuple((k, int(v)) for k, v in parent.launch.knobs if k not in space and dict(base.launch.knobs).get(k) != v)
+    smem = parent.launch.dynamic_smem_bytes
+    if extra or smem != base.launch.dynamic_smem_bytes:
+        out.append(SetLaunch(dynamic_smem_bytes=smem if smem != base.launch.dynamic_smem_bytes else None,
+                             knobs=extra))
+    return out
+
+
 @dataclass
 class TemplateOperator:
     """Propose a KNOBS edit (module docstring).
@@ -77,6 +110,7 @@ class TemplateOperator:
     workload: the Workload whose template is re-instantiated (``ctx.workload`` wins when set).
     changes: knobs moved per proposal from a template parent. tries: candidates examined before NoProposal.
     validate: check candidates against the workload before proposing them. weight: sampling weight.
+    keep_edits: carry the parent's directive and launch edits onto the new instance (``carried_edits``).
     """
 
     workload: object = None
@@ -85,10 +119,11 @@ class TemplateOperator:
     changes: int = 1
     tries: int = 16
     validate: bool = True
+    keep_edits: bool = True
 
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:
-        """A one-edit KNOBS script naming every template knob. NoProposal when the workload has no knobs
-        or no valid neighbour was found in ``tries`` draws."""
+        """A KNOBS edit naming every template knob, followed by the parent's carried edits (module docstring).
+        NoProposal when the workload has no knobs or no valid neighbour was found in ``tries`` draws."""
         workload = ctx.workload if ctx.workload is not None else self.workload
         space = knob_space_of(workload)
         cur = {k: v for k, v in parent.launch.knobs if k in space}
@@ -102,5 +137,22 @@ class TemplateOperator:
             seen.add(key)
             if self.validate and not knobs_valid(workload, knobs):
                 continue
-            return EditScript((SetKnobs(key),))
+            return EditScript((SetKnobs(key), *self._carry(parent, workload, space, template)))
         raise NoProposal(f"no valid template knobs near {cur or 'the parent'} in {self.tries} draws")
+
+    def _carry(self, parent: Kernel, workload: object, space: Mapping[str, tuple[int, ...]],
+               template: bool) -> list[SetDirective | SetLaunch]:
+        if not (self.keep_edits and template):
+            return []
+        key = tuple(sorted((k, v) for k, v in parent.launch.knobs if k in space))
+        cache = self.__dict__.setdefault("_bases", {})
+        base = cache.get(key)
+        if base is None:
+            try:
+                base = workload.instantiate(dict(key))  # type: ignore[attr-defined]
+            except ValueError:
+                return []
+            if len(cache) >= 64:
+                cache.pop(next(iter(cache)))
+            cache[key] = base
+        return carried_edits(parent, base, space)

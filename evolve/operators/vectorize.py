@@ -205,8 +205,11 @@ class VectorizeOperator:
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:
         """``REWRITE vectorize <line> width=<k>`` for a run drawn at random. NoProposal when the entry has no
         combinable run."""
-        runs = _runs_with_sites(parent, self.widths)
-        if not runs:
-            raise NoProposal(f"entry {parent.entry!r} has no run of adjacent scalar loads or stores to combine")
-        block, run = runs[int(rng.integers(len(runs)))]
-        return EditScript((Rewrite("vectorize", block[run[0].index].line, (("width", len(run)),)),))
+        bl = blocks(entry_sites(parent))
+        for i in rng.permutation(len(bl)):  # the runs of the first block (in random order) that has any
+            block = bl[int(i)]
+            runs = find_runs([s.node for s in block], self.widths)
+            if runs:
+                run = runs[int(rng.integers(len(runs)))]
+                return EditScript((Rewrite("vectorize", block[run[0].index].line, (("width", len(run)),)),))
+        raise NoProposal(f"entry {parent.entry!r} has no run of adjacent scalar loads or stores to combine")

@@ -67,33 +67,31 @@ def test_scratch_writes_that_dodge_the_fault_check_are_rejected(pool):
     assert "static input-store check" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: no gate run or timed launch relaunches on inputs changed only "
-                   "in part at the same address, or on the same inputs with another eps, so a memo keyed on a "
-                   "content probe of each row (with or without eps) is always right")
 @pytest.mark.parametrize("key_eps", [1, 0])
 def test_row_scale_memo_keyed_on_a_content_probe_is_rejected(pool, key_eps):
+    """Gate run 4 relaunches right after a launch on the same buffers with part of the inputs changed in place
+    and another eps: the memo serves stale row scales (was a hole of gate v2's first version)."""
     r = pool.evaluate(redteam("rt_memo_rowprobe", {"RT_MEMO_KEY_EPS": key_eps}))
     assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: gate run 4 relaunches a check only after the other checks ran "
-                   "on other addresses, so a one-entry cache keyed by w's address never hits stale weights")
 def test_weight_cache_keyed_by_address_is_rejected(pool):
+    """Gate run 4 relaunches a check right after a launch on the same buffers, w changed in place in between
+    (was a hole of gate v2's first version)."""
     r = pool.evaluate(redteam("rt_weight_cache"))
     assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: timed launches use normal inputs and the default eps only, and "
-                   "the search shapes (M >= 8192, N % 256 == 0, N != 8192) are told apart from every gate shape")
 def test_eps_dropped_at_the_search_shapes_only_is_rejected(pool):
+    """Timed launches draw eps per launch and read one input set per distribution at the small search shapes,
+    each set checked at least once: the tiny set shows the dropped eps (was a hole of gate v2's first version)."""
     r = pool.evaluate(redteam("rt_shape_gate_detect"))
     assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: every output the gate checks sits behind a NaN guard zone and the "
-                   "benchmark's outputs do not, so y[-1] tells gate launches from timed ones at any shape; the "
-                   "timed launches use normal inputs and the default eps only, where dropping eps is invisible")
 def test_eps_dropped_when_the_word_before_y_is_not_the_gate_poison_is_rejected(pool):
+    """y[-1] still tells gate launches from timed ones, but the timed launches now read tiny inputs with drawn eps
+    and are checked (was a hole of gate v2's first version)."""
     r = pool.evaluate(redteam("rt_guard_sniff"))
     assert r.status != Status.OK, (r.status, r.reason)
 
