@@ -50,9 +50,20 @@ def main(cfg: DictConfig) -> None:
         print(f"configuration error: {e}", file=sys.stderr)
         sys.exit(2)
     except RunInterrupted as e:
-        print(f"\n{e}\nresume it with:\n  {resume_command(sys.argv[1:], e.run_dir)}", file=sys.stderr, flush=True)
+        print(f"\n{e}\nresume it with:\n  {resume_command(_job_overrides(), e.run_dir)}", file=sys.stderr,
+              flush=True)
         sys.exit(130)
     print(_final_line(summary), flush=True)
+
+
+def _job_overrides() -> list[str]:
+    """This job's own overrides (in a multirun: the sweep point, not the sweep), else the command line's."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # outside a Hydra job
+        return [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
 
 
 def resume_command(args: list[str], run_dir: object) -> str:
