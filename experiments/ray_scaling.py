@@ -108,7 +108,9 @@ def main() -> int:
     from evaluators.ray import connect
 
     counts = [int(x) for x in args.actors.split(",")]
-    resources = connect(None, ship_toolchain=False)
+    from evaluators.gpu.devices import gpu_count
+
+    resources = connect(None, num_gpus=gpu_count() if args.kind == "gpu" else 0)
     if args.kind == "gpu" and int(resources.get("GPU", 0)) < max(counts):
         print(f"need {max(counts)} GPUs, the local Ray cluster has {resources.get('GPU', 0)}", file=sys.stderr)
         return 2
