@@ -13,8 +13,14 @@ import triton
 
 from evaluators.toolchain import find_ptxas, ptx_isa_version
 from workloads.triton_kernels import rmsnorm_fwd
-from workloads.triton_seed import (TRITON_PTXAS_ENV, TritonSeedError, choose_ptxas, compile_triton, triton_arch,
-                                   triton_ptxas)
+from workloads.triton_seed import (
+    TRITON_PTXAS_ENV,
+    TritonSeedError,
+    choose_ptxas,
+    compile_triton,
+    triton_arch,
+    triton_ptxas,
+)
 
 OLD = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"  # Triton's pre-Blackwell ptxas
 
