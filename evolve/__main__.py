@@ -76,17 +76,22 @@ def resume_command(args: list[str], run_dir: object) -> str:
 
 
 def _precheck_run_dir(args: list[str]) -> None:
-    """An unwritable ``hydra.run.dir`` fails inside Hydra's own setup with a traceback: check it first and stop
-    with one message naming the key and the path."""
+    """An unwritable ``hydra.run.dir`` (or ``hydra.sweep.dir`` with ``-m``; by default ``outputs/`` or
+    ``multirun/`` under the current directory) fails inside Hydra's own setup with a traceback: check it first
+    and stop with one message naming the key and the path."""
     from evolve.rundir import RunDirError, check_writable
 
-    for a in args:
-        if a.startswith("hydra.run.dir="):
-            try:
-                check_writable(a.split("=", 1)[1], key="hydra.run.dir")
-            except RunDirError as e:
-                print(f"configuration error: {e}", file=sys.stderr)
-                sys.exit(2)
+    key, default = (("hydra.sweep.dir", "multirun") if {"-m", "--multirun"} & set(args)
+                    else ("hydra.run.dir", "outputs"))
+    path = next((a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")), None)
+    if path is not None and "${" in path:  # an interpolation only Hydra can resolve
+        return
+    try:
+        check_writable(path if path is not None else default,
+                       key=key if path is not None else f"{key} (default {default}/ under {os.getcwd()})")
+    except RunDirError as e:
+        print(f"configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _final_line(summary: dict) -> str:
@@ -101,6 +106,5 @@ def _final_line(summary: dict) -> str:
 
 
 if __name__ == "__main__":
-    if "-m" not in sys.argv[1:] and "--multirun" not in sys.argv[1:]:
-        _precheck_run_dir(sys.argv[1:])
+    _precheck_run_dir(sys.argv[1:])
     main()
