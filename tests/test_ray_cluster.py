@@ -132,6 +132,26 @@ def test_executor_runs_tasks_on_the_cluster(cluster):
         ex.submit(pow, 2, 2)
 
 
+def test_a_hung_worker_inside_a_ray_worker_loses_its_process_group_and_respawns(cluster):
+    """What a GPU actor relies on, on a Ray worker of another node: GPUPool's Supervisor kills a hung worker's
+    whole process group at the deadline and starts a fresh one (a CPU process stands in for the GPU worker,
+    as in tests/test_gpu_supervisor.py)."""
+
+    def supervise() -> tuple:
+        from evaluators.gpu.supervisor import Supervisor
+        from tests.test_gpu_supervisor import _alive, cpu_worker
+
+        sup = Supervisor(0, {}, {}, startup_timeout_s=60, target=cpu_worker)
+        first = sup.wait_ready()
+        hung = sup.request({"behaviour": "hang"}, 1.0)
+        gone = not _alive(first["pid"]) and not _alive(first["helper"])
+        after = sup.request({"behaviour": "ok"}, 30.0)
+        sup.close()
+        return hung["status"], gone, after["status"], after["pid"] != first["pid"], sup.restarts
+
+    assert ray.get(ray.remote(num_cpus=1)(supervise).remote(), timeout=300) == ("timeout", True, "ok", True, 1)
+
+
 def test_actors_report_where_they_run_and_evaluate_like_the_static_evaluator(cluster):
     from evaluators.ray import RayEvaluator
     from evaluators.static import StaticEvaluator

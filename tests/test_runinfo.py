@@ -26,3 +26,12 @@ def test_stop_reasons():
     assert stop_reason(t, snap).startswith("time budget spent (")
     assert stop_reason(Budget(), snap, halted="every operator is switched off: llm: 5 LLM failures") == (
         "errors: every operator is switched off: llm: 5 LLM failures (after 0 evaluations)")
+
+
+def test_static_model_version_names_the_model():
+    import evaluators.static as static
+    from evolve.runinfo import static_model_version
+
+    v = static_model_version()
+    declared = getattr(static, "MODEL_VERSION", None)
+    assert v == declared if declared is not None else (v.startswith("source:") and len(v) == 19)
