@@ -6,7 +6,10 @@ Public surface::
     Store(path)                      # SQLite (WAL): every candidate, checkpoints, lessons, run metadata
     Lessons(store, knowledge, family=..., gpu=..., run=...); open_knowledge(path | "default" | None)
     export_best(store, archive, out_dir)
-    archive.lineage: build_graph(store), lineage_steps(store), lineage/family-tree/heatmap figures (plotly)
+    archive.lineage: build_graph(store), lineage_steps(store), lineage_report(store, id, workload=, diff=),
+                     lineage/family-tree/heatmap figures (plotly); ``python -m archive lineage <run dir>``
+    archive.launcher: load(export dir) -> Launcher (CuPy launch, ABI checks, shape buckets, torch custom op);
+                      write_manifest(out_dir, workload, buckets)
 """
 
 from archive.export import export_best

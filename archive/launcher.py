@@ -213,7 +213,7 @@ class Launcher:
                 raise ManifestError(f"{where}: bucket {b.name!r}: cubin file {self.root / b.cubin} is missing")
         self.measured_against = dict(manifest.get("measured_against") or {})
         self._workload: Any = None
-        self._functions: dict[str, Any] = {}
+        self._functions: dict[tuple[str, int], Any] = {}
 
     # -------------------------------------------------------------------------------------- checking
     def inputs(self) -> list[str]:
@@ -286,15 +286,16 @@ class Launcher:
             self._workload = build_workload(self.workload_spec)
         return self._workload
 
-    def _function(self, bucket: Bucket) -> Any:
-        fn = self._functions.get(bucket.name)
+    def _function(self, bucket: Bucket, device: int) -> Any:
+        """The CuPy Function of ``bucket`` loaded on GPU ``device`` (call inside that device's context)."""
+        fn = self._functions.get((bucket.name, device))
         if fn is None:
             import cupy as cp
 
             mod = cp.cuda.Module()
             mod.load((self.root / bucket.cubin).read_bytes())  # bytes, never a path: no stale module cache
             fn = mod.get_function(self.entry)
-            self._functions[bucket.name] = fn
+            self._functions[(bucket.name, device)] = fn
         return fn
 
     def __call__(self, stream: Any = None, **buffers: Any) -> dict[str, Any]:
@@ -305,14 +306,23 @@ class Launcher:
         shape = self.shape_of(buffers)
         bucket = self.bucket_for(shape)
         use_torch = any(_is_torch(a) for a in buffers.values())
+        devices = {}
         for name, arr in buffers.items():
             _check_device_layout(name, arr)
-        outs = {n: buffers[n] if n in buffers else self._alloc(n, shape, use_torch) for n in self.outputs()}
-        self.launch(bucket, shape, {**buffers, **outs}, stream=stream if stream is not None else
-                    (_torch_stream() if use_torch else None))
+            devices[name] = _device_of(arr)
+        if len(set(devices.values())) > 1:
+            raise BufferError(f"buffers on different GPUs: {devices}; the kernel runs on one")
+        device = next(iter(devices.values()))
+        import cupy as cp
+
+        with cp.cuda.Device(device):
+            outs = {n: buffers[n] if n in buffers else self._alloc(n, shape, use_torch, device)
+                    for n in self.outputs()}
+            self.launch(bucket, shape, {**buffers, **outs}, stream=stream if stream is not None else
+                        (_torch_stream(device) if use_torch else None), device=device)
         return outs
 
-    def _alloc(self, name: str, shape: tuple[int, ...], use_torch: bool) -> Any:
+    def _alloc(self, name: str, shape: tuple[int, ...], use_torch: bool, device: int) -> Any:
         spec = self.buffers[name]
         named = dict(zip(self.dims, shape))
         dims = tuple(named[s] if isinstance(s, str) else int(s) for s in spec["shape"])
@@ -320,16 +330,18 @@ class Launcher:
             import torch
 
             tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
-            return torch.empty(dims, dtype=tdt[spec["dtype"]], device="cuda")
+            return torch.empty(dims, dtype=tdt[spec["dtype"]], device=f"cuda:{device}")
         import cupy as cp
 
         from workloads.dtypes import storage_dtype
 
         return cp.empty(dims, dtype=storage_dtype(spec["dtype"], cp))
 
-    def launch(self, bucket: Bucket, shape: tuple[int, ...], buffers: Mapping[str, Any], stream: Any = None) -> None:
-        """Launch ``bucket``'s kernel at ``shape`` on ``buffers`` (every ABI buffer, already checked) with the
-        workload's grid/block/shared-memory rule and scalars."""
+    def launch(self, bucket: Bucket, shape: tuple[int, ...], buffers: Mapping[str, Any], stream: Any = None,
+               device: int = 0) -> None:
+        """Launch ``bucket``'s kernel at ``shape`` on ``buffers`` (every ABI buffer, already checked, on GPU
+        ``device``; call inside that device's CuPy context) with the workload's grid/block/shared-memory rule
+        and scalars."""
         from evaluators.gpu.args import build_args
         from population.kernel import LaunchConfig
 
@@ -337,7 +349,7 @@ class Launcher:
         grid, block, smem = wl.launch_dims(tuple(shape), LaunchConfig.from_json(bucket.launch))
         ptrs = {n: (a.data_ptr() if _is_torch(a) else a) for n, a in buffers.items()}
         args = build_args(wl.abi, bucket.param_types, ptrs, wl.scalars(tuple(shape)), self.entry)
-        fn = self._function(bucket)
+        fn = self._function(bucket, device)
         if smem > 48 * 1024:
             import cupy as cp
 
@@ -402,11 +414,19 @@ def _is_cupy(a: Any) -> bool:
     return type(a).__module__.startswith("cupy")
 
 
-def _torch_stream() -> Any:
+def _torch_stream(device: int) -> Any:
+    """torch's current stream on ``device`` as a CuPy stream (kernels queue behind the caller's torch work)."""
     import cupy as cp
     import torch
 
-    return cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    return cp.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, device)
+
+
+def _device_of(arr: Any) -> int:
+    """The GPU index of a torch CUDA tensor or a CuPy array."""
+    if _is_torch(arr):
+        return int(arr.device.index if arr.device.index is not None else 0)
+    return int(arr.device.id)
 
 
 def _check_device_layout(name: str, arr: Any) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from evaluators.cost_model import BOUNDS, TERM_NAMES, CostConstants, predict_time_us
 from evaluators.recorded import PROJECT_ROOT, Measured, Recording, cache_dir
+from targets.spec import DEFAULT_GPU
 
 Shape = tuple[int, ...]
 _SOURCES = ("traffic.py", "uniform.py", "ptx_stats.py")
@@ -98,7 +99,7 @@ def _work(item: tuple[str, str, str, dict[str, Any]]) -> tuple[str, dict[str, An
     return identity, kernel_terms(_WORKER["ev"], k)
 
 
-def recorded_terms(kernels: Iterable[Measured], workload: Any, *, gpu: str = "h200", processes: int | None = None,
+def recorded_terms(kernels: Iterable[Measured], workload: Any, *, gpu: str = DEFAULT_GPU, processes: int | None = None,
                    cache: str | Path | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, dict[str, Any]]:
     """``kernel_terms`` of every kernel, by identity, computed in ``processes`` worker processes (default: the

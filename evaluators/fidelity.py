@@ -16,6 +16,7 @@ from leave-one-run-out validation (a model is never scored on a run it was fitte
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,6 @@ def fidelity_line(kind: str, model_version: str, path: str | Path | None = None)
     err = f"{100 * min(errs.values()):.0f}-{100 * max(errs.values()):.0f}%" if errs else "n/a"
     return (f"Measured on recorded H200 runs it was not fitted on ({', '.join(rec.get('stores', []))}; "
             f"{int(h['n'])} kernels): Spearman {h['spearman']:.2f} overall, {h['spearman_top']:.2f} within the "
-            f"GPU's top 50, top-50 overlap {int(h['overlap_top'])}/50, its favourite at the GPU's "
-            f"{100 * h['favourite_percentile']:.0f}th percentile, median time error {err} per shape. "
+            f"GPU's top 50, top-50 overlap {int(h['overlap_top'])}/50, its favourite inside the GPU's top "
+            f"{max(1, math.ceil(100 * h['favourite_percentile'])):.0f} %, median time error {err} per shape. "
             "Rankings below that agreement are not evidence about the GPU.")

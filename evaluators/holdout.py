@@ -5,9 +5,10 @@ For each recorded run R: the static model's constants and the replay surrogate a
 other runs, minus every kernel R also measured (same identity: PTX + launch), and scored on R's kernels only. A
 kernel is therefore never scored by a model fitted on it. With one run only, there is no held-out fold.
 
-Scores: per kernel, ``score = -mean over shapes of log(time / reference)``, reference = the median recorded
-time of the workload's primary baseline at the shape (a geomean speedup in log form; the same reference for
-GPU and model, so the GPU's own baseline-timing noise does not enter the ranking).
+Scores: per kernel, ``score = -mean over shapes of log(time / reference)``, reference = a per-shape constant
+(``Recording.reference_times``: the median recorded kernel), i.e. a geomean speedup in log form. The same
+reference for GPU and model, so the GPU's own baseline-timing noise does not enter the ranking (and the ranking
+does not depend on which constant is used).
 """
 
 from __future__ import annotations

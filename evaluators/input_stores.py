@@ -91,9 +91,11 @@ class InputStore:
 
 @dataclass
 class InputStoreReport:
-    """The check's findings: ``stores``, the writes to reject (empty: the entry passes)."""
+    """The check's findings: ``stores``, the writes to reject (empty: the entry passes); provenance: the
+    analysis they came from (for other static checks of the same entry, e.g. ``evaluators.race_lint``)."""
 
     stores: list[InputStore]
+    provenance: Provenance | None = None
 
     @property
     def ok(self) -> bool:
@@ -388,11 +390,11 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
     if fn.body is None:
         raise ValueError(f"entry {kernel.entry!r} has no body")
     names = list(names) if names is not None else [f"param{i}" for i in range(len(buffer_kinds))]
-    mvars, instrs = _module_vars(kernel, fn)
+    prov = provenance(kernel)
+    an = prov._an
+    mvars = an.module_vars
     allowed = {f"p{i}" for i, k in enumerate(buffer_kinds) if k in ("output", "inout")}
     allowed |= {"s:" + v for v in mvars}
-    an = _Analysis(fn, mvars, instrs)
-    an.run()
     hits: list[tuple[Instruction, str, int, str]] = []
     for ins in an.instrs:
         if not writes_memory(ins) or destination_space(ins) not in ("global", "generic"):
@@ -429,13 +431,13 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
             hits.append((ins, "", -1, "writes through an address derived from no output parameter or module "
                                       "variable (no provenance: a constant or a value loaded from memory)"))
     if not hits:
-        return InputStoreReport([])
+        return InputStoreReport([], prov)
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}
     stores = []
     for ins, pname, i, why in hits:
         li = lines.get(id(ins))
         stores.append(InputStore(li.lineno if li else 0, li.text if li else str(ins), pname, i, why))
-    return InputStoreReport(stores)
+    return InputStoreReport(stores, prov)
 
 
 def check_input_stores(kernel: Kernel, workload) -> InputStoreReport:

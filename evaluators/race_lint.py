@@ -189,13 +189,14 @@ def _reach_flag(blocks, start_block: int, start_pos: int, flags: set[int], skip:
     return None
 
 
-def race_lint(kernel: Kernel) -> RaceReport:
+def race_lint(kernel: Kernel, prov: Provenance | None = None) -> RaceReport:
     """Lint ``kernel``'s entry for the global-memory race patterns of the module docstring.
 
+    prov: the entry's provenance when already computed (``InputStoreReport.provenance``), else computed here.
     Returns a RaceReport (lines in the module's canonical listing); ValueError when the entry has no body.
     """
     fn = kernel.module.function(kernel.entry)
-    prov = provenance(kernel)
+    prov = prov if prov is not None else provenance(kernel)
     written: frozenset[str] = frozenset()
     reads: set[frozenset[str]] = set()
     loaded: frozenset[str] = frozenset()

@@ -112,6 +112,19 @@ class Recording:
         """Kernels a run measured (each once, in its first-measured order)."""
         return [m for m in self.kernels.values() if run in m.runs]
 
+    def reference_times(self) -> dict[Shape, float]:
+        """Per shape, the median GPU µs over every recorded kernel: a per-shape constant for geomean scores
+        (any such constant leaves the ranking of kernels unchanged), available whatever baselines a run timed."""
+        return {s: statistics.median(m.times_us[s] for m in self.kernels.values()) for s in self.shapes}
+
+    def baseline_or_reference(self, name: str) -> tuple[str, dict[Shape, float]]:
+        """(what it is, µs per shape): baseline ``name``'s recorded times when some kernel recorded it at every
+        shape, else ``reference_times()``."""
+        try:
+            return name, self.baseline_times(name)
+        except KeyError:
+            return "median recorded kernel", self.reference_times()
+
     def baseline_times(self, name: str) -> dict[Shape, float]:
         """Median over all kernels' records of baseline ``name``'s µs at each shape (KeyError when it was
         never measured)."""

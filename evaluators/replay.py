@@ -2,9 +2,12 @@
 
 A candidate a recorded run already evaluated (same identity: canonical PTX, entry and launch; ``Kernel.identity``)
 gets that run's result back exactly: status, reason, objective, per-shape measured µs, resources, occupancy and
-descriptors. So a search that proposes only recorded candidates (replaying a recorded run's own sequence) builds
-the recorded archive exactly, and a search with the recorded run's algorithm, seed and operators re-walks it
-candidate for candidate (``engine.ordered``: every later proposal depends only on the results told so far). The stores are read in the order given; the first store that evaluated an identity
+descriptors (when the stores took their objectives against different references, e.g. runs recorded under
+different gate versions, the objective is recomputed from the recorded times on one scale instead and the recorded
+one kept in ``extra["recorded_objective"]``). So a search that proposes only recorded candidates (replaying a recorded run's own sequence) builds
+the recorded archive exactly, and a search with the recorded run's algorithm, seed and settings, run by the same
+search code, re-walks it candidate for candidate (``engine.ordered``: every later proposal depends only on the
+results told so far; a change to the operators or their selection since the recording changes the walk). The stores are read in the order given; the first store that evaluated an identity
 answers for it.
 
 An unseen candidate is compiled and analysed as the static evaluator does (ptxas, occupancy, static traffic,
@@ -13,7 +16,8 @@ shape is predicted by the surrogate (``evaluators.surrogate``: an MLP ensemble f
 measurements, a correction of the static model). Such a result is an ESTIMATE: ``estimate=True``, the reason
 starts with ``"estimate: replay surrogate"``, and ``extra["surrogate_log_std"]`` gives the ensemble's spread of
 the log time per shape (0.1 ~ 10 % uncertainty). The objective is the geomean speedup over the recorded median
-time of the workload's primary baseline (``torch`` for RMSNorm), the GPU objective's definition. The surrogate
+time of the workload's primary baseline (``torch`` for RMSNorm, the objective of the 2026-12-01 recordings; the
+median recorded kernel when no run timed it), so recorded and estimated objectives are on one scale. The surrogate
 cannot say whether an unseen kernel is correct: it is scored as if it passed the gate.
 
 The surrogate is fitted on first use (the static terms of every recorded kernel are computed once and cached,
@@ -56,7 +60,7 @@ class ReplayEvaluator:
 
     estimate = True
 
-    def __init__(self, workload, stores: Sequence[str], gpu: str = "h200", arch: str | None = None,
+    def __init__(self, workload, stores: Sequence[str], gpu: Any = None, arch: str | None = None,
                  processes: int | None = None, cache_dir: str | None = None, calibration: str | None = None,
                  members: int = 5, steps: int = 1500, seed: int = 0, terms_cache: str | None = None) -> None:
         stores = [str(s) for s in (stores or [])]
@@ -75,16 +79,25 @@ class ReplayEvaluator:
         self.model_version = f"replay+{self.static.model_version}"
         self.members, self.steps, self.seed, self.terms_cache = members, steps, seed, terms_cache
         self._index: dict[str, tuple[str, CandidateRow]] = {}
+        bases: set[str] = set()
         for path in stores:
             name = run_name(path)
             with open_store(path) as st:
                 for row in st.candidates(with_ptx=False):
                     if row.status in _EVAL_STATUSES and row.identity not in self._index:
                         self._index[row.identity] = (name, row)
+                    if row.status == Status.OK and row.objective is not None and not row.metrics.get("estimate"):
+                        bases.add(str(row.metrics.get("extra", {}).get("objective_baseline", "?")))
+        # Recorded objectives are returned as recorded when every run took them against the workload's primary
+        # baseline (the scale the surrogate's estimates use too); runs recorded against other references (a later
+        # gate's best-library objective) get every objective recomputed on that one scale instead.
+        self.recorded_objectives = bases <= {workload.primary_baseline}
+        self.objective_baselines = sorted(bases)
         self._lock = threading.Lock()
         self._recording: Recording | None = None
         self._surrogate: SurrogateModel | None = None
         self._reference: dict[tuple[int, ...], float] | None = None
+        self._reference_name = ""
         self.answered = {"recorded": 0, "surrogate": 0}
 
     def __len__(self) -> int:
@@ -95,8 +108,11 @@ class ReplayEvaluator:
         """The run banner: how many kernels are on record, and the surrogate's measured held-out fidelity."""
         from evaluators.fidelity import fidelity_line
 
+        scale = ("" if self.recorded_objectives else
+                 f" Recorded objectives were taken against {self.objective_baselines}: every objective is recomputed "
+                 f"from the recorded times against one reference ({self.workload.primary_baseline}).")
         return (f"Replay evaluator ({self.model_version}) over {len(self.stores)} recorded H200 run(s), "
-                f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back; any "
+                f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back;{scale} any "
                 f"other is an ESTIMATE of the surrogate fitted on the record (correctness not checked). Surrogate: "
                 f"{fidelity_line('replay', self.model_version)}")
 
@@ -109,14 +125,26 @@ class ReplayEvaluator:
         run, row = hit
         r = row.to_eval_result()
         r.extra = {**r.extra, "replay": {"run": run, "row": row.id}}
+        if r.ok and r.shapes and not self.recorded_objectives:
+            self._fit_reference()
+            assert self._reference is not None
+            r.extra["recorded_objective"] = r.objective
+            r.objective = geomean([self._reference[tuple(x.shape)] / x.time_us for x in r.shapes])
         return r
+
+    def _fit_reference(self) -> None:
+        with self._lock:
+            if self._reference is None:
+                rec = self._recording or load_recording(self.stores)
+                self._recording = rec
+                self._reference_name, self._reference = rec.baseline_or_reference(self.workload.primary_baseline)
 
     # ------------------------------------------------------------------------------------------ surrogate
     def _fit(self) -> None:
         with self._lock:
             if self._surrogate is not None:
                 return
-            rec = load_recording(self.stores)
+            rec = self._recording or load_recording(self.stores)
             terms = recorded_terms(rec.kernels.values(), self.workload, gpu=self.gpu.name,
                                    processes=self.capacity, cache=self.terms_cache)
             ok = [m for m in rec.kernels.values() if terms[m.identity].get("status") == "ok"]
@@ -131,8 +159,8 @@ class ReplayEvaluator:
                     grp.append(i)
             self._surrogate = fit_surrogate(np.stack(xs), np.log(gp) - np.log(st), np.asarray(grp),
                                             members=self.members, steps=self.steps, seed=self.seed)
-            self._reference = rec.baseline_times(self.workload.primary_baseline)
             self._recording = rec
+        self._fit_reference()
 
     def predict(self, kernel: Kernel) -> EvalResult:
         """The surrogate's estimate for ``kernel`` (whether or not it is on record); failures of the static
@@ -168,7 +196,7 @@ class ReplayEvaluator:
             traffic_bytes=a.traffic[shapes[0]].bytes,
             features=kernel_features(kernel, self.workload, a.resources, a.occupancy, a.traffic), estimate=True,
             eval_seconds=time.perf_counter() - start,
-            extra={"objective_baseline": f"{primary} (median of the recorded runs)",
+            extra={"objective_baseline": f"{self._reference_name} (median over the recorded runs)",
                    "model_version": self.model_version,
                    "surrogate_log_std": {str(list(s)): float(v) for s, v in zip(shapes, sd)},
                    "uncertainty": float(math.sqrt(statistics.fmean(float(v) ** 2 for v in sd)))})

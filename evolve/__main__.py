@@ -50,9 +50,20 @@ def main(cfg: DictConfig) -> None:
         print(f"configuration error: {e}", file=sys.stderr)
         sys.exit(2)
     except RunInterrupted as e:
-        print(f"\n{e}\nresume it with:\n  {resume_command(sys.argv[1:], e.run_dir)}", file=sys.stderr, flush=True)
+        print(f"\n{e}\nresume it with:\n  {resume_command(_job_overrides(), e.run_dir)}", file=sys.stderr,
+              flush=True)
         sys.exit(130)
     print(_final_line(summary), flush=True)
+
+
+def _job_overrides() -> list[str]:
+    """This job's own overrides (in a multirun: the sweep point, not the sweep), else the command line's."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # outside a Hydra job
+        return [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
 
 
 def resume_command(args: list[str], run_dir: object) -> str:
@@ -65,17 +76,22 @@ def resume_command(args: list[str], run_dir: object) -> str:
 
 
 def _precheck_run_dir(args: list[str]) -> None:
-    """An unwritable ``hydra.run.dir`` fails inside Hydra's own setup with a traceback: check it first and stop
-    with one message naming the key and the path."""
+    """An unwritable ``hydra.run.dir`` (or ``hydra.sweep.dir`` with ``-m``; by default ``outputs/`` or
+    ``multirun/`` under the current directory) fails inside Hydra's own setup with a traceback: check it first
+    and stop with one message naming the key and the path."""
     from evolve.rundir import RunDirError, check_writable
 
-    for a in args:
-        if a.startswith("hydra.run.dir="):
-            try:
-                check_writable(a.split("=", 1)[1], key="hydra.run.dir")
-            except RunDirError as e:
-                print(f"configuration error: {e}", file=sys.stderr)
-                sys.exit(2)
+    key, default = (("hydra.sweep.dir", "multirun") if {"-m", "--multirun"} & set(args)
+                    else ("hydra.run.dir", "outputs"))
+    path = next((a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")), None)
+    if path is not None and "${" in path:  # an interpolation only Hydra can resolve
+        return
+    try:
+        check_writable(path if path is not None else default,
+                       key=key if path is not None else f"{key} (default {default}/ under {os.getcwd()})")
+    except RunDirError as e:
+        print(f"configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _final_line(summary: dict) -> str:
@@ -90,6 +106,5 @@ def _final_line(summary: dict) -> str:
 
 
 if __name__ == "__main__":
-    if "-m" not in sys.argv[1:] and "--multirun" not in sys.argv[1:]:
-        _precheck_run_dir(sys.argv[1:])
+    _precheck_run_dir(sys.argv[1:])
     main()

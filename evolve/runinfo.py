@@ -7,13 +7,14 @@ static-model version. A version a module does not declare yet is recorded as Non
 to None).
 
 Sources: ``evaluators.gpu.gate.GATE_VERSION`` (the gate's version constant), ``evaluators.static.MODEL_VERSION``
-(the static cost model's), the workload's ``primary_baseline``, and ``evaluators.static.BASELINE_NAME`` (the
+(the static cost model's; a hash of its source files while it declares none), the workload's ``primary_baseline``, and ``evaluators.static.BASELINE_NAME`` (the
 baseline of the static evaluator's estimated speedup).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 POOL_KEYS = ("workload", "budget", "evaluator", "hardware", "gate_version", "objective", "static_model_version")
@@ -36,9 +37,29 @@ def gate_version() -> Any:
     return _constant("evaluators.gpu.gate", "GATE_VERSION")
 
 
+STATIC_MODEL_SOURCES = ("evaluators.static", "evaluators.traffic")
+
+
 def static_model_version() -> Any:
-    """``evaluators.static.MODEL_VERSION`` (None when not declared)."""
-    return _constant("evaluators.static", "MODEL_VERSION", "STATIC_MODEL_VERSION")
+    """``evaluators.static.MODEL_VERSION`` when declared, else ``"source:<12 hex>"``: the SHA-256 of the static
+    model's source files (``STATIC_MODEL_SOURCES``), so runs of two different models are never taken as one
+    (None when neither can be read)."""
+    declared = _constant("evaluators.static", "MODEL_VERSION", "STATIC_MODEL_VERSION")
+    if declared is not None:
+        return declared
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        for name in STATIC_MODEL_SOURCES:
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.origin is None:
+                return None
+            with open(spec.origin, "rb") as f:
+                h.update(f.read())
+    except (OSError, ImportError, ValueError):
+        return None
+    return f"source:{h.hexdigest()[:12]}"
 
 
 def objective_definition(evaluator_kind: str, workload: Any, evaluator: Any = None) -> tuple[str, str | None]:

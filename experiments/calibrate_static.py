@@ -6,13 +6,15 @@
 Method (``evaluators.calibration``): the constant-free terms of every recorded ok kernel at every search shape
 (ptxas resources, occupancy, static traffic); bounded least squares on log time over all (kernel, shape) pairs,
 each shape weighted equally, several starting points. ``--write`` stores the constants with their provenance in
-``evaluators/static_calibration.json``; the calibration id (``<date>-<n runs>runs-<hash>``) is part of the model
+``evaluators/static_calibration.json`` (and the recorded kernels' terms in ``experiments/data/terms-*.json.gz``);
+the calibration id (``<date>-<n runs>runs-<hash>``) is part of the model
 version every static result records. Run ``experiments/static_fidelity.py`` afterwards for held-out fidelity.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import sys
@@ -25,7 +27,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluators.calibration import fit_constants, recorded_terms, term_arrays, terms_version
+from evaluators.calibration import SHIPPED_TERMS, fit_constants, recorded_terms, term_arrays, terms_version
 from evaluators.cost_model import CALIBRATION_FILE, MODEL_NAME, CostConstants, predict_time_us
 from evaluators.recorded import load_recording
 from workloads.registry import get_workload
@@ -74,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
                          "date": time.strftime("%Y-%m-%d")}}
         CALIBRATION_FILE.write_text(json.dumps(body, indent=1) + "\n")
         console.print(f"wrote {CALIBRATION_FILE} ({MODEL_NAME}/{cid})")
+        # Ship the terms next to the stores (replacing older ones), so a fresh checkout skips the ptxas pass.
+        shipped = SHIPPED_TERMS / f"terms-{args.workload}-{args.gpu}-{terms_version()}.json.gz"
+        for old in SHIPPED_TERMS.glob(f"terms-{args.workload}-{args.gpu}-*.json.gz"):
+            if old != shipped:
+                old.unlink()
+        with gzip.open(shipped, "wt", compresslevel=9) as f:
+            json.dump(terms, f)
+        console.print(f"wrote {shipped}")
     return 0
 
 

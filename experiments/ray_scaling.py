@@ -47,6 +47,8 @@ def evaluator_rate(kind: str, actors: int, kernels: list, depth: int, actor_cpus
     with RayEvaluator(RMSNorm("bf16"), kind=kind, actors=actors, depth=depth, actor_cpus=actor_cpus,
                       options=opts) as ev:
         start_s = time.perf_counter() - t0
+        with ThreadPoolExecutor(ev.capacity) as pool:  # warm-up, not timed: Ray starts the compile-task workers
+            list(pool.map(ev.evaluate, RMSNorm("bf16").seeds() * ev.capacity))
         clear_cache()
         t1 = time.perf_counter()
         with ThreadPoolExecutor(ev.capacity) as pool:
@@ -106,7 +108,9 @@ def main() -> int:
     from evaluators.ray import connect
 
     counts = [int(x) for x in args.actors.split(",")]
-    resources = connect(None, ship_toolchain=False)
+    from evaluators.gpu.devices import gpu_count
+
+    resources = connect(None, num_gpus=gpu_count() if args.kind == "gpu" else 0)
     if args.kind == "gpu" and int(resources.get("GPU", 0)) < max(counts):
         print(f"need {max(counts)} GPUs, the local Ray cluster has {resources.get('GPU', 0)}", file=sys.stderr)
         return 2

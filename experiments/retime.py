@@ -5,7 +5,8 @@
 
 Picks N ok candidates of the store: its ``--top`` best by recorded objective plus N - top others drawn with
 ``--seed``; evaluates each again through the normal evaluator (``evaluators.factory.make_evaluator``: the GPU
-pool with its gate and benchmark, ``--capacity`` evaluations in flight), in a shuffled order, and compares the
+pool with its gate and benchmark, ``--capacity`` evaluations in flight, only the ``--baselines`` timed besides the
+candidates), in a shuffled order, and compares the
 new per-shape µs with the recorded ones: Spearman and Kendall of the geomean score over all N and within the
 recorded top 50, top-50 overlap, per shape Spearman and the median relative difference. A CPU model's rank
 agreement cannot be asked to exceed these numbers (issue: targets are met at the ceiling).
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evaluator", default="gpu", choices=("gpu", "static"),
                     help="gpu (the measurement) or static (a CPU dry run)")
     ap.add_argument("--capacity", type=int, default=None, help="evaluations in flight (default the evaluator's)")
+    ap.add_argument("--baselines", default="torch",
+                    help="comma-separated baselines the GPU pool times (default torch: the recorded runs' objective "
+                         "baseline; each more library costs start-up time, torch.compile tens of seconds)")
     ap.add_argument("--workload", default="rmsnorm")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--out", default=None, help="write the per-candidate times and metrics as JSON")
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(chosen) < 3:
         ap.error(f"{args.store}: only {len(chosen)} ok candidates")
     wl = get_workload(args.workload, dtype=args.dtype)
-    ev = make_evaluator(args.evaluator, wl, banner=False)
+    names = [b for b in args.baselines.split(",") if b]
+    ev = make_evaluator(args.evaluator, wl, banner=False, baseline_names=names, objective=names[0])
     t1 = time.perf_counter()
     order = np.random.default_rng(args.seed + 1).permutation(len(chosen))  # no drift aligned with rank
     kernels = [chosen[i].kernel() for i in order]
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = rec.shapes
     old = np.array([[chosen[i].times_us[s] for s in shapes] for i in ok])
     new = np.array([[{tuple(x.shape): x.time_us for x in back[i].shapes}[s] for s in shapes] for i in ok])
-    ref = np.array(list(rec.baseline_times(wl.primary_baseline).values()))
+    ref = np.array(list(rec.reference_times().values()))
     m = rank_metrics(scores(old, ref), scores(new, ref), top=args.top)
     from scipy.stats import spearmanr
 

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = sum(1 for t in terms.values() if t.get("status") != "ok")
     console.print(f"{len(rec.kernels)} distinct kernels over {len(rec.runs)} runs ({bad} the static model cannot "
                   f"evaluate); terms in {time.perf_counter() - t0:.0f} s")
-    ref = np.array([v for v in rec.baseline_times(wl.primary_baseline).values()])
+    ref = np.array(list(rec.reference_times().values()))
     folds = leave_one_run_out(rec, terms, surrogate=not args.no_surrogate, seed=args.seed, members=args.members,
                               steps=args.steps)
     report: dict[str, dict] = {}

@@ -51,8 +51,10 @@ size=$(stat -c %s "$pack")
 [ "$size" -le $((60 * 1024 * 1024)) ] || echo "warning: $pack is $((size / 1024 / 1024)) MiB, over the 60 MiB of one transfer"
 
 # Core Ray's requirements (click, filelock, jsonschema, msgpack, packaging, protobuf, pyyaml, requests) that the
-# GPU image lacks, with jsonschema's own closure: small wheels for the project's transfer.
-deps=(msgpack jsonschema jsonschema-specifications referencing rpds-py attrs)
+# GPU image lacks, with jsonschema's own closure, and aiohttp's (Ray's runtime-environment agent imports it when
+# a job ships a working_dir): small wheels for the project's transfer.
+deps=(msgpack jsonschema jsonschema-specifications referencing rpds-py attrs
+      aiohttp aiohappyeyeballs aiosignal frozenlist multidict propcache yarl)
 mkdir -p .whl/ray-deps
 for w in "${deps[@]}"; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \

@@ -29,8 +29,8 @@ def one_run(run_dir: Path, *overrides: str) -> dict:
     register()
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("config", overrides=[f"run_dir={run_dir}", "engine.progress=false", "logger=none",
-                                           "engine.export=false", "mutator=template", "budget.evaluations=20",
-                                           "logger.log_every=5", *overrides])
+                                           "engine.export=false", "mutator=template", "budget.evaluations=12",
+                                           "logger.log_every=3", *overrides])
     return run(cfg, evaluator=HashEvaluator())
 
 
@@ -51,25 +51,25 @@ def test_snapshot_at_10_holds_evaluation_10(tmp_path):
     assert rec.at(10, "qd_score")[1] == 10
 
 
-def at_20(run_dir: Path) -> float:
-    """qd_score of the snapshot logged at evaluation 20 (read straight from metrics.jsonl)."""
+def at_12(run_dir: Path) -> float:
+    """qd_score of the snapshot logged at evaluation 12 (read straight from metrics.jsonl)."""
     snaps = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [s["qd_score"] for s in snaps if s["evaluations"] == 20][-1]
+    return [s["qd_score"] for s in snaps if s["evaluations"] == 12][-1]
 
 
 def test_statistics_match_scipy(sweep, capsys):
     runs, warn = ca.select_runs(ca.load_runs([sweep]))
     assert warn == [] and len(runs) == 6
     marks = ca.evaluation_marks(runs, 4)
-    assert marks == [5, 10, 15, 20]
+    assert marks == [3, 6, 9, 12]
     rows, tests, lags = ca.comparison_table(runs, marks)
     assert lags == []
-    r = next(x for x in rows if x["algorithm"] == "random" and x["metric"] == "qd_score" and x["evaluations"] == 20)
-    vals = [at_20(d) for d in sorted(sweep.glob("*random*"))]
+    r = next(x for x in rows if x["algorithm"] == "random" and x["metric"] == "qd_score" and x["evaluations"] == 12)
+    vals = [at_12(d) for d in sorted(sweep.glob("*random*"))]
     assert r["n"] == 3 and r["mean"] == pytest.approx(np.mean(vals)) and r["median"] == pytest.approx(np.median(vals))
     assert r["ci_low"] <= r["mean"] <= r["ci_high"] and r["ci_low"] >= min(vals) - 1e-9
-    t = next(x for x in tests if x["metric"] == "qd_score" and x["evaluations"] == 20)
-    other = [at_20(d) for d in sorted(sweep.glob("*map_elites*"))]
+    t = next(x for x in tests if x["metric"] == "qd_score" and x["evaluations"] == 12)
+    other = [at_12(d) for d in sorted(sweep.glob("*map_elites*"))]
     ref = stats.mannwhitneyu(other, vals, alternative="two-sided")
     assert (t["a"], t["b"]) == ("map_elites", "random")
     assert t["p"] == pytest.approx(ref.pvalue) and t["U"] == pytest.approx(ref.statistic)
@@ -140,7 +140,7 @@ def test_duplicate_missing_seeds_and_killed_runs(sweep, tmp_path):
 def test_tables_and_plots_go_to_wandb(sweep, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     runs, _ = ca.select_runs(ca.load_runs([sweep]))
-    rows, tests, _ = ca.comparison_table(runs, [10, 20])
+    rows, tests, _ = ca.comparison_table(runs, [6, 12])
     pngs = ca.plot_metrics(runs, tmp_path / "png")
     run_dir = Path(ca.log_to_wandb(rows, tests, pngs, group="cmp", mode="offline", run_dir=tmp_path))
     tables = sorted(p.name.split("_")[0] for p in (run_dir / "files" / "media" / "table").glob("*.table.json"))

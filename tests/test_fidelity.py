@@ -134,7 +134,7 @@ def test_replay_answers_recorded_kernels_and_rebuilds_the_archive(wl):
 
     ev = ReplayEvaluator(wl, [str(RANDOM)])
     with open_store(RANDOM) as st:
-        rows = st.candidates(limit=40)
+        rows = st.candidates(limit=30)
         config = st.get_meta("config")
     assert not config["archive"]["dims"]  # the run used the default dimensions
     archive = GridArchive(default_dimensions(get_gpu("h200")), qd_offset=float(config["archive"]["qd_offset"]))
@@ -152,7 +152,7 @@ def test_replay_answers_recorded_kernels_and_rebuilds_the_archive(wl):
         if row.cell is not None:
             expected[tuple(row.cell)] = row.id
     assert {e.cell: e.candidate_id for e in archive.elites()} == expected
-    assert ev.stats() == {"recorded": 40, "surrogate": 0}
+    assert ev.stats() == {"recorded": 30, "surrogate": 0}
 
 
 @pytest.fixture(scope="module")
@@ -216,22 +216,70 @@ def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
 
 
 def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
-    """MAP-Elites, seed 0, on evaluator=replay over the run it recorded: the same candidates in the same order
-    (every result comes back as recorded, so every later proposal is the same too)."""
+    """A run recorded by this code (on the static evaluator here), then the same search on evaluator=replay over
+    its store: the same candidates in the same order and the same archive (every result comes back as recorded,
+    so every later proposal is the same too)."""
     from hydra import compose, initialize_config_dir
 
     from evolve.app import run
     from evolve.config import register
 
-    n = 24
-    register()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"run_dir={tmp_path}", "evaluator=replay", f"evaluator.stores=[{MAP_ELITES}]",
-                                           "algorithm=map_elites", "seed=0", f"budget.evaluations={n}", "logger=none",
-                                           "knowledge=none", "engine.progress=false", "engine.export=false"])
-    summary = run(cfg)
-    assert summary["evaluations"] == n
-    with Store(tmp_path / "store.sqlite", readonly=True) as a, open_store(MAP_ELITES) as b:
-        got = [(r.identity, r.objective) for r in a.candidates(with_ptx=False)]
-        want = [(r.identity, r.objective) for r in b.candidates(with_ptx=False, limit=len(got))]
-    assert got == want and len(got) >= n
+    def cfg(run_dir: Path, *extra: str):
+        register()
+        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+            return compose("config", overrides=[f"run_dir={run_dir}", "algorithm=map_elites", "seed=3",
+                                                "budget.evaluations=10", "logger=none", "knowledge=none",
+                                                "engine.progress=false", "engine.export=false", *extra])
+
+    first = run(cfg(tmp_path / "a", "evaluator=static"))
+    store = tmp_path / "a" / "store.sqlite"
+    again = run(cfg(tmp_path / "b", "evaluator=replay", f"evaluator.stores=[{store}]"))
+    with Store(store, readonly=True) as a, Store(tmp_path / "b" / "store.sqlite", readonly=True) as b:
+        want = [(r.identity, r.status, r.objective, r.cell) for r in a.candidates(with_ptx=False)]
+        got = [(r.identity, r.status, r.objective, r.cell) for r in b.candidates(with_ptx=False)]
+        assert a.load_checkpoint("engine")["archive"] == b.load_checkpoint("engine")["archive"]
+    assert got == want and len(got) >= 10
+    assert again["best_objective"] == first["best_objective"] and again["qd_score"] == first["qd_score"]
+
+
+def test_retime_dry_run_on_the_static_evaluator(tmp_path):
+    """experiments/retime.py end to end on a CPU (the static evaluator stands in for the GPU pool)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("retime", Path(__file__).resolve().parents[1] / "experiments"
+                                                  / "retime.py")
+    retime = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(retime)
+    out = tmp_path / "retime.json"
+    assert retime.main([str(RANDOM), "--n", "3", "--top", "2", "--evaluator", "static", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["n"] == 3 and d["ok"] == 3 and d["evaluator"] == "static"
+    rec = load_recording([RANDOM])
+    best = sorted(rec.kernels.values(), key=lambda m: -m.objective)[:2]
+    ids = [c["identity"] for c in d["candidates"]]
+    assert ids[:2] == [m.identity for m in best]  # the recorded best are always re-timed
+    assert all(len(c["retimed_us"]) == len(rec.shapes) and min(c["retimed_us"]) > 0 for c in d["candidates"])
+    assert -1.0 <= d["metrics"]["spearman"] <= 1.0
+
+
+def test_replay_puts_objectives_of_mixed_references_on_one_scale(wl, tmp_path):
+    """Runs recorded against different objective references (a later gate's best-library objective): every
+    objective is recomputed from the recorded times against one reference, the recorded one kept."""
+    from evaluators.replay import ReplayEvaluator
+
+    with open_store(RANDOM) as st:
+        rows = st.candidates(status="ok", limit=5)
+    path = tmp_path / "best_ref.sqlite"
+    with Store(path) as dst:
+        for r in rows:
+            r.id, r.parent_ids = None, []
+            r.metrics["extra"]["objective_baseline"] = "best"
+            dst.add_candidate(r)
+    ev = ReplayEvaluator(wl, [str(path)])
+    assert not ev.recorded_objectives and ev.objective_baselines == ["best"]
+    r = ev.evaluate(rows[1].kernel())
+    ref = load_recording([path]).baseline_times("torch")
+    want = float(np.exp(np.mean([np.log(ref[s.shape] / s.time_us) for s in r.shapes])))
+    assert r.objective == pytest.approx(want) and r.extra["recorded_objective"] == rows[1].objective
+    assert "recomputed" in ev.banner()

@@ -189,3 +189,12 @@ def test_bad_base_url_is_a_config_error(tmp_path):
     cfg = cfg_for(tmp_path, "notaurl", others=["template"])
     with pytest.raises(ConfigError, match=r"llm\.base_url: 'notaurl' is not an http"):
         run(cfg)
+
+
+def test_activity_shows_while_the_llm_generates(caplog):
+    from evolve.progress import activity, current_activity
+
+    assert current_activity() == ""
+    with activity("LLM generating (optimizer)"):
+        assert current_activity() == "LLM generating (optimizer), 0 s"
+    assert current_activity() == ""

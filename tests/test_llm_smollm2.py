@@ -72,7 +72,9 @@ $L__BB0_2:
 def backend():
     from evolve.llm.transformers_backend import TransformersBackend
 
-    return TransformersBackend("smollm2", threads=1, device="cpu")
+    # What these tests measure is the model's output, not the time bound (tested against a real server in
+    # test_llm_failures): a generous max_time keeps them independent of how loaded the CPU is.
+    return TransformersBackend("smollm2", threads=1, device="cpu", max_time_s=900)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +96,8 @@ def test_constrained_operator_scripts_all_parse(backend, workload, record_proper
     """N optimizer generations on the naive RMSNorm seed: every one parses; apply/compile rates recorded."""
     roles = [{"name": "optimizer", "kind": "optimizer", "max_edits": 1, "max_block_lines": 2,
               "max_new_tokens": 96, "temperature": 0.9}]
-    op = LLMOperator(workload, backends={"default": backend}, roles=roles, attempts=1, inline_repairs=0)
+    op = LLMOperator(workload, backends={"default": backend}, roles=roles, attempts=1, inline_repairs=0,
+                     proposal_timeout_s=900)
     parent = workload.seeds()[0]
     lst = listing(parent.module)
     rng = np.random.default_rng(0)
@@ -128,7 +131,7 @@ def test_repair_role_on_a_planted_ptxas_error(backend, record_property):
         compile_ptx(child, verify_only=True)
     result = EvalResult(status=Status.COMPILE_ERROR, reason=str(err.value))
     assert re.search(r"line \d+", result.reason)
-    op = LLMOperator(None, backends={"default": backend}, attempts=1,
+    op = LLMOperator(None, backends={"default": backend}, attempts=1, proposal_timeout_s=900,
                      roles=[{"name": "optimizer", "kind": "optimizer"},
                             {"name": "repairer", "kind": "repairer", "focus": "entry", "max_edits": 1,
                              "max_block_lines": 2, "max_new_tokens": 64, "temperature": 0.7,
@@ -165,7 +168,7 @@ def test_http_backend_round_trips_through_the_local_server(backend, workload):
         assert c.prompt_tokens > 0 and c.completion_tokens > 0 and srv.requests == 1
         # The operator drives the HTTP backend end to end (guided decoding on the server side).
         op = LLMOperator(workload, backends={"default": client}, attempts=1, inline_repairs=0,
-                         roles=[{"name": "optimizer", "kind": "optimizer", "max_edits": 1, "max_block_lines": 1,
+                         proposal_timeout_s=900, roles=[{"name": "optimizer", "kind": "optimizer", "max_edits": 1, "max_block_lines": 1,
                                  "max_new_tokens": 48, "kinds": ["MODIFIER", "DELETE", "KNOBS", "LAUNCH"]}])
         try:
             script = op.propose(workload.seeds()[0], OperatorContext(workload=workload), np.random.default_rng(2))
@@ -176,7 +179,7 @@ def test_http_backend_round_trips_through_the_local_server(backend, workload):
 
 
 def test_critic_writes_one_sanitised_line_and_rewards_the_arm(backend, workload):
-    op = LLMOperator(workload, backends={"default": backend}, attempts=1,
+    op = LLMOperator(workload, backends={"default": backend}, attempts=1, proposal_timeout_s=900,
                      roles=[{"name": "optimizer", "kind": "optimizer"},
                             {"name": "critic", "kind": "critic", "max_new_tokens": 40, "temperature": 0.3}])
     parent = workload.seeds()[0]

@@ -15,7 +15,13 @@ compiler and its own ptxas on the CPU. What differs from a workload seed, and wh
 - PTX version and target: Triton 3.9 declares ``.version 9.4`` and ``.target sm_90a``; the kernel is compiled
   with ``ptx_version`` set to what the project's ptxas reads (Triton's LLVM back end emits PTX 9.0
   instructions at most, ``min(90, ptx_version)``, so this only changes the header) and the target is written
-  as the hardware's ``arch`` (``sm_90``) unless told otherwise.
+  as the hardware's ``arch`` (``sm_90``) unless told otherwise;
+- ptxas: Triton assembles its PTX with the ptxas it ships (``triton/backends/nvidia/bin``), which may read an
+  older PTX ISA than the version asked for (Triton 3.6 ships ptxas 12.8, PTX ISA 8.7, and fails on ``.version
+  9.0``: "Unsupported .version 9.0; current version is '8.7'"). ``compile_triton`` runs Triton with the first
+  ptxas that reads the PTX version and targets the architecture (``choose_ptxas``: Triton's own first, then
+  ``evaluators.toolchain.ptxas_candidates``), passed through ``TRITON_PTXAS_PATH`` /
+  ``TRITON_PTXAS_BLACKWELL_PATH`` for the compile only, and names it in ``TritonPTX.ptxas``.
 
 Command line (writes the PTX and prints the ``workload`` config lines that start a search from it)::
 
@@ -28,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +73,8 @@ class TritonPTX:
     ptx: the PTX text Triton produced; name: its ``.entry``; arg_names: the runtime arguments in ``.param``
     order (constexprs removed), followed by the scratch pointers; num_warps; shared: dynamic shared memory in
     bytes (``metadata.shared``); global_scratch_size: bytes of global scratch per program (0: unused);
-    cubin: Triton's own cubin (for register-count comparisons); ptxas_flags: the flags Triton ran ptxas with.
+    cubin: Triton's own cubin (for register-count comparisons); ptxas_flags: the flags Triton ran ptxas with;
+    ptxas: the ptxas Triton assembled it with (path and release, ``choose_ptxas``).
     """
 
     ptx: str
@@ -77,6 +86,7 @@ class TritonPTX:
     cubin: bytes = b""
     ptxas_flags: tuple[str, ...] = ("-lineinfo", "--regAllocOptLevel=2")
     metadata: dict[str, Any] = field(default_factory=dict)
+    ptxas: str = ""
 
 
 def project_ptx_version() -> int:
@@ -89,13 +99,78 @@ def project_ptx_version() -> int:
     return v[0] * 10 + v[1]
 
 
+#: The environment variables Triton reads the ptxas path from (triton/knobs.py ``env_nvidia_tool``): which one a
+#: compile uses depends on the Triton version and the target (3.6: ``ptxas`` below sm_100; 3.9: ``ptxas-blackwell``
+#: from sm_90 on), so both are set.
+TRITON_PTXAS_ENV = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
+
+
+def triton_arch(capability: int) -> str:
+    """The ``--gpu-name`` Triton passes ptxas for ``capability``: ``sm_90a`` for 90 (the ``a`` features from
+    sm_90 on, triton/backends/nvidia/compiler.py ``sm_arch_from_capability``), ``sm_80`` for 80."""
+    return f"sm_{capability}{'a' if capability >= 90 else ''}"
+
+
+def triton_own_ptxas(capability: int) -> Path | None:
+    """The ptxas this Triton runs for ``capability`` by itself (its ``get_ptxas``: the bundled binary or the one
+    ``TRITON_PTXAS_PATH`` names); None when Triton has no such function or finds no ptxas."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return Path(get_ptxas(capability).path)
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        return None
+
+
+def choose_ptxas(ptx_version: int, arch: str, candidates: Sequence[Path | None]) -> Path:
+    """The first of ``candidates`` (None entries skipped) that reads PTX ISA ``ptx_version`` (Triton's form:
+    90 for 9.0; ``evaluators.toolchain.ptx_isa_version``) and generates code for ``arch`` (``sm_90a``; not
+    checked for a ptxas whose ``--help`` lists no targets). TritonSeedError listing every candidate with the PTX
+    version it reads when none does."""
+    from evaluators.toolchain import ptx_isa_version, ptxas_targets
+
+    need = divmod(int(ptx_version), 10)
+    tried = []
+    for p in candidates:
+        if p is None:
+            continue
+        isa = ptx_isa_version(p)
+        targets = ptxas_targets(p)
+        if isa is not None and isa >= need and (not targets or arch in targets):
+            return Path(p)
+        reads = f"PTX {isa[0]}.{isa[1]}" if isa else "an unknown PTX version"
+        tried.append(f"{p} (reads {reads}{'' if not targets or arch in targets else f', no {arch}'})")
+    raise TritonSeedError(f"no ptxas reads PTX {need[0]}.{need[1]} for {arch}: tried {'; '.join(tried) or 'none'}")
+
+
+@contextmanager
+def triton_ptxas(path: Path | None) -> Iterator[None]:
+    """Within the block Triton runs ``path`` as ptxas (``TRITON_PTXAS_ENV``); the previous values are restored
+    after. None: leave Triton's choice alone."""
+    if path is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in TRITON_PTXAS_ENV}
+    os.environ.update({k: str(path) for k in TRITON_PTXAS_ENV})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def compile_triton(fn: Any, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None, *,
                    num_warps: int = 4, num_stages: int = 3, capability: int = SEED_CAPABILITY,
                    ptx_version: int | None = None) -> TritonPTX:
     """Compile the ``@triton.jit`` function ``fn`` to PTX for ``GPUTarget("cuda", capability, 32)`` (no GPU
     needed). signature: argument name -> Triton type (``"*bf16"``, ``"i32"``, ``"fp32"``; constexpr arguments
     may be left out); constexprs: their values; ptx_version: Triton's ``ptx_version`` option (None: Triton's
-    default, from its own ptxas). Raises TritonSeedError naming a missing argument."""
+    default, from its own ptxas). Triton assembles with ``choose_ptxas``'s pick among its own ptxas and the
+    project's (``evaluators.toolchain.ptxas_candidates``). Raises TritonSeedError naming a missing argument, or
+    the ptxas binaries tried when none reads ``ptx_version``."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -114,8 +189,15 @@ def compile_triton(fn: Any, signature: Mapping[str, str], constexprs: Mapping[st
     options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
     if ptx_version is not None:
         options["ptx_version"] = ptx_version
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs),
-                       target=GPUTarget("cuda", capability, 32), options=options)
+    from evaluators.toolchain import ptxas_candidates, ptxas_version
+
+    own = triton_own_ptxas(capability)
+    ptxas = own if ptx_version is None else choose_ptxas(ptx_version, triton_arch(capability),
+                                                         [own, *ptxas_candidates()])
+    with triton_ptxas(ptxas if ptxas != own else None):
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs),
+                           target=GPUTarget("cuda", capability, 32), options=options)
+    used = f"{ptxas} ({ptxas_version(ptxas).rsplit(', ', 1)[-1]})" if ptxas is not None else "Triton's default"
     md = k.metadata._asdict() if hasattr(k.metadata, "_asdict") else dict(vars(k.metadata))
     runtime = [n for n in names if sig[n] != "constexpr"]
     # the scratch pointers this Triton version appends (none before 3.3, global_scratch, then profile_scratch)
@@ -124,7 +206,7 @@ def compile_triton(fn: Any, signature: Mapping[str, str], constexprs: Mapping[st
     return TritonPTX(ptx=k.asm["ptx"], name=md["name"], arg_names=runtime + list(SCRATCH_PARAMS[:extra]),
                      num_warps=int(md["num_warps"]), shared=int(md.get("shared") or 0),
                      global_scratch_size=int(md.get("global_scratch_size") or 0),
-                     cubin=k.asm.get("cubin", b""), metadata=md)
+                     cubin=k.asm.get("cubin", b""), metadata=md, ptxas=used)
 
 
 def workload_signature(workload: Workload, param_map: Mapping[str, str]) -> dict[str, str]:
@@ -523,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     Path(args.output).write_text(seed.ptx)
     print(f"wrote {args.output}: entry {workload.entry}, {seed.compiled.num_warps} warps, "
-          f"{seed.compiled.shared} bytes dynamic smem (Triton kernel {seed.compiled.name})")
+          f"{seed.compiled.shared} bytes dynamic smem (Triton kernel {seed.compiled.name}, ptxas "
+          f"{seed.compiled.ptxas})")
     print("workload config:\n" + seed.config_lines(args.output))
     return 0
 

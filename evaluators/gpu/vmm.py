@@ -7,8 +7,11 @@ range (CUDA virtual memory management, CUDA Driver API "Virtual Memory Managemen
 ``cuMemCreate``, ``cuMemMap``, ``cuMemSetAccess``): physical memory is mapped for exactly the granules the
 buffer needs, the buffer is placed so that it ends at the end of the mapping (up to 15 bytes of NaN before the
 boundary when its size is not a multiple of 16, so that its start stays 16-byte aligned), and the next granule
-is reserved but unmapped. A read past the end faults. Where the driver allows, the mapping is then made
-read-only (``CU_MEM_ACCESS_FLAGS_PROT_READ``), so a store into an input faults too. A fault is a sticky CUDA
+is reserved but unmapped. A read past the end faults. Where the driver allows, the mapping of every ``input``
+buffer is then made read-only (``CU_MEM_ACCESS_FLAGS_PROT_READ``), so a store into an input faults too; an
+``inout`` buffer (KDA's state: read, then overwritten with the final value) ends at an unmapped page as well but
+stays writable, and its final value is judged like an output (``read_only_buffers``). (Protecting it made every
+KDA kernel fault at its final state store: H200, 2026-12-01.) A fault is a sticky CUDA
 error: the worker answers and restarts (one restart, counted by the supervisor).
 
 Costs a few driver calls and one launch at a small gate shape (about a millisecond). Cannot catch: reads before
@@ -135,6 +138,13 @@ def fault_check_shape(workload: Any, seed: int) -> tuple[int, ...]:
 _SHAPES: dict[tuple, list[tuple[int, ...]]] = {}  # fault_check_shape's candidates per workload and gate shapes
 
 
+def read_only_buffers(workload: Any, names: Any) -> list[str]:
+    """Of the buffers ``names`` (``make_inputs``' keys), those the fault check maps read-only: every one but the
+    workload's ``inout`` buffers, which the kernel must write."""
+    inout = set(workload.buffer_names("inout"))
+    return [k for k in names if k not in inout]
+
+
 def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[str, Any]]:
     """Run the kernel once (``run(inputs, outputs, shape, params)``, synchronised) on inputs in EdgeBuffers,
     read-only where the driver allows, and compare the output with the reference.
@@ -144,7 +154,7 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
     when the driver refuses the mappings themselves (no verdict)."""
     import cupy as cp
 
-    from evaluators.gpu.gate import allocate_poisoned, compare, reference_for, within_tolerance
+    from evaluators.gpu.gate import _inout_specs, allocate_poisoned, compare, reference_for, within_tolerance
 
     shape = fault_check_shape(workload, seed)
     params = workload.draw_params(seed)
@@ -162,14 +172,15 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
                 cp.cuda.runtime.memset(b.ptr + int(v.nbytes), 0xFF, tail)
             inputs[k] = a
         cp.cuda.get_current_stream().synchronize()
-        refused = [f"{k}: {why}" for k, b in bufs.items() if (why := b.protect()) is not None]
+        protect = read_only_buffers(workload, bufs)
+        refused = [f"{k}: {why}" for k in protect if (why := bufs[k].protect()) is not None]
         notes.update(read_only=not refused, refused=refused[:1])
-        ref = reference_for(workload, inputs, cp, params)
+        ref = reference_for(workload, inputs, cp, params)  # inout buffers: from their initial value
         outs = {s.name: allocate_poisoned(s, 0, cp) for s in workload.outputs(shape)}
         run(inputs, {n: b.view for n, b in outs.items()}, shape, params)
         atol, rtol = workload.tolerance
-        for s in workload.outputs(shape):
-            got = outs[s.name].view
+        for s in [*workload.outputs(shape), *_inout_specs(workload, inputs)]:
+            got = outs[s.name].view if s.name in outs else inputs[s.name]
             if not within_tolerance(got, ref[s.name], s.dtype, atol, rtol, cp, 0):
                 c = compare(got, ref[s.name], s.dtype, atol, rtol, cp, 0)
                 return (f"fault check: {c.n_bad} of {c.total} elements of {s.name} wrong at shape {shape} with the "

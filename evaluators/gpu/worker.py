@@ -386,6 +386,16 @@ class WorkerState:
         return reply, False
 
 
+def _send_ready(conn: Any, msg: dict[str, Any]) -> bool:
+    """Send the start-up answer; False when the supervisor has gone meanwhile (it closed the pipe: a pool
+    closed, or a run ended, while this replacement worker was still starting), so the worker just exits."""
+    try:
+        conn.send(msg)
+        return True
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return False
+
+
 def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: dict[str, Any]) -> None:
     """Process entry point (spawned by the supervisor): serve requests on ``conn`` until ``stop`` or EOF.
 
@@ -403,10 +413,11 @@ def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: d
 
         state.timing_lock = TimingLock(timing_lock_path(str(device)))
     except BaseException:
-        conn.send({"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
+        _send_ready(conn, {"op": "ready", "ok": False, "error": traceback.format_exc(limit=8)})
         return
-    conn.send({"op": "ready", "ok": True, "device": state.device_name, "copy_gbps": state.copy_gbps,
-               "notes": {**state.notes, **state.baselines.notes}})
+    if not _send_ready(conn, {"op": "ready", "ok": True, "device": state.device_name, "copy_gbps": state.copy_gbps,
+                              "notes": {**state.notes, **state.baselines.notes}}):
+        return
     while True:
         try:
             req = conn.recv()

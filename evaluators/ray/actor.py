@@ -192,8 +192,22 @@ class EvaluationActor:
     def info(self) -> dict[str, Any]:
         """Where the actor runs and what it evaluates on: node_id, host, pid, actor_id, gpu (targets.spec key
         or the device name), device, cc, arch, copy_gbps (GB/s, measured by the worker; None for static),
-        kind, and the GPU worker's pid (None for static)."""
-        return {**self.where, **self.device, "kind": self.kind, "worker_pid": self.worker_pid()}
+        kind, the GPU worker's pid (None for static), verdicts (whether elites get sanitizer verdicts),
+        objective (the evaluator's ObjectiveSpec as JSON, None for static) and shapes (what it times)."""
+        objective = getattr(self.evaluator, "objective", None)
+        shapes = getattr(self.evaluator, "shapes", None)
+        return {**self.where, **self.device, "kind": self.kind, "worker_pid": self.worker_pid(),
+                "verdicts": getattr(self.evaluator, "submit_verdict", None) is not None,
+                "objective": objective.to_json() if hasattr(objective, "to_json") else objective,
+                "shapes": [list(x) for x in shapes] if shapes is not None else None}
+
+    def submit_verdict(self, key: Any, kernel: Kernel | KernelText) -> None:
+        """Queue a compute-sanitizer verdict on ``kernel`` under ``key`` (``GPUPool.submit_verdict``)."""
+        self.evaluator.submit_verdict(key, as_kernel(kernel))
+
+    def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Any]]:
+        """The (key, Verdict) pairs finished since the last call (``GPUPool.collect_verdicts``)."""
+        return self.evaluator.collect_verdicts(wait=wait, timeout=timeout)
 
     def worker_pid(self) -> int | None:
         """Pid of the GPU worker process (the leader of the process group killed at a deadline), or None."""

@@ -2,7 +2,8 @@
 
 ``connect(address)`` calls ``ray.init(address=...)`` to join a running cluster (``"auto"``, ``"ray://host:10001"``
 or ``"host:6379"``); without an address it starts a local one in this process (the embedded default: one host,
-its CPUs and GPUs). Either way every Ray worker gets the runtime environment ``project_runtime_env`` builds:
+its CPUs and GPUs, whose workers share this host's files). Joining a cluster, every Ray worker gets the runtime
+environment ``project_runtime_env`` builds:
 
 - ``working_dir``: the project tree (``.gitignore`` honoured, so no run outputs, stores or wheels travel), put
   first on each worker's ``sys.path``: nodes run the driver's code, whatever version they have installed.
@@ -59,6 +60,8 @@ def toolchain_module(cache_root: Path | None = None) -> Path:
                                 "evaluator.ray.ship_toolchain=false and install a CUDA toolkit on every node")
     root = (cache_root or Path(tempfile.gettempdir())) / f"ptxforge-toolchain-{os.getuid()}"
     dest = root / "nvidia" / "cu13"
+    if src.resolve() == dest.resolve():  # this process runs on a node that received the shipped tools
+        return root / "nvidia"
     stamp = root / "source.txt"
     if stamp.is_file() and stamp.read_text() == str(src):
         return root / "nvidia"
@@ -102,13 +105,16 @@ def project_runtime_env(*, ship_code: bool = True, ship_toolchain: bool = False,
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
-            ship_code: bool = True, ship_toolchain: bool | None = None, runtime_env: dict[str, Any] | None = None,
+            ship_code: bool | None = None, ship_toolchain: bool | None = None,
+            runtime_env: dict[str, Any] | None = None,
             namespace: str = "ptxforge") -> dict[str, Any]:
     """Join the cluster at ``address`` (None: start a local one with ``num_cpus`` / ``num_gpus``, default
     all of this host's) unless this process is already connected; returns ``ray.cluster_resources()``.
 
-    ship_toolchain: None ships ptxas/nvcc only when joining an existing cluster (a local one shares this
-    host's). Raises ImportError naming the extra when Ray is not installed, ConnectionError when ``address``
+    ship_code / ship_toolchain: None ships the project tree / ptxas and nvcc only when joining an existing
+    cluster: the workers of a local one run on this host, start with the driver's ``sys.path`` (Ray puts the
+    driver's directory first) and find this host's ptxas, and need no runtime-environment agent (whose
+    ``working_dir`` support needs aiohttp, part of ``ray[default]``). Raises ImportError naming the extra when Ray is not installed, ConnectionError when ``address``
     cannot be reached.
     """
     try:
@@ -117,6 +123,8 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, num_gpus
         raise ImportError("evaluator.backend=ray needs Ray: pip install 'ptxforge[ray]' "
                           "(or bash scripts/setup.sh, which installs it)") from e
     if not ray.is_initialized():
+        if ship_code is None:
+            ship_code = address is not None
         if ship_toolchain is None:
             ship_toolchain = address is not None and local_toolchain_dir() is not None
         env = project_runtime_env(ship_code=ship_code, ship_toolchain=bool(ship_toolchain), extra=runtime_env)

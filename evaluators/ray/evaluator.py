@@ -72,7 +72,7 @@ class RayEvaluator:
     def __init__(self, workload: Any, *, kind: str = "auto", actors: int | None = None, depth: int = 2,
                  address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
                  compile_tasks: bool = True, actor_cpus: float | None = None, max_requeues: int = 3,
-                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool = True,
+                 start_attempts: int = 3, compile_wait_s: float = 30.0, hardware: Any = None, ship_code: bool | None = None,
                  ship_toolchain: bool | None = None, runtime_env: dict[str, Any] | None = None,
                  options: dict[str, Any] | None = None) -> None:
         from evaluators.ray.cluster import connect
@@ -100,6 +100,8 @@ class RayEvaluator:
         self.kind, self.workload, self.depth = kind, workload, int(depth)
         self.estimate = kind == "static"
         n = actors if actors is not None else (gpus if kind == "gpu" else 2)
+        if kind == "gpu" and n > gpus:
+            raise ValueError(f"evaluator.ray.actors={n} GPU actors, but the Ray cluster has {gpus} GPUs")
         self.hardware, self.options = hardware, dict(options or {})
         self.max_requeues, self.start_attempts = int(max_requeues), int(start_attempts)
         from evaluators.ray.actor import EvaluationActor
@@ -137,6 +139,15 @@ class RayEvaluator:
             raise EvaluatorUnavailable(f"no evaluation actor started ({n} tried, kind={kind}); see the log above")
         for a in started:
             self._release_slots(a)
+        first = started[0].info
+        self.objective, self.shapes = first.get("objective"), first.get("shapes")
+        # Sanitizer verdicts on new elites (GPUPool's), forwarded to the actors; None where the actors give none,
+        # which tells the engine to confirm elites at once (as GPUPool(sanitize_elites=False) does).
+        self._verdicts: dict[Any, tuple[int, int, Any]] = {}  # key -> (actor index, generation, KernelText)
+        self._verdict_rr = 0
+        if not all(a.info.get("verdicts") for a in started):
+            self.submit_verdict = None  # type: ignore[assignment]
+            self.collect_verdicts = None  # type: ignore[assignment]
         for a in self._actors.values():
             if a.dead:
                 self._replace(a)
@@ -290,6 +301,56 @@ class RayEvaluator:
                 res.extra["requeued"] = requeued
                 res.extra["lost_on"] = lost_on
             return res
+
+    # ------------------------------------------------------------------------------------------ verdicts
+    def submit_verdict(self, key: Any, kernel: Kernel) -> None:  # type: ignore[no-redef]
+        """Queue a compute-sanitizer verdict on ``kernel`` under ``key`` on a live actor (round robin); when that
+        actor is lost before the verdict is collected, it is asked again of another (``collect_verdicts``)."""
+        from evaluators.ray.actor import KernelText
+
+        text = KernelText.of(kernel)
+        self._send_verdict(key, text)
+
+    def _send_verdict(self, key: Any, text: Any) -> None:
+        with self._lock:
+            alive = [a for a in self._actors.values() if not a.dead]
+            if not alive:
+                self._verdicts[key] = (-1, -1, text)  # re-sent by collect_verdicts when an actor is back
+                return
+            a = alive[self._verdict_rr % len(alive)]
+            self._verdict_rr += 1
+            self._verdicts[key] = (a.index, a.generation, text)
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        try:  # synchronous: a threaded actor does not keep call order, and the queueing itself is quick
+            self._ray.get(a.handle.submit_verdict.remote(key, text))
+        except (RayActorError, ActorUnavailableError) as e:
+            self._lost(a, e)  # collect_verdicts sends it to the successor or another actor
+
+    def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Any]]:  # type: ignore[no-redef]
+        """(key, Verdict) pairs finished since the last call, from every actor; ``wait``: wait for every queued
+        one (``timeout`` s per actor). Verdicts queued on an actor that was lost are queued again elsewhere."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        with self._lock:
+            actors = [a for a in self._actors.values() if not a.dead]
+            orphans = [(k, t) for k, (i, g, t) in self._verdicts.items()
+                       if i not in self._actors or self._actors[i].dead or self._actors[i].generation != g]
+        for key, text in orphans:
+            self._send_verdict(key, text)
+        out: list[tuple[Any, Any]] = []
+        refs = [(a, a.handle.collect_verdicts.remote(wait, timeout)) for a in actors]
+        for a, ref in refs:
+            try:
+                got = self._ray.get(ref)
+            except (RayActorError, ActorUnavailableError) as e:
+                self._lost(a, e)
+                continue
+            out.extend(got)
+        with self._lock:
+            for key, _ in out:
+                self._verdicts.pop(key, None)
+        return out
 
     def close(self) -> None:
         """Stop every actor (their GPU workers first) and the compile executor; idempotent. The Ray

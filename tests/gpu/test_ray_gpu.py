@@ -50,6 +50,16 @@ def test_one_actor_per_gpu_reporting_its_device(cluster, evaluator):
     assert len({a["cuda_visible_devices"] for a in actors}) == len(actors)  # one GPU each
 
 
+def test_elite_sanitizer_verdicts_come_back_through_the_actors(evaluator):
+    """GPUPool's background compute-sanitizer verdicts, asked of and collected from the actors."""
+    seed = RMSNorm("bf16").seeds()[0]
+    assert evaluator.shapes == [list(s) for s in SMALL_BENCH] and evaluator.objective
+    evaluator.submit_verdict(101, seed)
+    got = evaluator.collect_verdicts(wait=True, timeout=300)
+    assert [k for k, _ in got] == [101]
+    assert got[0][1].status in (Status.OK, Status.SKIPPED), got[0][1].reason  # SKIPPED: no compute-sanitizer
+
+
 def test_seeds_pass_on_the_actors(evaluator):
     wl = RMSNorm("bf16")
     for k in wl.seeds():
