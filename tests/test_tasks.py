@@ -268,3 +268,31 @@ def test_compile_executor_instantiates_into_the_shared_cache(workload):
     assert 0 <= secs < 120
     with pytest.raises(ValueError, match="threads"):
         instantiate_template(workload.spec(), {"threads": 48})
+
+
+def test_dispatch_export_covers_every_row_length(workload, tmp_path):
+    """The product of a multi-task run: one kernel per bucket (cubin, PTX, card with lineage), manifest.json, and
+    archive.launcher's dispatch.json whose buckets select by row length exactly as the tasks do."""
+    import json
+
+    from archive.dispatch import bucket_for, export_dispatch, load_manifest
+    from archive.launcher import load
+
+    tasks = build_tasks(BENCHMARK_SHAPES[:3])
+    with Store(tmp_path / "s.sqlite") as store:
+        eng = make_mt_engine(workload, store, tasks, budget=14)
+        eng.run()
+        man = export_dispatch(store, eng.archive, tasks, workload, tmp_path / "dispatch")
+    assert [b["task"] for b in man["buckets"]] == [0, 1, 2]
+    for b in man["buckets"]:
+        assert (tmp_path / "dispatch" / b["cubin"]).stat().st_size > 0
+        card = json.loads((tmp_path / "dispatch" / b["card"]).read_text())
+        assert card["lineage"][0]["operator"] == "seed" and card["candidate_id"] == b["candidate_id"]
+    assert load_manifest(tmp_path / "dispatch") == json.loads((tmp_path / "dispatch" / "manifest.json").read_text())
+    kern = load(tmp_path / "dispatch")
+    for n in (1, 256, 362, 363, 700, 724, 725, 10**6):
+        assert kern.bucket_for((3, n)).info["task"] == tasks.task_of(n).index == bucket_for(man, n)["task"]
+    bad = dict(man, buckets=man["buckets"][:2])
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="unbounded"):
+        load_manifest(tmp_path / "bad.json")
