@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators.gpu.benchmark import ROOFLINE_SLACK, median_us, too_fast
-from evaluators.gpu.pool import GPUPool
 from evaluators.types import ShapeResult
-from workloads.rmsnorm import RMSNorm
 
 
 def test_too_fast_is_relative_to_measured_copy():
@@ -19,12 +17,18 @@ def test_too_fast_is_relative_to_measured_copy():
 
 
 def test_objective_prefers_primary_then_naive():
-    pool = GPUPool.__new__(GPUPool)  # only the objective rule is exercised: no workers are started
-    pool.workload = RMSNorm("bf16")
-    a = ShapeResult((1, 2), "bf16", 10.0, 100.0, 0.5, speedups={"torch": 2.0, "naive": 8.0})
-    b = ShapeResult((1, 4), "bf16", 10.0, 100.0, 0.25, speedups={"torch": 0.5, "naive": 2.0})
-    assert pool._objective([a, b]) == (pytest.approx(1.0), "torch")
-    a.speedups.pop("torch")
-    assert pool._objective([a, b]) == (pytest.approx(4.0), "naive")
-    a.speedups.clear()
-    assert pool._objective([a, b])[1] == "copy_roofline"
+    """With objective.baseline=torch the pool's objective is the speedup over eager torch, then over the naive seed
+    where torch did not run, then the copy-roofline fraction (evaluators.objective)."""
+    from evaluators.objective import ObjectiveSpec, evaluate_objective
+
+    spec = ObjectiveSpec(baseline="torch")
+    a = ShapeResult((1, 2), "bf16", 10.0, 100.0, 0.5, baseline_us={"torch": 20.0, "naive": 80.0})
+    b = ShapeResult((1, 4), "bf16", 10.0, 100.0, 0.25, baseline_us={"torch": 5.0, "naive": 20.0})
+    ov = evaluate_objective([a, b], spec)
+    assert (ov.value, ov.reference) == (pytest.approx(1.0), {"1x2": "torch", "1x4": "torch"})
+    a.baseline_us.pop("torch")
+    ov = evaluate_objective([a, b], spec)
+    assert ov.value == pytest.approx((8.0 * 0.5) ** 0.5) and ov.reference["1x2"] == "naive"
+    a.baseline_us.clear()
+    assert evaluate_objective([a, b], spec).name == "copy_roofline"
+    assert ObjectiveSpec.from_config(None).baseline == "best"  # what a GPUPool built without one uses
