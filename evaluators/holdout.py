@@ -23,7 +23,14 @@ from evaluators.calibration import fit_constants, term_arrays
 from evaluators.cost_model import CostConstants, predict_time_us
 from evaluators.fidelity import median_relative_error, rank_metrics
 from evaluators.recorded import Measured, Recording
-from evaluators.surrogate import SurrogateModel, feature_vector, fit_surrogate
+from evaluators.surrogate import (
+    RANK_TEMPERATURE,
+    RANK_WEIGHT,
+    SurrogateModel,
+    feature_vector,
+    fit_surrogate,
+    knob_names_of,
+)
 
 Shape = tuple[int, ...]
 
@@ -50,13 +57,14 @@ def scores(times_us: np.ndarray, reference_us: np.ndarray) -> np.ndarray:
 
 
 def surrogate_rows(kernels: Sequence[Measured], terms: Mapping[str, Mapping[str, Any]], shapes: Sequence[Shape],
-                   constants: CostConstants) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(features (n*shapes, d), static µs, GPU µs, kernel index) for the surrogate, kernels with ok terms only
-    (callers filter first)."""
+                   constants: CostConstants, knob_names: Sequence[str] = ()
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(features (n*shapes, d), base µs (``surrogate.roofline_us``), GPU µs, kernel index) for the surrogate, kernels with ok terms only
+    (callers filter first); rows are kernel-major (row i*len(shapes)+j = kernel i at shape j)."""
     xs, st, gp, grp = [], [], [], []
     for i, m in enumerate(kernels):
         for s in shapes:
-            f, s_us = feature_vector(terms[m.identity], s, constants)
+            f, s_us = feature_vector(terms[m.identity], s, constants, m.row.launch.get("knobs"), knob_names)
             xs.append(f)
             st.append(s_us)
             gp.append(m.times_us[s])
@@ -72,8 +80,11 @@ def fit_models(train: Sequence[Measured], terms: Mapping[str, Mapping[str, Any]]
     consts, info = fit_constants(arr, meas, sidx, seed=seed)
     model = None
     if surrogate:
-        x, st, gp, grp = surrogate_rows(train, terms, shapes, consts)
-        model = fit_surrogate(x, np.log(gp) - np.log(st), grp, seed=seed, members=members, steps=steps)
+        knobs = knob_names_of([m.row.launch.get("knobs") for m in train])
+        x, st, gp, grp = surrogate_rows(train, terms, shapes, consts, knobs)
+        model = fit_surrogate(x, np.log(gp) - np.log(st), grp, seed=seed, members=members, steps=steps,
+                              shape_index=np.tile(np.arange(len(shapes)), len(train)), base_us=st,
+                              rank_weight=RANK_WEIGHT, temperature=RANK_TEMPERATURE, knob_names=knobs)
     return consts, info, model
 
 
@@ -95,7 +106,7 @@ def leave_one_run_out(rec: Recording, terms: Mapping[str, Mapping[str, Any]], *,
         arr, _, _, _ = term_arrays(test, terms, rec.shapes)
         static = np.asarray(predict_time_us(arr, consts)).reshape(len(test), len(rec.shapes))
         if model is not None:
-            x, st, _, _ = surrogate_rows(test, terms, rec.shapes, consts)
+            x, st, _, _ = surrogate_rows(test, terms, rec.shapes, consts, model.knob_names)
             rp, sd = model.predict(x, st)
             replay, rstd = rp.reshape(static.shape), sd.reshape(static.shape)
         else:

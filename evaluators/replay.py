@@ -39,9 +39,10 @@ import numpy as np
 from archive.store import CandidateRow
 from evaluators.calibration import recorded_terms, terms_of_analysis
 from evaluators.features import kernel_features
+from evaluators.holdout import surrogate_rows
 from evaluators.recorded import Recording, load_recording, open_store, resolve_store, run_name
 from evaluators.static import StaticEvaluator, failure_result
-from evaluators.surrogate import SurrogateModel, feature_vector, fit_surrogate
+from evaluators.surrogate import SurrogateModel, feature_vector, fit_surrogate, knob_names_of
 from evaluators.types import EvalResult, ShapeResult, Status, geomean
 from population.kernel import Kernel
 
@@ -149,16 +150,10 @@ class ReplayEvaluator:
                                    processes=self.capacity, cache=self.terms_cache)
             ok = [m for m in rec.kernels.values() if terms[m.identity].get("status") == "ok"]
             consts = self.static.calibration.constants
-            xs, st, gp, grp = [], [], [], []
-            for i, m in enumerate(ok):
-                for s in rec.shapes:
-                    f, s_us = feature_vector(terms[m.identity], s, consts)
-                    xs.append(f)
-                    st.append(s_us)
-                    gp.append(m.times_us[s])
-                    grp.append(i)
-            self._surrogate = fit_surrogate(np.stack(xs), np.log(gp) - np.log(st), np.asarray(grp),
-                                            members=self.members, steps=self.steps, seed=self.seed)
+            knobs = knob_names_of([m.row.launch.get("knobs") for m in ok])
+            x, base, gp, grp = surrogate_rows(ok, terms, rec.shapes, consts, knobs)
+            self._surrogate = fit_surrogate(x, np.log(gp) - np.log(base), grp, members=self.members,
+                                            steps=self.steps, seed=self.seed, knob_names=knobs)
             self._recording = rec
         self._fit_reference()
 
@@ -179,7 +174,7 @@ class ReplayEvaluator:
         assert self._surrogate is not None and self._reference is not None
         kt = terms_of_analysis(a, kernel)
         consts = self.static.calibration.constants
-        rows = [feature_vector(kt, s, consts) for s in shapes]
+        rows = [feature_vector(kt, s, consts, dict(kernel.launch.knobs), self._surrogate.knob_names) for s in shapes]
         pred, sd = self._surrogate.predict(np.stack([r[0] for r in rows]), np.array([r[1] for r in rows]))
         primary = self.workload.primary_baseline
         results = []

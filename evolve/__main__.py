@@ -95,9 +95,15 @@ def _precheck_run_dir(args: list[str]) -> None:
 
 
 def _final_line(summary: dict) -> str:
-    """One line saying where the run went and how it ended (estimates are labelled as such)."""
+    """One line saying where the run went and how it ended. Estimates are labelled with the evaluator that made
+    them (``summary["provenance"]["evaluator"]``): the static model, or replay (recorded GPU times where the
+    kernel was measured, the surrogate's estimate otherwise)."""
     best = summary.get("best_objective")
-    kind = " (ESTIMATE: static evaluator)" if summary.get("estimate") else ""
+    kind = ""
+    if summary.get("estimate"):
+        evaluator = (summary.get("provenance") or {}).get("evaluator") or summary.get("evaluator") or "static"
+        kind = (" (replay: recorded GPU time where measured, surrogate ESTIMATE otherwise)" if evaluator == "replay"
+                else f" (ESTIMATE: {evaluator} evaluator)")
     best_text = f"{best:.4g}" if isinstance(best, int | float) else "none"
     why = f"; stopped: {summary['stop_reason']}" if summary.get("stop_reason") else ""
     return (f"done: {summary.get('evaluations', '?')} evaluations, best objective {best_text}{kind}, "

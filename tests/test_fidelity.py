@@ -283,3 +283,39 @@ def test_replay_puts_objectives_of_mixed_references_on_one_scale(wl, tmp_path):
     want = float(np.exp(np.mean([np.log(ref[s.shape] / s.time_us) for s in r.shapes])))
     assert r.objective == pytest.approx(want) and r.extra["recorded_objective"] == rows[1].objective
     assert "recomputed" in ev.banner()
+
+
+def test_surrogate_features_instruction_mix_knobs_and_roofline_base(wl):
+    from evaluators.ptx_stats import STAT_NAMES, ptx_stats
+    from evaluators.surrogate import feature_names, knob_features, knob_names_of, roofline_us
+
+    seed, template = wl.seeds()[:2]
+    s0, s1 = ptx_stats(seed), ptx_stats(template)
+    assert set(s0) == set(STAT_NAMES)
+    # the scalar seed: 2 ld.shared + 2 st.shared (the block reduction), div.rn + rsqrt.approx, no vector access
+    assert (s0["shared_loads"], s0["shared_stores"], s0["fp_div_sqrt"], s0["vector_loads"]) == (2, 2, 2, 0)
+    assert (s1["vector_loads"], s1["vector_stores"]) == (36, 11)  # the template at vec=8: ld/st .v4
+    names = knob_names_of([dict(template.launch.knobs), {"rows_per_cta": 2, "note": "x"}, None])
+    assert names == ("cache_hint", "cluster", "keep_in_regs", "max_chunks", "min_blocks", "row_iters",
+                     "rows_per_cta", "threads", "vec", "w_regs")
+    f = knob_features({"threads": 255, "vec": 8}, ("threads", "vec", "cluster"))
+    assert f == pytest.approx([np.log(256.0), np.log(9.0), 0.0])
+    assert feature_names(names)[-1] == "knob:w_regs"
+    assert roofline_us({"compulsory": 4.0e9, "copy_bps": 4.0e12}) == pytest.approx(1000.0)
+
+
+def test_surrogate_rank_term_fits_and_needs_shapes():
+    from evaluators.surrogate import fit_surrogate
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 3)).astype(np.float32)
+    y = 0.5 * x[:, 0]
+    groups = np.repeat(np.arange(12), 2)
+    with pytest.raises(ValueError, match="shape_index and base_us"):
+        fit_surrogate(x, y, groups, members=2, steps=10, rank_weight=1.0)
+    m = fit_surrogate(x, y, groups, members=2, steps=300, rank_weight=0.5, temperature=0.1,
+                      shape_index=np.tile([0, 1], 12), base_us=np.full(24, 10.0))
+    pred, sd = m.predict(x, np.full(24, 10.0))
+    assert m.info["rank_weight"] == 0.5 and np.all(np.isfinite(pred)) and np.all(sd >= 0)
+    # the fit learns the order of the target: log(pred / base) tracks y
+    assert np.corrcoef(np.log(pred / 10.0), y)[0, 1] > 0.9

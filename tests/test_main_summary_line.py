@@ -11,4 +11,8 @@ def test_final_line_names_the_run_dir_and_labels_estimates() -> None:
     measured = _final_line({"evaluations": 498, "best_objective": 1.1216, "qd_score": 23.51, "coverage": 0.0486,
                             "run_dir": "/tmp/run-b", "estimate": False})
     assert "ESTIMATE" not in measured and "best objective 1.122," in measured
+    replay = _final_line({"evaluations": 5, "best_objective": 1.5, "run_dir": "/tmp/run-d", "estimate": True,
+                          "provenance": {"evaluator": "replay"}})
+    assert "(replay: recorded GPU time where measured, surrogate ESTIMATE otherwise)" in replay
+    assert "static evaluator" not in replay
     assert "best objective none" in _final_line({"run_dir": "/tmp/run-c"})
