@@ -262,18 +262,24 @@ class CheckedLaunch:
 
 
 def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets, outputs: dict[str, Any],
-               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES
-               ) -> tuple[TimedCall, list[CheckedLaunch]]:
+               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES,
+               stages: Any = None) -> tuple[TimedCall, list[CheckedLaunch]]:
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn per launch from ``rng`` (warm-up launches included), and the CheckedLaunch records of
     max(``checks``, number of sets) distinct timed launches drawn among the ``repeats`` (filled in as they run),
     every input set read by at least one of them. The checked launches and as many
     others see a perturbed input set (module docstring). ``outputs``: name -> buffer, reused by every launch. A
     kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the
-    poison patterns' share), all of them with (2/5)^checks per shape."""
+    poison patterns' share), all of them with (2/5)^checks per shape.
+
+    ``stages``: the launcher (``worker.make_launcher``'s ``run``, with ``plan`` and ``kernel``) when the work
+    around the kernel is to stay untimed: each launch's ``Workload.plan`` is made in ``prepare`` (after the
+    refill, the state reset and the perturbation) and its ``before`` enqueued there, the kernel alone is timed,
+    and ``after`` is enqueued in ``after`` before the checked rows are copied. For a one-kernel workload the
+    plan has no stages and this times exactly what ``enqueue`` launches. None: ``enqueue`` is timed whole."""
     specs = {s.name: s for s in workload.outputs(shape)}
     xp = sets.xp
-    state: dict[str, Any] = {"set": 0, "params": {}, "perturbation": None}
+    state: dict[str, Any] = {"set": 0, "params": {}, "perturbation": None, "plan": None}
     # at least one checked launch per input set (each set under another distribution): drawn in random order
     n = min(max(checks, len(sets.sets)) if checks > 0 else 0, repeats)
     picks = rng.choice(repeats, size=min(2 * n, repeats), replace=False) if n > 0 else np.zeros(0, dtype=int)
@@ -299,15 +305,24 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         if pert is not None:
             pert.apply(sets)
         state.update(set=s, params=params, perturbation=pert)
+        if stages is not None:
+            plan = stages.plan(sets.sets[s], outputs, shape, params)
+            plan.run_before()
+            state["plan"] = plan
         if r in checked:
             c = checked[r]
             c.set_index, c.pattern, c.params, c.perturbation = s, pattern, params, pert
             c.rows = np.union1d(rows, pert.rows(m)) if pert is not None else rows
 
     def launch() -> None:
-        enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
+        if state["plan"] is not None:
+            stages.kernel(state["plan"].buffers, shape, state["params"])
+        else:
+            enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
 
     def after(r: int) -> None:
+        if state["plan"] is not None:
+            state["plan"].run_after()
         if r in checked:
             c = checked[r]
             idx = c.rows if xp is np else xp.asarray(c.rows)
