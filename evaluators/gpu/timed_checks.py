@@ -287,8 +287,10 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
     perturbed_at = {int(r) for r in picks}  # the checked ones and as many decoys
-    rows = sample_rows(int(shape[0]) if shape else 1, rng)
-    m = int(shape[0]) if shape else 1
+    # rows of the outputs' leading dimension (RMSNorm: M = shape[0]; KDA: the tokens, while shape[0] is H)
+    first = next(iter(specs.values()), None)
+    m = int(first.shape[0]) if first is not None and first.shape else (int(shape[0]) if shape else 1)
+    rows = sample_rows(m, rng)
 
     def prepare(r: int) -> None:
         s = int(rng.integers(len(sets.sets)))

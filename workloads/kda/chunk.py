@@ -28,10 +28,9 @@ Timing (``workloads.pipeline``): the benchmark times the state pass alone; its r
 ``flops``) and library baseline are the stage's: ``fla_fwd_h``, fla's ``chunk_gated_delta_rule_fwd_h`` on the
 same intermediates. The whole pipeline against fla's ``chunk_kda`` is ``experiments/kda_chunk_h200.py``.
 
-Checks: the gate judges o and the final state of the whole pipeline against the recurrent float64 JAX
-reference (every element at the gate shapes). Checked timed launches at the search shapes compare sampled rows
-of o with the float64 chunked reference (``kda_chunk_reference``, run with the inputs' array module, so on the
-GPU it costs milliseconds; equal to the recurrent one to ~1e-12, tests/test_kda_chunk.py).
+Checks (``workloads.kda.data``): the gate judges o and the final state of the whole pipeline against the
+recurrent float64 JAX reference (every element at the gate shapes); checked timed launches at the search shapes
+compare sampled rows of o with the float64 chunked reference on the GPU.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ import numpy as np
 from population.kernel import Kernel, LaunchConfig
 from workloads.base import Dim3, ParamSpec, Shape
 from workloads.cuda_build import build_ptx
-from workloads.dtypes import from_float, to_float64
+from workloads.dtypes import from_float
 from workloads.kda.chunk_math import (
     CHUNK,
     ChunkLayout,
@@ -54,12 +53,11 @@ from workloads.kda.chunk_math import (
     chunk_output,
     from_chunks,
     intra_chunk,
-    kda_chunk_reference,
     preprocess,
     state_pass,
     to_chunks,
 )
-from workloads.kda.data import VARLEN, D, KDAData, _host
+from workloads.kda.data import VARLEN, D, KDAData
 from workloads.pipeline import Intermediate, PipelineWorkload, Stage
 
 HERE = Path(__file__).resolve().parent
@@ -69,10 +67,6 @@ SEARCH_SHAPES: list[Shape] = [(64, *(1024,) * 8), (96, *VARLEN)]
 GATE_SHAPES: list[Shape] = [(1, 1), (1, 17), (2, 63), (1, 64), (1, 65), (1, 97), (2, 129), (3, 1, 63, 17),
                             (2, 5, 1, 70, 2), (1, 2048)]
 HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288)]
-# Token-heads above which the checked timed launches use the float64 chunked reference (on the inputs' array
-# module) instead of the JAX recurrence on the CPU.
-CHUNKED_REFERENCE_ABOVE = 1 << 16
-
 KNOB_MACROS = {"bv": "BV", "min_blocks": "MIN_BLOCKS"}
 
 
@@ -236,22 +230,6 @@ class KDAChunk(KDAData, PipelineWorkload):
         buffers["h"][...] = h
         buffers["v_new"][...] = from_chunks(vn, lay, xp)
         buffers["state"][...] = s
-
-    # ---------------------------------------------------------------------------------------------- checks
-    def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
-                       params: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """o at token ``rows``: from the recurrent JAX reference (``reference``) up to CHUNKED_REFERENCE_ABOVE
-        token-heads, else from the float64 chunked reference computed with ``xp`` (the GPU's when the inputs
-        are CuPy arrays): milliseconds there, where the JAX scan over every (sequence, head) takes seconds."""
-        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
-        h = int(_host(inputs["A_log"]).shape[0])
-        if int(cu[-1]) * h <= CHUNKED_REFERENCE_ABOVE:
-            return {"o": self.reference(inputs, xp)["o"][rows]}
-        wide = {n: to_float64(xp.asarray(inputs[n]) if xp is not np else _host(inputs[n]), "bf16", xp)
-                for n in ("q", "k", "v", "g", "beta")}
-        o, _ = kda_chunk_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], inputs["A_log"],
-                                   inputs["dt_bias"], cu, inputs["state"], D ** -0.5, self.chunk, xp)
-        return {"o": o[rows]}
 
     # ---------------------------------------------------------------------------------------------- baselines
     def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],

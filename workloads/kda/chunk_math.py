@@ -198,8 +198,10 @@ def state_pass(kg: Any, w: Any, u: Any, gdecay: Any, state: Any, layout: ChunkLa
 
 
 def chunk_output(qg: Any, aqk: Any, h: Any, v_new: Any) -> Any:
-    """o [NCT, H, C, V] = qg h + A_qk v_new per chunk (chunked layout; module docstring)."""
-    return qg @ h + aqk @ v_new
+    """o [NCT, H, C, V] = qg h + A_qk v_new per chunk (chunked layout; module docstring). NaN in h or v_new (a
+    state pass that left the poison) propagates quietly."""
+    with np.errstate(invalid="ignore"):
+        return qg @ h + aqk @ v_new
 
 
 def kda_chunk_reference(q: Any, k: Any, v: Any, g_raw: Any, beta_raw: Any, A_log: Any, dt_bias: Any,

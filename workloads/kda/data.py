@@ -7,6 +7,13 @@ g [T, H, 128] bf16; v [T, H, 128] bf16; beta [T, H] bf16; A_log [H] fp32; dt_bia
 [N + 1] int32; state [N, H, 128, 128] fp32, an **inout** buffer (the initial state in, the final state out);
 o [T, H, 128] bf16. A shape is ``(H, L_1, ..., L_N)``: the head count and the sequence lengths.
 
+Checks: the gate compares every element of o and of the final state with the recurrent float64 reference at
+the gate shapes; the checked timed launches compare sampled token rows of o (``reference_rows``), above
+CHUNKED_REFERENCE_ABOVE token-heads with the float64 chunked reference (``workloads.kda.chunk_math``, equal to
+the recurrent one to ~1e-12, tests/test_kda_chunk.py) computed with the inputs' array module: milliseconds on
+the GPU, where the JAX scan over every (sequence, head) takes seconds; the audit of a large shape checks sampled
+(sequence, head) pairs (``reference_blocks``).
+
 Tolerance: every element of o and of the final state within 1e-3 + 5e-3 |ref| (+ half an ulp of bf16 for o)
 of the float64 reference (``workloads.kda.reference.kda_reference``, JAX on the CPU): stricter than fla's test
 criterion (RMS(ref - out) / RMS(ref) < 5e-3 over a tensor), met by an fp32 recurrence (its error is ~1e-6
@@ -23,10 +30,14 @@ import numpy as np
 
 from workloads.base import OutputSpec, Shape
 from workloads.dtypes import from_float, to_float64
+from workloads.kda.chunk_math import CHUNK, kda_chunk_reference
 from workloads.kda.reference import LOWER_BOUND, kda_reference
 
 D = 128  # dk = dv
 VARLEN = (1300, 547, 2048, 963, 271, 3063)
+# Token-heads above which ``reference_rows`` (the checked timed launches) uses the float64 chunked reference on
+# the inputs' array module instead of the JAX recurrence on the CPU.
+CHUNKED_REFERENCE_ABOVE = 1 << 16
 
 
 def _rng(seed: int, xp: ModuleType) -> Any:
@@ -102,6 +113,21 @@ class KDAData:
         """Float64 ``o`` and final ``state`` (``kda_reference``: JAX on the CPU), returned in ``xp``."""
         o, s = self.reference_pairs(inputs, None)
         return {"o": xp.asarray(o), "state": xp.asarray(s)}
+
+    def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
+                       params: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """o at token ``rows``: from the recurrent JAX reference (``reference``) up to CHUNKED_REFERENCE_ABOVE
+        token-heads, else from the float64 chunked reference computed with ``xp`` (the GPU's when the inputs
+        are CuPy arrays): milliseconds there, where the JAX scan over every (sequence, head) takes seconds."""
+        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
+        h = int(_host(inputs["A_log"]).shape[0])
+        if int(cu[-1]) * h <= CHUNKED_REFERENCE_ABOVE:
+            return {"o": self.reference(inputs, xp)["o"][rows]}
+        wide = {n: to_float64(xp.asarray(inputs[n]) if xp is not np else _host(inputs[n]), "bf16", xp)
+                for n in ("q", "k", "v", "g", "beta")}
+        o, _ = kda_chunk_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], inputs["A_log"],
+                                   inputs["dt_bias"], cu, inputs["state"], D ** -0.5, CHUNK, xp)
+        return {"o": o[rows]}
 
     def sample_pairs(self, inputs: Mapping[str, Any], count: int) -> list[tuple[int, int]]:
         """``count`` (sequence, head) pairs drawn from a hash of the inputs' bits (so unknown to a kernel that
