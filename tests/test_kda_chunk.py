@@ -78,7 +78,7 @@ def test_stages_abi_shapes_and_launch_rule():
     class Broken(KDAChunk):
         stages = (KDAChunk.stages[1], KDAChunk.stages[0], KDAChunk.stages[2])
 
-    with pytest.raises(ValueError, match="reads .* before any stage writes them"):
+    with pytest.raises(ValueError, match=r"reads .* before any stage writes them"):
         Broken().validate_stages(shape, list(inputs))
 
 
@@ -135,6 +135,29 @@ def test_plan_poisons_the_evolved_outputs_and_leaves_the_inputs_alone():
     assert all(np.array_equal(before[k].view(np.uint8), inputs[k].view(np.uint8)) for k in inputs)
 
 
+def recording_stages(wl, events, breach=None):
+    """A stand-in for the worker's launcher (``plan`` and ``kernel``) that records the order of the stages and
+    the kernel in ``events``; the kernel is the NumPy state pass, wrong (no decay) with ``breach``."""
+
+    class Stages:
+        @staticmethod
+        def plan(inputs, outs, shp, params=None):
+            p = wl.plan(inputs, outs, shp, params, np)
+            before, after = p.before, p.after
+            p.before = lambda: (events.append("before"), before())
+            p.after = lambda: (events.append("after"), after())
+            return p
+
+        @staticmethod
+        def kernel(buffers, shp, params=None):
+            events.append("kernel")
+            if breach == "no_decay":
+                buffers["gdecay"][...] = 1.0
+            wl.emulate_state_pass(buffers, shp)
+
+    return Stages
+
+
 def test_timed_launch_runs_the_stages_outside_the_kernel_and_checks_the_pipeline_output():
     """The benchmark's TimedCall with ``stages``: the plan's ``before`` runs in ``prepare`` (untimed), the kernel
     alone in ``launch``, ``after`` in ``after`` before the checked rows are copied; the checked launches then
@@ -147,25 +170,9 @@ def test_timed_launch_runs_the_stages_outside_the_kernel_and_checks_the_pipeline
     outputs = {s.name: np.empty(s.shape, dtype=storage_dtype(s.dtype, np)) for s in wl.outputs(shape)}
     for breach, want_ok in ((None, True), ("no_decay", False)):
         events: list[str] = []
-
-        class Stages:
-            @staticmethod
-            def plan(inputs, outs, shp, params=None):
-                p = wl.plan(inputs, outs, shp, params, np)
-                before, after = p.before, p.after
-                p.before = lambda: (events.append("before"), before())
-                p.after = lambda: (events.append("after"), after())
-                return p
-
-            @staticmethod
-            def kernel(buffers, shp, params=None):
-                events.append("kernel")
-                if breach == "no_decay":
-                    buffers["gdecay"][...] = 1.0
-                wl.emulate_state_pass(buffers, shp)
-
+        stages = recording_stages(wl, events, breach)
         call, checked = timed_call(wl, None, sets, outputs, shape, np.random.default_rng(5), repeats=6, checks=2,
-                                   stages=Stages)
+                                   stages=stages)
         for r in range(6):
             call.prepare(r)
             call.launch()
