@@ -17,7 +17,8 @@ timed launch drawn at random is checked at a random sample of rows, ``timed_chec
 full-output audit launch at every shape) or "none". Every timed launch, checked or not, gets its outputs
 refilled and its input set drawn (``timed_checks``); after the candidate the inputs' fingerprints are compared
 (status ``input_mutated``, inputs restored).
-After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
+``gate_schedule``: ``gate_schedule.GateSchedule.to_json()`` (which runs of which gate checks run at this
+evaluation; absent: all of them). After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
 small check with the inputs ending at an unmapped page, mapped read-only where the driver allows.
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
 ``gate_checks``, ``seconds`` {gate, benchmark (the checks included), audit}, ``notes``, ``gate_version``.
@@ -365,6 +366,7 @@ class WorkerState:
     def evaluate(self, req: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Handle one ``evaluate`` request; returns (reply, fatal)."""
         from evaluators.gpu.gate import GATE_VERSION, run_gate
+        from evaluators.gpu.gate_schedule import GateSchedule
 
         reply: dict[str, Any] = {"status": Status.OK.value, "reason": "", "shapes": [], "copy_gbps": self.copy_gbps,
                                  "gate_checks": 0, "seconds": {}, "notes": dict(self.baselines.notes),
@@ -379,7 +381,8 @@ class WorkerState:
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None
-                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp)
+                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp,
+                             GateSchedule.from_json(req.get("gate_schedule")))
                 reply["seconds"]["gate"] = time.perf_counter() - t0
                 reply["gate_checks"] = len(g.checks)
                 if not g.passed:
