@@ -287,8 +287,8 @@ class _Launch:
 
 
 def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets, outputs: dict[str, Any],
-               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES
-               ) -> tuple[TimedCall, list[CheckedLaunch]]:
+               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES,
+               stages: Any = None) -> tuple[TimedCall, list[CheckedLaunch]]:
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn for each timed launch from ``rng``, and the CheckedLaunch records of max(``checks``, number of
     sets) distinct timed launches drawn among the ``repeats`` (filled in as they run), every input set read by
@@ -301,7 +301,13 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     the work enqueued per launch is a refill (``launch_prep.fill``), the perturbation's rows written in and
     back (one kernel per input) and, for a checked launch, a gather of its sampled rows: no allocation, no
     host synchronisation. Warm-up launches (``r < 0``) rotate the input sets but are not refilled, perturbed
-    or checked (their results are never used)."""
+    or checked (their results are never used).
+
+    ``stages``: the launcher (``worker.make_launcher``'s ``run``, with ``plan`` and ``kernel``) when the work
+    around the kernel is to stay untimed: each launch's ``Workload.plan`` is made in ``prepare`` (after the
+    refill, the state reset and the perturbation) and its ``before`` enqueued there, the kernel alone is timed,
+    and ``after`` is enqueued in ``after`` before the checked rows are copied. For a one-kernel workload the
+    plan has no stages and this times exactly what ``enqueue`` launches. None: ``enqueue`` is timed whole."""
     specs = {s.name: s for s in workload.outputs(shape)}
     xp = sets.xp
     # at least one checked launch per input set (each set under another distribution): drawn in random order
@@ -311,8 +317,10 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
     perturbed_at = sorted(int(r) for r in picks)  # the checked ones and as many decoys
-    rows = sample_rows(int(shape[0]) if shape else 1, rng)
-    m = int(shape[0]) if shape else 1
+    # rows of the outputs' leading dimension (RMSNorm: M = shape[0]; KDA: the tokens, while shape[0] is H)
+    first = next(iter(specs.values()), None)
+    m = int(first.shape[0]) if first is not None and first.shape else (int(shape[0]) if shape else 1)
+    rows = sample_rows(m, rng)
     plan: list[_Launch] = []
     for r in range(repeats):
         s = forced.get(r, int(rng.integers(len(sets.sets))))
@@ -331,7 +339,13 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         c.rows = np.union1d(rows, p.rows(m))
         c.rows_dev = c.rows if xp is np else xp.asarray(c.rows)
     answers = sets.answers or {}
-    state: dict[str, Any] = {"set": 0, "params": {}}
+    state: dict[str, Any] = {"set": 0, "params": {}, "plan": None}
+
+    def staged(s: int, params: dict[str, float]) -> None:
+        if stages is not None:
+            stage_plan = stages.plan(sets.sets[s], outputs, shape, params)
+            stage_plan.run_before()
+            state["plan"] = stage_plan
 
     def prepare(r: int) -> None:
         if r < 0:  # warm-up
@@ -339,6 +353,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
             if sets.inout:
                 sets.reset_inout(s)
             state.update(set=s, params=plan[(-1 - r) % len(plan)].params if plan else {})
+            staged(s, state["params"])
             return
         launch_r = plan[r]
         for name, buf in outputs.items():
@@ -348,11 +363,17 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         if r in perts:
             perts[r].apply(sets)
         state.update(set=launch_r.set_index, params=launch_r.params)
+        staged(launch_r.set_index, launch_r.params)
 
     def launch() -> None:
-        enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
+        if state["plan"] is not None:
+            stages.kernel(state["plan"].buffers, shape, state["params"])
+        else:
+            enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
 
     def after(r: int) -> None:
+        if state["plan"] is not None:
+            state["plan"].run_after()
         if r in checked:
             c = checked[r]
             c.got = {name: buf[c.rows_dev] for name, buf in outputs.items()}

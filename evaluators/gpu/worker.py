@@ -85,20 +85,23 @@ def edge_fault(f: KernelFault, where: str, always: bool = False) -> KernelFault:
 
 
 def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json: dict[str, Any]):
-    """A gate launcher ``run(inputs, outputs, shape)`` that launches the CuPy Function ``fn`` with the
-    workload's launch rule and synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused,
-    CRASH when the kernel faults); ``run.enqueue`` launches without synchronising (for timing)."""
+    """A gate launcher ``run(inputs, outputs, shape, params)`` that runs the workload's operation with the CuPy
+    Function ``fn`` as its kernel (``Workload.plan``: a one-kernel workload launches ``fn`` on the operation's
+    buffers; a pipeline runs its reference stages before and after it) with the workload's launch rule and
+    synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused, CRASH when the kernel faults).
+    ``run.enqueue`` does the same without synchronising; ``run.plan(inputs, outputs, shape, params)`` gives the
+    StagePlan and ``run.kernel(buffers, shape, params)`` enqueues ``fn`` alone on a plan's buffers (the
+    benchmark times that, with the plan's stages outside the timed interval)."""
     from evaluators.gpu.args import build_args
     from population.kernel import LaunchConfig
 
     launch = LaunchConfig.from_json(launch_json)
     wl = workload
 
-    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
-                params: dict[str, float] | None = None) -> None:
+    def kernel(buffers: dict[str, Any], shape: tuple[int, ...], params: dict[str, float] | None = None) -> None:
         grid, block, smem = wl.launch_dims(shape, launch)
         scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
-        args = build_args(wl.abi, types, {**inputs, **outputs}, scalars, wl.entry)
+        args = build_args(wl.abi, types, buffers, scalars, wl.entry)
         try:
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -106,6 +109,17 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
         except Exception as e:
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
+
+    def plan(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+             params: dict[str, float] | None = None) -> Any:
+        return wl.plan(inputs, outputs, shape, params, cp)
+
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+                params: dict[str, float] | None = None) -> None:
+        p = plan(inputs, outputs, shape, params)
+        p.run_before()
+        kernel(p.buffers, shape, params)
+        p.run_after()
 
     def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
             params: dict[str, float] | None = None) -> None:
@@ -116,6 +130,8 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
             raise KernelFault(Status.CRASH, f"kernel faulted at shape {shape}: {e}", fatal=True) from None
 
     run.enqueue = enqueue  # type: ignore[attr-defined]
+    run.plan = plan  # type: ignore[attr-defined]
+    run.kernel = kernel  # type: ignore[attr-defined]
     return run
 
 
@@ -259,7 +275,12 @@ class WorkerState:
             if self.naive is not None:
                 out = self._alloc_outputs(shape)
                 run = self.launcher(self.naive, self.naive_types, self.naive_launch)
-                fns["naive"] = [lambda i=inputs: run.enqueue(i, out, shape) for inputs in sets.sets]
+                # Timed as candidates are: the naive kernel alone, on its plan's buffers (a pipeline's reference
+                # stages ran once here, untimed; a one-kernel workload's plan is the set's own buffers).
+                plans = [run.plan(inputs, out, shape) for inputs in sets.sets]
+                for p in plans:
+                    p.run_before()
+                fns["naive"] = [lambda p=p: run.kernel(p.buffers, shape) for p in plans]
             self.baseline_fns[shape] = fns
         return self.baseline_fns[shape]
 
@@ -307,7 +328,7 @@ class WorkerState:
                 cand, checked = (lambda s0=sets.sets[0], o=outputs, sh=shape: run.enqueue(s0, o, sh)), []
             else:
                 cand, checked = timed_call(wl, run.enqueue, sets, outputs, shape, rng, repeats,
-                                           CHECKED_LAUNCHES if audit != "none" else 0)
+                                           CHECKED_LAUNCHES if audit != "none" else 0, stages=run)
             fns: dict[str, Any] = {"candidate": cand}
             base = self._baselines_for(shape) if mode != "none" else {}
             fresh = mode == "interleaved" or shape not in self.baseline_us
