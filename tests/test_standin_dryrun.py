@@ -246,3 +246,27 @@ def test_v1_cost_reference_times_plain_launches_and_audits_one_shape(cp):
                                        gate_schedule=GateSchedule("v1").to_json()))
     assert reply["status"] == "ok" and not fatal, reply["reason"]
     assert reply["seconds"]["audit"] > 0 and len(reply["shapes"]) == 2
+
+
+def test_gate_cost_experiment_dry_run(cp, monkeypatch):
+    """experiments/gate_cost.py's measurements on the stand-in: every path it times runs (numbers meaningless)."""
+    import importlib.util
+    from pathlib import Path
+
+    import evaluators.gpu.gate as gate
+    from evaluators.gpu.args import param_types
+    from evaluators.gpu.worker import make_launcher
+
+    monkeypatch.setattr(gate, "SMALL_CHECK_ELEMENTS", 760 * 7)  # (199, 192) and (3, 4096) become large checks
+    spec = importlib.util.spec_from_file_location(
+        "gate_cost", Path(__file__).resolve().parents[1] / "experiments" / "gate_cost.py")
+    gate_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate_cost)
+    sd.KERNELS["honest"] = kernel_twin()
+    wl = RMSNorm("bf16")
+    seed = wl.seeds()[1]
+    run = make_launcher(wl, cp, sd._Function("honest"), param_types(seed), seed.launch.to_json())
+    text = gate_cost.measure(wl, run, cp, repeats=1, rounds=2, bench_shapes=[(2048, 64), (3000, 64)],
+                             gate_shapes=[(1, 192), (7, 760), (199, 192), (3, 4096)])
+    assert "run_gate, rotating schedule" in text and "Per candidate, gate + audit" in text
+    assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
