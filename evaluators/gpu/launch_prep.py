@@ -271,9 +271,12 @@ class RowPatch:
         return bits.reshape(1, -1) if whole else bits.reshape(bits.shape[0], -1)
 
     @classmethod
-    def draw(cls, target: Any, kind: str, rows: np.ndarray | None, seed: int, xp: ModuleType) -> RowPatch:
+    def draw(cls, target: Any, kind: str, rows: np.ndarray | None, seed: int, xp: ModuleType,
+             rows_dev: Any = None, old: Any = None, new: Any = None) -> RowPatch:
         """A patch of ``target`` (contiguous; ``kind``) at ``rows`` of its leading axis (None: the whole array as
         one row), new values from ``seed``: one kernel (gather + perturb) on the GPU, no synchronisation.
+        ``rows_dev``, ``old``, ``new``: the rows already on the device and (len(rows), row_elems) buffers of the
+        element width to fill (so many patches share one transfer and one allocation); made here when None.
         ValueError for rows of an array with fewer than two dimensions."""
         whole = rows is None
         if not whole and target.ndim < 2:
@@ -284,9 +287,9 @@ class RowPatch:
         if xp is np:
             old = grid[r].copy()
             return cls(target, r, r, old, perturb_host(old, seed, kind), kind, whole)
-        r_dev = xp.asarray(r)
-        old = xp.empty((len(r), row_elems), dtype=grid.dtype)
-        new = xp.empty_like(old)
+        r_dev = xp.asarray(r) if rows_dev is None else rows_dev
+        old = xp.empty((len(r), row_elems), dtype=grid.dtype) if old is None else old
+        new = xp.empty_like(old) if new is None else new
         emask, lsb = EXPONENT[kind]
         if len(r) and row_elems:
             _kernel(f"draw_rows_{_suffix(kind)}")((_blocks(row_elems), len(r)), (FILL_BLOCK,),

@@ -52,6 +52,7 @@ from evaluators.gpu.gate import (
 )
 from evaluators.gpu.launch_prep import RowPatch, fill
 from workloads.base import Shape, Workload
+from workloads.dtypes import bits_dtype
 
 # Output refill patterns drawn per timed launch.
 PATTERNS = ("nan", "ones", "zeros", "random", "answer")
@@ -228,17 +229,38 @@ class Perturbation:
         and more rows than that, every element of the others; a random 1/16 of the changed elements doubled or
         halved (``launch_prep.perturb_value``, as ``gate.perturbed``), seeded from ``rng``. One kernel per input
         on the GPU, no synchronisation."""
-        p = cls(i)
-        for name, a in sets.rw[i].items():
-            kind = float_kind(a, sets.workload)
+        return cls.draw_all(sets, [i], rng)[0]
+
+    @classmethod
+    def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator) -> list[Perturbation]:
+        """``draw`` for several launches (one per entry of ``set_indices``) at once: per input, the rows of every
+        perturbation go to the device in one transfer and their old and new values share one allocation, so the
+        device work is one kernel per perturbation and input plus a few operations per input."""
+        out = [cls(i) for i in set_indices]
+        if not set_indices:
+            return out
+        xp, n = sets.xp, len(set_indices)
+        for name, a0 in sets.rw[set_indices[0]].items():
+            kind = float_kind(a0, sets.workload)
             if kind is None or name in sets.inout:
                 continue
-            seed = int(rng.integers(2**62))
-            rows = None
-            if a.ndim >= 2 and a.shape[0] > PERTURB_ROWS:
-                rows = np.sort(rng.choice(a.shape[0], size=PERTURB_ROWS, replace=False))
-            p.parts[name] = RowPatch.draw(a, kind, rows, seed, sets.xp)
-        return p
+            rowed = a0.ndim >= 2 and a0.shape[0] > PERTURB_ROWS
+            if rowed:
+                rows = np.stack([np.sort(rng.choice(a0.shape[0], size=PERTURB_ROWS, replace=False))
+                                 for _ in range(n)]).astype(np.int64)
+            else:
+                rows = np.zeros((n, 1), dtype=np.int64)
+            seeds = [int(rng.integers(2**62)) for _ in range(n)]
+            bufs: tuple[Any, Any, Any] = (None, None, None)
+            if xp is not np:
+                row_elems = int(np.prod(a0.shape[1:])) if rowed else int(a0.size)
+                old = xp.empty((n, rows.shape[1], row_elems), dtype=bits_dtype(kind))
+                bufs = (xp.asarray(rows), old, xp.empty_like(old))
+            for p, i in enumerate(set_indices):
+                dev = tuple(None if b is None else b[p] for b in bufs)
+                out[p].parts[name] = RowPatch.draw(sets.rw[i][name], kind, rows[p] if rowed else None, seeds[p],
+                                                   xp, *dev)
+        return out
 
     def rows(self, m: int) -> np.ndarray:
         """The changed rows of the arrays with ``m`` rows (to add to a checked launch's row sample)."""
@@ -329,7 +351,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         seed = int(rng.integers(2**62))
         params = workload.draw_params(int(rng.integers(2**62))) if workload.scalar_draws else {}
         plan.append(_Launch(s, pattern, seed, params))
-    perts = {r: Perturbation.draw(sets, plan[r].set_index, rng) for r in perturbed_at}
+    perts = dict(zip(perturbed_at, Perturbation.draw_all(sets, [plan[r].set_index for r in perturbed_at], rng)))
     flag_of = {r: j for j, r in enumerate(perturbed_at)}
     touched = xp.zeros(max(1, len(perturbed_at)), dtype=xp.uint32)
     sets.touch_records.append(([plan[r].set_index for r in perturbed_at], touched))

@@ -89,7 +89,9 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
     Function ``fn`` as its kernel (``Workload.plan``: a one-kernel workload launches ``fn`` on the operation's
     buffers; a pipeline runs its reference stages before and after it) with the workload's launch rule and
     synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused, CRASH when the kernel faults).
-    ``run.enqueue`` does the same without synchronising; ``run.plan(inputs, outputs, shape, params)`` gives the
+    ``run.enqueue`` does the same without synchronising, ``run.sync(where)`` synchronises, raising KernelFault
+    (CRASH, fatal) naming ``where`` (the gate batch enqueues a stage's launches and synchronises once);
+    ``run.plan(inputs, outputs, shape, params)`` gives the
     StagePlan and ``run.kernel(buffers, shape, params)`` enqueues ``fn`` alone on a plan's buffers (the
     benchmark times that, with the plan's stages outside the timed interval)."""
     from evaluators.gpu.args import build_args
@@ -129,7 +131,14 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
         except Exception as e:
             raise KernelFault(Status.CRASH, f"kernel faulted at shape {shape}: {e}", fatal=True) from None
 
+    def sync(where: str = "") -> None:
+        try:
+            cp.cuda.get_current_stream().synchronize()
+        except Exception as e:
+            raise KernelFault(Status.CRASH, f"kernel faulted {where}: {e}", fatal=True) from None
+
     run.enqueue = enqueue  # type: ignore[attr-defined]
+    run.sync = sync  # type: ignore[attr-defined]
     run.plan = plan  # type: ignore[attr-defined]
     run.kernel = kernel  # type: ignore[attr-defined]
     return run
