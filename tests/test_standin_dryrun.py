@@ -270,3 +270,21 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
                              gate_shapes=[(1, 192), (7, 760), (199, 192), (3, 4096)])
     assert "run_gate, rotating schedule" in text and "Per candidate, gate + audit" in text
     assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
+
+
+def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_by_their_runtime_names(cp):
+    from evaluators.gpu import launch_prep
+    from evaluators.gpu.worker import KernelFault, _is_sticky, edge_fault
+    from evaluators.types import Status
+
+    launch_prep.warm()
+    assert launch_prep._module() is launch_prep._module()  # built once
+    runtime = sd.CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    assert _is_sticky(runtime) and _is_sticky(RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"))
+    assert _is_sticky(RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))
+    assert not _is_sticky(RuntimeError("cudaErrorInvalidValue: invalid argument"))
+    f = KernelFault(Status.CRASH, f"benchmark at shape (8, 8) failed: {runtime}", fatal=True)
+    g = edge_fault(f, "a timed launch at shape (8, 8)")
+    assert g.status == Status.WRONG_RESULT and g.fatal and "unmapped page" in str(g)
+    trap = KernelFault(Status.CRASH, "benchmark failed: cudaErrorLaunchFailure: unspecified launch failure", True)
+    assert edge_fault(trap, "x") is trap  # not an address fault: stays a crash

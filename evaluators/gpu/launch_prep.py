@@ -193,6 +193,12 @@ def _kernel(name: str) -> Any:
     return _module().get_function(name)
 
 
+def warm() -> None:
+    """Compile the kernels now (NVRTC, about a second on first use) so no evaluation's deadline pays it."""
+    for name in HOST_TWINS:
+        _kernel(name)
+
+
 def _ptr(a: Any) -> int:
     return int(a.data.ptr)
 
