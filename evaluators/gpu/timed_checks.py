@@ -9,11 +9,12 @@ launch, the input set, the runtime scalars (``Workload.draw_params``: eps) and t
 refilled with (NaN poison, all-ones poison, zeros, random finite values, or a correct answer for set 0 when the
 launch reads another set). CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their
 output rows at a random sample (plus the first and last row) are copied aside right after the end event and
-compared with the float64 reference for the inputs and scalars they saw (``verify_checked``). The checked
-launches and as many other launches (so a perturbed launch tells nothing) see their input set changed in place
-in part for that launch only (``gate.perturbed`` on PERTURB_ROWS random rows of each row-indexed floating input
-and on every other floating input, undone after the end event): a kernel caching results under a probe of its
-inputs, a pointer or a one-entry key serves a stale answer there. After the candidate, ``InputSets.mutated``
+compared with the float64 reference for the inputs and scalars they saw (``verify_checked``). About half of all
+timed launches, among them half of the checked ones (``perturbed_launches``), see their input set changed in
+place in part for that launch only (``gate.perturbed`` on PERTURB_ROWS random rows of each row-indexed floating
+input and on every other floating input, undone after the end event): a kernel caching results under a probe of
+its inputs, a pointer or a one-entry key serves a stale answer at a perturbed checked launch, and a kernel that
+computes only when it sees such a change serves a stale output at an unperturbed one. After the candidate, ``InputSets.mutated``
 compares every set's fingerprint with the one taken when it was made; the worker then rejects the candidate
 (``input_mutated``) and ``restore`` rebuilds the sets from their seeds before anything else runs. Inout buffers
 are reset to their initial value before every launch and left out of the fingerprints. Array-module agnostic
@@ -261,14 +262,30 @@ class CheckedLaunch:
     got: dict[str, Any] = field(default_factory=dict)
 
 
+def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
+    """Which timed launches see their input set perturbed, given ``picks`` (the repeat indices in random order,
+    the first ``n`` the checked launches): the first ``ceil(n / 2)`` checked ones and unchecked ones after them up
+    to half the repeats in all. Whether a launch is perturbed then says little about whether it is checked (a
+    checked launch is perturbed with probability ceil(n/2)/n, any launch with about 1/2); at least one checked
+    launch sees its set changed in part (a cache keyed by a pointer or a content probe serves a stale answer
+    there) and, for n >= 2, at least one sees it unchanged (a kernel that computes only when it sees a change --
+    when every checked launch was a perturbed one, such a kernel was never caught -- serves a stale output
+    there)."""
+    if n <= 0:
+        return set()
+    with_change = -(-n // 2)
+    decoys = max(0, repeats // 2 - with_change)
+    return {int(r) for r in picks[:with_change]} | {int(r) for r in picks[n:n + decoys]}
+
+
 def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets, outputs: dict[str, Any],
                shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES
                ) -> tuple[TimedCall, list[CheckedLaunch]]:
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn per launch from ``rng`` (warm-up launches included), and the CheckedLaunch records of
     max(``checks``, number of sets) distinct timed launches drawn among the ``repeats`` (filled in as they run),
-    every input set read by at least one of them. The checked launches and as many
-    others see a perturbed input set (module docstring). ``outputs``: name -> buffer, reused by every launch. A
+    every input set read by at least one of them. Half of the checked launches and about half of all timed
+    launches see a perturbed input set (module docstring, ``perturbed_launches``). ``outputs``: name -> buffer, reused by every launch. A
     kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the
     poison patterns' share), all of them with (2/5)^checks per shape."""
     specs = {s.name: s for s in workload.outputs(shape)}
@@ -276,11 +293,11 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     state: dict[str, Any] = {"set": 0, "params": {}, "perturbation": None}
     # at least one checked launch per input set (each set under another distribution): drawn in random order
     n = min(max(checks, len(sets.sets)) if checks > 0 else 0, repeats)
-    picks = rng.choice(repeats, size=min(2 * n, repeats), replace=False) if n > 0 else np.zeros(0, dtype=int)
+    picks = rng.permutation(repeats) if n > 0 else np.zeros(0, dtype=int)
     checked = {int(r): CheckedLaunch(int(r)) for r in picks[:n]}
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
-    perturbed_at = {int(r) for r in picks}  # the checked ones and as many decoys
+    perturbed_at = perturbed_launches(picks, n, repeats)
     rows = sample_rows(int(shape[0]) if shape else 1, rng)
     m = int(shape[0]) if shape else 1
 
