@@ -19,7 +19,7 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
 2. **Publish without a fence** (``unfenced_publish``): a global/generic write (``st``, ``atom``, ``red``, any
    strength) of data that the kernel also reads back (its address roots meet those of a global ``ld``: another
    CTA may consume it) followed, on some control-flow path, by another flag write -- ``atom``, ``red`` or a
-   strong ``st`` (``.relaxed``/``.volatile``/``.mmio``) -- with no ordering fence in between, and the flag write
+   strong ``st`` (``.relaxed``/``.volatile``/``.mmio``/``.release``) -- with no ordering fence in between, and the flag write
    itself no release at a scope that reaches other CTAs. A fence orders here when it is ``membar.gl``/``.sys``
    or ``fence.sc``/``.acq_rel``/``.release`` at gpu or sys scope -- at cluster scope only in a cluster launch
    (without clusters a cluster is one CTA) -- and not a restricted fence (``fence.mbarrier_init``,
@@ -198,7 +198,7 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[t
 def _unfenced_publishes(prov: Provenance, blocks, consumed: frozenset[str], clustered: bool
                         ) -> list[tuple[Instruction, str]]:
     flags = {id(ins) for b in blocks for ins in b.instructions if _global_write(ins)
-             and (ins.opcode in ("atom", "red") or (ins.opcode == "st" and set(ins.modifiers) & _STRONG_STORE))
+             and (ins.opcode in ("atom", "red") or (ins.opcode == "st" and set(ins.modifiers) & (_STRONG_STORE | _RELEASE)))
              and not _is_release(ins, clustered)}
     if not flags:
         return []
