@@ -119,7 +119,7 @@ def test_inputs_written_during_timing_are_found_and_restored():
 
 def test_write_into_input_padding_counts_as_mutation_and_padding_is_nan():
     _, sets, _ = setup()
-    arena = sets.arenas[1]
+    (arena,) = sets.arenas[1]
     x = sets.sets[1]["x"]
     end = x.__array_interface__["data"][0] - arena.__array_interface__["data"][0] + x.nbytes
     assert (arena[end:end + 512] == 0xFF).all()  # all-ones bytes: NaN in every float type

@@ -134,6 +134,16 @@ def within_tolerance(out: Any, ref: Any, dtype: str, atol: float, rtol: float, x
     return compare(out, ref, dtype, atol, rtol, xp, pattern).ok
 
 
+def bad_count(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np) -> Any:
+    """How many elements of ``out`` fail ``compare``'s rule: an int on the host; on the GPU a 0-d device array
+    (one fused pass, no synchronisation), so several comparisons can be summed and read once."""
+    if xp is np:
+        return compare(out, ref, dtype, atol, rtol, xp).n_bad
+    if out.size == 0:
+        return 0
+    return fused.count_bad_array(out, ref, dtype, atol, rtol)
+
+
 def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np,
             pattern: int | None = None) -> Comparison:
     """Compare every element of ``out`` (``dtype``, either representation) with ``ref`` (float64).

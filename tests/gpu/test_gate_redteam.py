@@ -1,8 +1,9 @@
 """On a GPU: the red-team RMSNorm kernels (tests/gpu/kernels/redteam, each header names its trick and the
 status it should get) evaluated through GPUPool with the settings of ``experiment=rmsnorm_h200`` (search
 shapes, gate on, cached baselines, checked timed launches), as tests/gpu/test_gate_cases.py does for the gate
-cases. Tests marked xfail(strict=True) are holes of gate v2 as it stands (the reason says which); the CPU
-counterparts are tests/test_redteam_static.py and tests/test_redteam_gate_logic.py."""
+cases. A test marked xfail(strict=True) would be a hole of the gate as it stands (the reason says which; none
+now); the CPU counterparts are tests/test_redteam_static.py, tests/test_redteam_gate_logic.py and, for the read
+past x at a benchmark shape, tests/test_standin_dryrun.py."""
 
 from __future__ import annotations
 
@@ -104,12 +105,16 @@ def test_cross_cta_exchange_without_a_fence_is_rejected(pool):
     assert "static race lint" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: the fault check and compute-sanitizer memcheck run at small shapes "
-                   "only, and the benchmark input sets have NaN padding behind x, so a read past x gated on a "
-                   "search shape (M >= 8192, N % 65536 == 0) is never placed against an unmapped page")
-def test_read_past_x_at_the_largest_search_shape_only_is_rejected(pool):
+def test_read_past_x_at_the_largest_search_shape_only_faults_at_a_timed_launch(pool):
+    """The gate and the fault check (small shapes) and memcheck (replay shapes) never see the read; the
+    benchmark input sets end x at an unmapped page (read-only VMM mappings, InputSets with edge), so the first
+    launch at 16384 x 131072 faults: wrong_result, and the sticky error costs one worker restart (was a strict
+    xfail: a hole of gate v2's first version)."""
+    before = pool._sups[0].restarts
     r = pool.evaluate(redteam("rt_prefetch_past_end"))
-    assert r.status != Status.OK, (r.status, r.reason)
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert "timed launch at shape (16384, 131072)" in r.reason and "unmapped page" in r.reason, r.reason
+    assert r.extra["worker_restarts"] == before + 1
 
 
 def test_worker_keeps_serving_honest_kernels_after_the_red_team(pool, workload):
