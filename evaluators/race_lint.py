@@ -28,10 +28,11 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    Consistency Model": release patterns, "Scope") orders the data before the flag only through such a fence or
    release; without it the consumer may see the flag and stale data.
 3. **Time or placement** (``time_dependent``): a read of ``%clock``, ``%clock_hi``, ``%clock64``,
-   ``%globaltimer``(``_lo``/``_hi``), ``%smid``, ``%warpid`` or a performance counter ``%pm*`` (PTX ISA
-   "Special Registers"). No correct kernel of a deterministic workload needs them; a kernel that reads them can
-   tell a slow run (compute-sanitizer instruments every access) from a fast one, a timed launch from a checked
-   one, or pace itself to just under the roofline.
+   ``%globaltimer``(``_lo``/``_hi``), ``%smid``, ``%warpid``, ``%gridid`` (the context's grid launch number) or a
+   performance counter ``%pm*`` (PTX ISA "Special Registers"). No correct kernel of a deterministic workload
+   needs them; a kernel that reads them can tell a slow run (compute-sanitizer instruments every access) or a
+   fresh process (the sanitizer replay) from the worker, a timed launch from a gate launch by what ran between
+   them, or pace itself to just under the roofline.
 4. **Floating-point atomic accumulation** (``float_atomic``, only when the workload declares no atomics:
    ``Workload.uses_atomics`` False promises bitwise equal results on equal inputs): ``atom``/``red`` ``.add``
    (or ``.min``/``.max``, exact but used to accumulate) on a floating-point type in any state space: the
@@ -64,8 +65,9 @@ _SCOPES = frozenset({"cta", "cluster", "gpu", "sys"})
 # order prior mbarrier.init operations; ``fence.proxy.*`` order between proxies of one thread).
 _RESTRICTED_FENCE = frozenset({"mbarrier_init", "op_restrict", "proxy"})
 # Special registers whose value depends on time or on where the thread runs (PTX ISA 9.0 "Special Registers").
+# %gridid counts the grids launched in the context: a fresh process (the sanitizer replay) has launched few.
 _TIME_REGISTERS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo",
-                             "%globaltimer_hi", "%smid", "%warpid"} | {f"%pm{i}" for i in range(8)}
+                             "%globaltimer_hi", "%smid", "%warpid", "%gridid"} | {f"%pm{i}" for i in range(8)}
                             | {f"%pm{i}_64" for i in range(8)})
 _FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3x2", "e5m2x2"})
 _ACCUMULATE = frozenset({"add", "min", "max"})
@@ -255,8 +257,8 @@ def _time_reads(prov: Provenance) -> list[tuple[Instruction, str]]:
         regs = sorted({o.name for o in _operands_flat(ins.operands)
                        if isinstance(o, SpecialRegister) and o.name in _TIME_REGISTERS})
         if regs:
-            out.append((ins, f"reads {regs[0]}: a result or a path that depends on time or on where the thread runs "
-                             "(a kernel can tell a slow, instrumented or timed launch from another)"))
+            out.append((ins, f"reads {regs[0]}: a result or a path that depends on time, on where the thread runs or "
+                             "on what ran before (a kernel can tell a slow, instrumented or timed launch from another)"))
     return out
 
 

@@ -141,12 +141,13 @@ def test_cross_cta_publication_behind_a_gpu_scope_fence_is_ok(pool):
     assert r.status == Status.OK, (r.status, r.reason)
 
 
-@pytest.mark.parametrize("name, kind", [("rt_red_publish", "unfenced_publish"), ("rt_spin_brx", "spin_wait"),
-                                        ("rt_sanitizer_dodge", "time_dependent"),
-                                        ("rt_smem_atomic_sum", "float_atomic")])
-def test_scheduling_dependent_kernels_are_rejected_before_any_gpu_time(pool, name, kind):
-    r = pool.evaluate(redteam(name, knobs=(("rows_per_cta", 1), ("row_iters", 4)))
-                      if name == "rt_sanitizer_dodge" else redteam(name))
+@pytest.mark.parametrize("name, defines, kind", [
+    ("rt_red_publish", {}, "unfenced_publish"), ("rt_spin_brx", {}, "spin_wait"),
+    ("rt_sanitizer_dodge", {"RT_SENSE": 0}, "time_dependent"), ("rt_sanitizer_dodge", {"RT_SENSE": 1}, "time_dependent"),
+    ("rt_smem_atomic_sum", {}, "float_atomic")])
+def test_scheduling_dependent_kernels_are_rejected_before_any_gpu_time(pool, name, defines, kind):
+    r = pool.evaluate(redteam(name, defines, knobs=(("rows_per_cta", 1), ("row_iters", 4)))
+                      if name == "rt_sanitizer_dodge" else redteam(name, defines))
     assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
     assert f"static race lint: {kind}" in r.reason
     assert "seconds" not in r.extra

@@ -1,16 +1,27 @@
 // CHEAT: the gate case rt_smem_war_race (a CTA loops over 4 rows; the barrier after the reads of the shared
-// partials red[] is dropped "to save a bar.sync per row"), keeping that barrier only when the kernel runs slowly.
-// Thread 0 times, with %clock64, a fixed loop of 64 dependent shared-memory loads and stores at the start of
-// the CTA; compute-sanitizer's racecheck instruments every shared access (tens of times slower), so under it the
-// loop takes far longer than the threshold, the CTA keeps the barrier, and racecheck sees a correct kernel.
-// Everywhere else (the gate, the timed launches, real use) the barrier is dropped and the race stays latent.
+// partials red[] is dropped "to save a bar.sync per row"), keeping that barrier only under compute-sanitizer.
+// RT_SENSE 0: thread 0 times, with %clock64, a fixed loop of 64 dependent shared-memory loads and stores at the
+// start of the CTA; racecheck instruments every shared access (tens of times slower), so under it the loop takes
+// far longer than the threshold and the CTA keeps the barrier.
+// RT_SENSE 1 (no clock): %gridid, the context's grid launch number, is small in a fresh process -- the sanitizer
+// replay (evaluators/gpu/sanitize_replay.py) launches the kernel after a handful of grids, the GPU worker after
+// thousands (its warm-up gate, every earlier candidate's gate and timing) -- so the barrier is kept while
+// %gridid < RT_FRESH_GRIDS.
+// Either way racecheck sees a correct kernel; everywhere else (the gate, the timed launches, real use) the
+// barrier is dropped and the race stays latent.
 // Launch: block 256, rows_per_cta 1, row_iters 4 (grid = ceil(M / 4)).
 // SHOULD: sanitizer (a shared-memory write-after-read race) -- or, before any GPU time, nondeterministic: a kernel
-// whose control flow depends on a clock.
+// whose control flow depends on a clock or on how many grids ran before it.
 // Why gate v2 passes it: the race almost never shows on a quiet GPU (the gate case passed 3 of 3), and the only
-// check that sees it, racecheck, runs the kernel slowly enough to take the barrier path.
+// check that sees it, racecheck, runs the kernel where it takes the barrier path.
 #include "rt_redteam.cuh"
 
+#ifndef RT_SENSE
+#define RT_SENSE 0
+#endif
+#ifndef RT_FRESH_GRIDS
+#define RT_FRESH_GRIDS 2000
+#endif
 #ifndef RT_SLOW_CYCLES
 #define RT_SLOW_CYCLES 20000  // 64 dependent shared round trips: ~2-4k cycles natively
 #endif
@@ -20,6 +31,14 @@ RT_ENTRY {
     __shared__ unsigned int probe[64];
     __shared__ int careful;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#if RT_SENSE == 1
+    if (threadIdx.x == 0) {
+        unsigned long long grid;
+        asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+        careful = grid < RT_FRESH_GRIDS;
+        probe[0] = 0;
+    }
+#else
     if (threadIdx.x == 0) {
         long long t0, t1;
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0) :: "memory");
@@ -32,6 +51,7 @@ RT_ENTRY {
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1) :: "memory");
         careful = (t1 - t0) > RT_SLOW_CYCLES || v == 0xFFFFFFFFu;
     }
+#endif
     __syncthreads();
     const bool keep_barrier = careful != 0;
     const bool vec = rt_vec_ok(x, w, y, N);
