@@ -221,3 +221,64 @@ def test_evolve_runs_kda_chunk_on_the_static_evaluator(tmp_path, monkeypatch):
                                            "engine.export=false", f"run_dir={tmp_path}"])
     summary = run(cfg)
     assert summary["evaluations"] == 6 and summary["estimate"] is True and summary["best_objective"] > 1.0
+
+
+def state_pass_twin(breach=None):
+    """The evolved kernel emulated from its argument tuple (the ABI: kg, w, u, gdecay, cu_seqlens, chunk_offsets,
+    state, h, v_new, N, H, T, NCT) on the CuPy stand-in's memory, with ``chunk_math.state_pass``; ``breach``
+    "no_decay" forgets the chunk decay."""
+    from tests import cupy_standin as sd
+    from workloads.kda.chunk_math import chunk_layout, from_chunks, state_pass, to_chunks
+
+    def twin(grid, block, args):
+        n, h, t, nct = (int(a) for a in args[9:13])
+        view = {name: sd.host_view(int(args[i]), shp, dt) for i, (name, shp, dt) in enumerate([
+            ("kg", (t, h, 128), np.float32), ("w", (t, h, 128), np.float32), ("u", (t, h, 128), np.float32),
+            ("gdecay", (nct, h, 128), np.float32), ("cu", (n + 1,), np.int32), ("co", (n + 1,), np.int32),
+            ("state", (n, h, 128, 128), np.float32), ("h", (nct, h, 128, 128), np.float32),
+            ("v_new", (t, h, 128), np.float32)])}
+        lay = chunk_layout(tuple(np.diff(view["cu"]).tolist()), 64)
+        assert view["co"].tolist() == lay.offsets.tolist() and grid == (128 // block[0], h, n)
+        decay = np.ones_like(view["gdecay"]) if breach == "no_decay" else view["gdecay"]
+        hh, vn, s = state_pass(*(to_chunks(view[k], lay, np) for k in ("kg", "w", "u")), decay, view["state"], lay)
+        view["h"][...], view["v_new"][...], view["state"][...] = hh, from_chunks(vn, lay, np), s
+
+    return twin
+
+
+@pytest.mark.parametrize("breach", [None, "no_decay"])
+def test_worker_evaluates_the_pipeline_on_the_cupy_standin(monkeypatch, breach):
+    """The GPU worker's evaluate (gate with the inout state, fault check, benchmark input sets at unmapped
+    pages, timed launches of the kernel alone, checked pipeline outputs) on the CPU stand-in for CuPy, with the
+    reference stages running through the stand-in: an honest state pass is ok, one without the decay is not."""
+    import contextlib
+    import types
+    from collections import OrderedDict
+
+    from evaluators.gpu.gate_schedule import GateSchedule
+    from evaluators.gpu.worker import WorkerState
+    from tests import cupy_standin as sd
+
+    cp = sd.install(monkeypatch)
+    sd.KERNELS["kda_chunk_twin"] = state_pass_twin(breach)
+    wl = KDAChunk()
+    st = object.__new__(WorkerState)
+    st.cp, st.workload, st.copy_gbps, st.flush = cp, wl, 4000.0, lambda: None
+    st.device_name = "CPU stand-in"
+    st.baselines = types.SimpleNamespace(notes={}, build=lambda inputs, shape: {})
+    st.bench_sets, st.bench_outputs, st.set_builds, st.edge_sets = OrderedDict(), {}, 0, True
+    st.timing_lock, st.baseline_us, st.baseline_fns, st.notes = contextlib.nullcontext(), {}, {}, {}
+    st.naive, st.bench_seed = None, 7
+    seed = wl.seeds()[1]
+    from evaluators.gpu.args import param_types
+
+    req = {"op": "evaluate", "cubin": b"kda_chunk_twin", "entry": seed.entry, "param_types": param_types(seed),
+           "launch": seed.launch.to_json(), "gate": True, "gate_seed": 3, "gate_shapes": [(1, 65), (2, 1, 17)],
+           "bench_shapes": [[1, 70, 3]], "warmup": 1, "repeats": 6, "baselines": "none", "check_output": "one",
+           "gate_schedule": GateSchedule("rotating", 1, 5).to_json()}
+    reply, fatal = st.evaluate(req)
+    if breach is None:
+        assert reply["status"] == "ok" and not fatal, reply["reason"]
+        assert len(reply["shapes"]) == 1 and reply["gate_checks"] >= 4
+    else:
+        assert reply["status"] == "wrong_result" and not fatal, reply

@@ -43,9 +43,12 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # Version of the gate's rules, recorded with every GPU evaluation (store rows' metrics.extra.gate_version, elite
 # cards, reports) so results judged by different gates are never pooled unknowingly. 1: the gate of 2026-11-30;
 # 2: gate v2 (GATE.md: timed launches checked, every benchmarked shape audited, inputs guarded, static
-# input-store check, non-finite and tiny inputs, drawn eps, sanitizers before an elite counts); 3: gate v2 with
-# run 4 and the large checks on a schedule (gate_schedule) and the benchmark inputs in read-only mappings at
-# unmapped pages (a read past an input at a timed launch faults).
+# input-store check, non-finite and tiny inputs, drawn eps, sanitizers before an elite counts); 3: v2 with the
+# second red-team round's fixes (callees in the input-store check; race lint: fence and release scopes, atomic data
+# writes, brx/exit spin exits, clock and launch-count reads, float atomics; half the checked timed launches see
+# their input set unchanged), which reject kernels v2 accepted, run 4 and the large checks on a schedule
+# (gate_schedule), and the benchmark inputs in read-only mappings at unmapped pages (a read past an input at a
+# timed launch faults).
 GATE_VERSION = 3
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).

@@ -14,21 +14,23 @@ timed launch the input set, the runtime scalars (``Workload.draw_params``: eps) 
 refilled with (NaN poison, all-ones poison, zeros, random finite values, or a correct answer for set 0 when the
 launch reads another set); its untimed ``prepare`` then refills the outputs (``launch_prep.fill``: one memset,
 copy or kernel) and points the launch at its set (pointer rotation among the pre-made sets, no copy).
-CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their output rows at a random
-sample (plus the first and last row) are gathered right after the end event and compared with the float64
-reference for the inputs and scalars they saw (``verify_checked``, one synchronisation per shape). The checked
-launches and as many other launches (so a perturbed launch tells nothing) see their input set changed in place in
-part for that launch only (PERTURB_ROWS random rows of each row-indexed floating input and every other floating
-input, a random 1/16 of their elements doubled or halved: ``launch_prep.RowPatch``, drawn before the loop, one
-kernel per input to write the rows in and one to write them back after the end event, the second raising a flag
-when a launch wrote into them): a kernel caching results under a probe of its inputs, a pointer or a one-entry
-key serves a stale answer there. No launch's preparation allocates or synchronises with the host. After the
-candidate, ``InputSets.mutated`` reads those flags and, unless the sets are read-only to kernels, compares every
-set's fingerprint with the one taken when it was made; the worker then rejects the candidate (``input_mutated``)
-and ``restore`` rebuilds the sets from their seeds before anything else runs. Inout buffers are reset to their
-initial value before every launch and left out of the fingerprints. Array-module agnostic (numpy or cupy): the
-kernels have numpy twins (``launch_prep``), so the logic runs on the CPU in tests (tests/test_timed_checks.py,
-and through a CPU stand-in for CuPy in tests/test_standin_dryrun.py).
+CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their output rows at a random sample
+(plus the first and last row) are gathered right after the end event and compared with the float64 reference for
+the inputs and scalars they saw (``verify_checked``, one synchronisation per shape). About half of all timed
+launches, among them half of the checked ones (``perturbed_launches``: a perturbation says little about a check),
+see their input set changed in place in part for that launch only (PERTURB_ROWS random rows of each row-indexed
+floating input and every other floating input, a random 1/16 of their elements doubled or halved:
+``launch_prep.RowPatch``, drawn before the loop, one kernel per input to write the rows in and one to write them
+back after the end event, the second raising a flag when a launch wrote into them): a kernel caching results under
+a probe of its inputs, a pointer or a one-entry key serves a stale answer at a perturbed checked launch, and a
+kernel that computes only when it sees such a change serves a stale output at an unperturbed one. No launch's
+preparation allocates or synchronises with the host. After the candidate, ``InputSets.mutated`` reads those flags
+and, unless the sets are read-only to kernels, compares every set's fingerprint with the one taken when it was
+made; the worker then rejects the candidate (``input_mutated``) and ``restore`` rebuilds the sets from their seeds
+before anything else runs. Inout buffers are reset to their initial value before every launch and left out of the
+fingerprints. Array-module agnostic (numpy or cupy): the kernels have numpy twins (``launch_prep``), so the logic
+runs on the CPU in tests (tests/test_timed_checks.py, and through a CPU stand-in for CuPy in
+tests/test_standin_dryrun.py).
 """
 
 from __future__ import annotations
@@ -298,6 +300,22 @@ class CheckedLaunch:
     got: dict[str, Any] = field(default_factory=dict)
 
 
+def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
+    """Which timed launches see their input set perturbed, given ``picks`` (the repeat indices in random order,
+    the first ``n`` the checked launches): the first ``ceil(n / 2)`` checked ones and unchecked ones after them up
+    to half the repeats in all. Whether a launch is perturbed then says little about whether it is checked (a
+    checked launch is perturbed with probability ceil(n/2)/n, any launch with about 1/2); at least one checked
+    launch sees its set changed in part (a cache keyed by a pointer or a content probe serves a stale answer
+    there) and, for n >= 2, at least one sees it unchanged (a kernel that computes only when it sees a change --
+    when every checked launch was a perturbed one, such a kernel was never caught -- serves a stale output
+    there)."""
+    if n <= 0:
+        return set()
+    with_change = -(-n // 2)
+    decoys = max(0, repeats // 2 - with_change)
+    return {int(r) for r in picks[:with_change]} | {int(r) for r in picks[n:n + decoys]}
+
+
 @dataclass
 class _Launch:
     """The draws of one timed launch: input set, refill pattern and its seed, runtime scalars."""
@@ -314,9 +332,9 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn for each timed launch from ``rng``, and the CheckedLaunch records of max(``checks``, number of
     sets) distinct timed launches drawn among the ``repeats`` (filled in as they run), every input set read by
-    at least one of them. The checked launches and as many others see a perturbed input set (module
-    docstring). ``outputs``: name -> buffer, reused by every launch. A kernel that computes only when it sees
-    the poison escapes one checked launch with probability 2/5 (the poison patterns' share), all of them with
+    at least one of them. Half of the checked launches and about half of all timed launches see a perturbed
+    input set (module docstring, ``perturbed_launches``). ``outputs``: name -> buffer, reused by every launch. A
+    kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the poison patterns' share), all of them with
     (2/5)^checks per shape.
 
     Everything is drawn here, before the timing loop (the perturbations' new values too, on the device), so
@@ -334,11 +352,11 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     xp = sets.xp
     # at least one checked launch per input set (each set under another distribution): drawn in random order
     n = min(max(checks, len(sets.sets)) if checks > 0 else 0, repeats)
-    picks = rng.choice(repeats, size=min(2 * n, repeats), replace=False) if n > 0 else np.zeros(0, dtype=int)
+    picks = rng.permutation(repeats) if n > 0 else np.zeros(0, dtype=int)
     checked = {int(r): CheckedLaunch(int(r)) for r in picks[:n]}
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
-    perturbed_at = sorted(int(r) for r in picks)  # the checked ones and as many decoys
+    perturbed_at = sorted(perturbed_launches(picks, n, repeats))  # half the checked ones, decoys up to half in all
     # rows of the outputs' leading dimension (RMSNorm: M = shape[0]; KDA: the tokens, while shape[0] is H)
     first = next(iter(specs.values()), None)
     m = int(first.shape[0]) if first is not None and first.shape else (int(shape[0]) if shape else 1)
@@ -356,9 +374,9 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     touched = xp.zeros(max(1, len(perturbed_at)), dtype=xp.uint32)
     sets.touch_records.append(([plan[r].set_index for r in perturbed_at], touched))
     for r, c in checked.items():
-        p = perts[r]
+        p = perts.get(r)
         c.set_index, c.pattern, c.params, c.perturbation = plan[r].set_index, plan[r].pattern, plan[r].params, p
-        c.rows = np.union1d(rows, p.rows(m))
+        c.rows = np.union1d(rows, p.rows(m)) if p is not None else rows
         c.rows_dev = c.rows if xp is np else xp.asarray(c.rows)
     answers = sets.answers or {}
     state: dict[str, Any] = {"set": 0, "params": {}, "plan": None}

@@ -151,5 +151,5 @@ def fla_state_pass_baselines(workload: Any, inputs: Mapping[str, Any], shape: tu
     except Exception as e:
         notes["fla_fwd_h"] = f"skipped: {type(e).__name__}: {str(e)[:200]}"
         return {}
-    run.plan = plan  # type: ignore[attr-defined]  # keeps the intermediates alive as long as the callable
+    run.plan, run.outputs = plan, outs  # type: ignore[attr-defined]  # the intermediates live as long as the callable
     return {"fla_fwd_h": run}

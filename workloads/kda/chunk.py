@@ -53,6 +53,7 @@ from workloads.kda.chunk_math import (
     chunk_output,
     from_chunks,
     intra_chunk,
+    on,
     preprocess,
     state_pass,
     to_chunks,
@@ -213,7 +214,7 @@ class KDAChunk(KDAData, PipelineWorkload):
                 buffers[n][...] = from_chunks(parts[n], lay, xp)
             buffers["Aqk"][...] = from_chunks(parts["Aqk"], lay, xp)
             buffers["gdecay"][...] = parts["gdecay"]
-            buffers["chunk_offsets"][...] = xp.asarray(lay.offsets)
+            buffers["chunk_offsets"][...] = on(lay, "offsets", xp)
         elif stage == "output":
             qg, aqk, vn = (to_chunks(buffers[n], lay, xp) for n in ("qg", "Aqk", "v_new"))
             o = from_chunks(chunk_output(qg, aqk, buffers["h"], vn), lay, xp)

@@ -106,6 +106,22 @@ def chunk_layout(lens: tuple[int, ...], chunk: int = CHUNK) -> ChunkLayout:
     return ChunkLayout(lens, chunk, counts, offsets, seq, first, last, index, slots)
 
 
+@lru_cache(maxsize=256)
+def _device_copy(lens: tuple[int, ...], chunk: int, name: str, xp: ModuleType) -> Any:
+    return xp.asarray(getattr(chunk_layout(lens, chunk), name))
+
+
+def on(layout: ChunkLayout, name: str, xp: ModuleType) -> Any:
+    """``layout``'s array ``name`` under ``xp`` (device copies made once per layout, so a launch's stages
+    enqueue no host-to-device copy)."""
+    return getattr(layout, name) if xp is np else _device_copy(layout.lens, layout.chunk, name, xp)
+
+
+@lru_cache(maxsize=16)
+def _tri(chunk: int, k: int, dtype: str, xp: ModuleType) -> Any:
+    return xp.asarray(np.tri(chunk, chunk, k, dtype=np.dtype(dtype)))
+
+
 def _sigmoid(x: Any, xp: ModuleType) -> Any:
     with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0: sigmoid 0, as it should be
         return 1 / (1 + xp.exp(-x))
@@ -130,14 +146,14 @@ def preprocess(q: Any, k: Any, g_raw: Any, beta_raw: Any, A_log: Any, dt_bias: A
 def to_chunks(x: Any, layout: ChunkLayout, xp: ModuleType) -> Any:
     """[T, H, ...] -> [NCT, H, C, ...] (padding slots zero)."""
     pad = xp.concatenate([x, xp.zeros((1, *x.shape[1:]), dtype=x.dtype)], axis=0)
-    c = pad[xp.asarray(layout.index)]  # [NCT, C, H, ...]
+    c = pad[on(layout, "index", xp)]  # [NCT, C, H, ...]
     return xp.moveaxis(c, 1, 2)
 
 
 def from_chunks(c: Any, layout: ChunkLayout, xp: ModuleType) -> Any:
     """[NCT, H, C, ...] -> [T, H, ...] (padding slots dropped)."""
     flat = xp.moveaxis(c, 2, 1).reshape(layout.n_chunks * layout.chunk, *c.shape[1:2], *c.shape[3:])
-    return flat[xp.asarray(layout.slots)]
+    return flat[on(layout, "slots", xp)]
 
 
 def _sub_block(chunk: int) -> int:
@@ -166,8 +182,8 @@ def intra_chunk(qn: Any, kn: Any, v: Any, g: Any, b: Any, layout: ChunkLayout, s
         right_t = xp.swapaxes(right, -1, -2)
         akk[:, :, rows, cols] = (k_c[:, :, rows] * left) @ right_t
         aqk[:, :, rows, cols] = (q_c[:, :, rows] * left) @ right_t
-    akk = akk * xp.asarray(np.tri(C, C, -1, dtype=dt))  # strictly lower
-    aqk = aqk * xp.asarray(np.tri(C, C, 0, dtype=dt) * scale)  # lower with the diagonal, times scale
+    akk = akk * _tri(C, -1, dt.name, xp)  # strictly lower
+    aqk = aqk * _tri(C, 0, dt.name, xp) * dt.type(scale)  # lower with the diagonal, times scale
     m = xp.eye(C, dtype=dt) + b_c[..., :, None] * akk
     rhs = b_c[..., :, None] * xp.concatenate([xp.exp(G) * k_c, v_c], axis=-1)
     x = xp.linalg.solve(m, rhs)
