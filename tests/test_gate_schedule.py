@@ -184,3 +184,42 @@ def test_pool_hands_out_consecutive_rounds_under_one_key():
     got = [pool._schedule(None) for _ in range(3)] + [pool._schedule("full")]
     assert [g["round"] for g in got] == [0, 1, 2, 3] and {g["key"] for g in got} == {77}
     assert [g["profile"] for g in got] == ["rotating"] * 3 + ["full"]
+
+
+def test_pool_requests_carry_the_schedule_and_a_verification_runs_every_check():
+    """GPUPool.evaluate with a stand-in worker: each request carries the next round under the pool's key; a call
+    with check_output "all" (final verification) asks for the full schedule; the result records it."""
+    import queue
+    import threading
+
+    from evaluators.gpu.pool import GPUPool, default_objective
+    from targets.spec import resolve_gpu
+
+    seen = []
+
+    class Worker:
+        restarts = 0
+
+        def request(self, req, timeout):
+            seen.append(req)
+            return {"status": "ok", "reason": "", "shapes": [], "seconds": {}, "notes": {}}
+
+    wl = RMSNorm("bf16")
+    pool = object.__new__(GPUPool)
+    pool.workload, pool.gpu = wl, resolve_gpu(None)
+    pool.arch, pool.shapes, pool.gate, pool.gate_shapes = pool.gpu.arch, [(8, 256)], True, None
+    pool.warmup, pool.repeats, pool.baselines, pool.check_output, pool.timeout_s = 1, 2, "none", "one", 60.0
+    pool._seed_counter, pool._seed, pool._closed = itertools.count(), 3, False
+    pool._lock, pool._round, pool._schedule_key = threading.Lock(), itertools.count(), 41
+    pool.gate_schedule, pool.fault_check, pool.timed_checks = "rotating", True, True
+    pool.objective = default_objective(wl)
+    pool._free = queue.Queue()
+    pool._free.put(Worker())
+    k = wl.seeds()[1]
+    r0 = pool.evaluate(k)
+    pool.evaluate(k, check_output="all")
+    pool.evaluate(k, check_output="all", gate_schedule="rotating")
+    assert [q["gate_schedule"] for q in seen] == [{"profile": "rotating", "round": 0, "key": 41},
+                                                  {"profile": "full", "round": 1, "key": 41},
+                                                  {"profile": "rotating", "round": 2, "key": 41}]
+    assert r0.extra["gate_schedule"]["profile"] == "rotating" and seen[0]["fault_check"] and seen[0]["timed_checks"]

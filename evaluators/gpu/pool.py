@@ -171,7 +171,8 @@ class GPUPool:
         ``eval_seconds`` leaves out the time spent waiting for a free worker (``extra["queue_seconds"]``).
 
         shapes / baselines / gate / check_output / gate_schedule override the pool's settings for this call
-        (final verification uses ``shapes="benchmark", baselines="interleaved"``, every gate check).
+        (final verification uses ``shapes="benchmark", baselines="interleaved"``). A call with check_output
+        "all" (a verification) runs every gate check (schedule "full") unless ``gate_schedule`` says otherwise.
         """
         if self._closed:
             raise RuntimeError("GPUPool is closed")
@@ -200,7 +201,8 @@ class GPUPool:
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
                "warmup": self.warmup, "repeats": self.repeats,
                "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output,
-               "gate_schedule": self._schedule(gate_schedule), "fault_check": self.fault_check,
+               "gate_schedule": self._schedule(gate_schedule or ("full" if (check_output or self.check_output) == "all"
+                                                                 else None)), "fault_check": self.fault_check,
                "timed_checks": self.timed_checks}
         t_wait = time.perf_counter()
         sup = self._free.get()
