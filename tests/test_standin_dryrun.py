@@ -288,3 +288,18 @@ def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_b
     assert g.status == Status.WRONG_RESULT and g.fatal and "unmapped page" in str(g)
     trap = KernelFault(Status.CRASH, "benchmark failed: cudaErrorLaunchFailure: unspecified launch failure", True)
     assert edge_fault(trap, "x") is trap  # not an address fault: stays a crash
+
+
+def test_input_sets_evicted_past_the_budget_free_their_mappings(cp, monkeypatch):
+    import evaluators.gpu.worker as worker
+
+    sd.KERNELS["honest"] = kernel_twin()
+    st = worker_state(cp)
+    monkeypatch.setattr(worker, "BENCH_BYTES_BUDGET", 30 << 20)  # room for one shape's five sets (2 MiB a buffer)
+    reply, _ = st.evaluate(request(b"honest", bench=((2048, 64),)))
+    first = st.bench_sets[(2048, 64)]
+    mapped = dict(sd.DRIVER[0].access)
+    assert reply["status"] == "ok" and first.edges
+    reply, _ = st.evaluate(request(b"honest", bench=((3000, 64),)))
+    assert reply["status"] == "ok" and list(st.bench_sets) == [(3000, 64)]
+    assert first.edges == [] and not set(mapped) & set(sd.DRIVER[0].access)  # the evicted mappings are gone
