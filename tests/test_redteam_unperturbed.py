@@ -2,9 +2,10 @@
 rt_unperturbed_skip.cu) as a numpy launcher through the gate's logic and the checked timed launches on the CPU,
 driven in the order ``benchmark.time_interleaved`` drives them (prepare, launch, after).
 
-The trick: a checked timed launch always saw its input set changed in part in place (``timed_checks``:
+The trick: a checked timed launch always saw its input set changed in part in place (gate v2's ``timed_checks``:
 ``Perturbation``: 64 rows of x and 1/16 of w), so a launch that sees the same buffers with the same weights as
-before is never checked. The kernel remembers the weights it saw first at each (x, w, y, M, N) and, from the
+before was never checked. Now every timed launch sees x changed in part and about half of them (half the checked
+ones) w as well. The kernel remembers the weights it saw first at each (x, w, y, M, N) and, from the
 second launch on those buffers on, computes only when the weights differ. A gate check launches twice on one
 (x, w, y) only in run 4, whose first launch is not compared with the reference, so the gate sees an honest
 kernel.
@@ -103,13 +104,15 @@ def test_the_gate_sees_an_honest_kernel():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_some_checked_timed_launch_sees_an_unchanged_input_set(seed):
+def test_some_checked_timed_launch_sees_its_weights_unchanged(seed):
     """Was a hole of gate v2: every checked timed launch was a perturbed one (the checked launches and as many
     decoys), so a kernel that computes only on perturbed launches was never caught; now about half the checked
-    launches (at least one per shape) see their set as made, and the skipping kernel serves a stale output there."""
+    launches (at least one per shape) see w as made (with x changed in part, as every timed launch: real use's new
+    activations and the same weights), and the skipping kernel serves a stale output there."""
     k = UnperturbedSkip()
     bad, checked = _bench(k, seed)
-    assert any(c.perturbation is None for c in checked) and any(c.perturbation is not None for c in checked)
+    assert all(c.perturbation is not None and "x" in c.perturbation.parts for c in checked)
+    assert any("w" not in c.perturbation.parts for c in checked) and any("w" in c.perturbation.parts for c in checked)
     assert k.skipped > 0
     assert bad is not None and "wrong at shape" in bad, bad
 

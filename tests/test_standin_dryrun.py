@@ -114,10 +114,11 @@ def test_timing_loop_enqueues_a_few_operations_per_launch_and_never_synchronises
     call, checked = timed_call(wl, honest, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
     sd.COUNTS.clear()
     drive(call, 20)
-    # per timed launch one refill; per perturbed launch (half of the 20: 2 of the 4 checked and 8 others) x and w
-    # written in and back; per checked launch one gather of its sampled rows; warm-ups nothing but the launch
+    # per timed launch one refill and x's changed rows written in and back; per launch whose w changes too (half
+    # of the 20: 2 of the 4 checked and 8 others) w written in and back; per checked launch one gather of its
+    # sampled rows; warm-ups nothing but the launch
     assert sd.COUNTS["sync"] == 0
-    assert sd.COUNTS["op"] == 20 + 10 * 4 + 4 and sd.COUNTS["alloc"] == 0
+    assert sd.COUNTS["op"] == 20 + 20 * 2 + 10 * 2 + 4 and sd.COUNTS["alloc"] == 0
     assert verify_checked(wl, sets, checked, SHAPE) is None
     assert sets.read_only and sets.prints == [None] * 3  # no fingerprints: a store would have faulted
     sd.COUNTS.clear()

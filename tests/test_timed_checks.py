@@ -63,8 +63,12 @@ def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
     assert set(seen) == {0, 1, 2} and len(eps) == 3
     assert {c.pattern for c in checked} <= set(PATTERNS)
     assert sets.distributions[0] == "normal" and len(set(sets.distributions)) == 3
-    # half the checked launches see a changed set, half the set as made (a perturbation says nothing about a check)
-    assert sum(c.perturbation is not None for c in checked) == 2
+    # every launch sees x changed in part (no timed launch repeats an earlier one's inputs); half the checked
+    # launches see w changed too, half w as made (a change of w says little about a check)
+    assert all(c.perturbation is not None and "x" in c.perturbation.parts for c in checked)
+    assert sum("w" in c.perturbation.parts for c in checked) == 2
+    # each checked launch has a row sample of its own (plus the rows its perturbation changed)
+    assert len({tuple(c.rows[:64]) for c in checked}) == 4
     assert {c.set_index for c in checked} == {0, 1, 2}  # every set (distribution) is checked
     assert sets.mutated() == []
 

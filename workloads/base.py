@@ -254,10 +254,13 @@ class Workload(ABC):
     def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
                        params: Mapping[str, float] | None = None) -> dict[str, Any]:
         """Float64 reference of each output at the rows ``rows`` (1-D integer array, in ``xp``) of its leading
-        dimension: what ``out[rows]`` must hold. The default computes the whole reference and indexes it;
-        workloads whose rows are independent override it (the audit samples rows of huge shapes)."""
+        dimension: what ``out[rows]`` must hold; and the final value of each ``inout`` buffer, whole (its own
+        rows are not the outputs': the checked timed launches sample it themselves, ``timed_checks.flat_rows``).
+        The default computes the whole reference and indexes the outputs; workloads whose rows are independent
+        override it (the audit samples rows of huge shapes)."""
         ref = self.reference(inputs, xp, params) if params else self.reference(inputs, xp)
-        return {k: v[rows] for k, v in ref.items()}
+        inout = set(self.buffer_names("inout"))
+        return {k: v if k in inout else v[rows] for k, v in ref.items()}
 
     def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int, xp: ModuleType = np,
                          params: Mapping[str, float] | None = None

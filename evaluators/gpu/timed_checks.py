@@ -15,15 +15,19 @@ refilled with (NaN poison, all-ones poison, zeros, random finite values, or a co
 launch reads another set); its untimed ``prepare`` then refills the outputs (``launch_prep.fill``: one memset,
 copy or kernel) and points the launch at its set (pointer rotation among the pre-made sets, no copy).
 CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their output rows at a random sample
-(plus the first and last row) are gathered right after the end event and compared with the float64 reference for
-the inputs and scalars they saw (``verify_checked``, one synchronisation per shape). About half of all timed
-launches, among them half of the checked ones (``perturbed_launches``: a perturbation says little about a check),
-see their input set changed in place in part for that launch only (PERTURB_ROWS random rows of each row-indexed
-floating input and every other floating input, a random 1/16 of their elements doubled or halved:
-``launch_prep.RowPatch``, drawn before the loop, one kernel per input to write the rows in and one to write them
-back after the end event, the second raising a flag when a launch wrote into them): a kernel caching results under
-a probe of its inputs, a pointer or a one-entry key serves a stale answer at a perturbed checked launch, and a
-kernel that computes only when it sees such a change serves a stale output at an unperturbed one. No launch's
+drawn per launch (plus the first and last row) and their inout buffers' final values at a random sample of rows
+are gathered right after the end event and compared with the float64 reference for the inputs and scalars they saw
+(``verify_checked``, one synchronisation per shape). Every timed launch sees its input set changed in place in part
+for that launch only (``changing_inputs``): its activations (the inputs of two or more dimensions) at every launch,
+its parameters (one-dimensional inputs such as w) at about half of the launches, among them half of the checked ones
+(``perturbed_launches``: a change of the parameters says little about a check); PERTURB_ROWS random rows of each
+row-indexed floating input and every element of the others, a random 1/16 of their elements doubled or halved
+(``launch_prep.RowPatch``, drawn before the loop, one kernel per input to write the rows in and one to write them
+back after the end event, the second raising a flag when a launch wrote into them). So no timed launch repeats the
+inputs of an earlier one (a kernel memoising its outputs under a hash of its whole input gains nothing), a kernel
+caching results under a probe of its inputs, a pointer or a one-entry key serves a stale answer at a checked
+launch, and a kernel that computes only when it sees its parameters change serves a stale output at a checked
+launch whose parameters stayed as made (real use: new activations, the same weights). No launch's
 preparation allocates or synchronises with the host. After the candidate, ``InputSets.mutated`` reads those flags
 and, unless the sets are read-only to kernels, compares every set's fingerprint with the one taken when it was
 made; the worker then rejects the candidate (``input_mutated``) and ``restore`` rebuilds the sets from their seeds
@@ -46,10 +50,12 @@ import numpy as np
 from evaluators.gpu.benchmark import TimedCall
 from evaluators.gpu.gate import (
     SAMPLE_ROWS,
+    _inout_specs,
     bad_count,
     compare,
     float_kind,
     pack_inputs,
+    reference_for,
     sample_rows,
 )
 from evaluators.gpu.launch_prep import RowPatch, fill
@@ -234,17 +240,19 @@ class Perturbation:
         return cls.draw_all(sets, [i], rng)[0]
 
     @classmethod
-    def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator) -> list[Perturbation]:
+    def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator,
+                 names: list[str] | None = None) -> list[Perturbation]:
         """``draw`` for several launches (one per entry of ``set_indices``) at once: per input, the rows of every
         perturbation go to the device in one transfer and their old and new values share one allocation, so the
-        device work is one kernel per perturbation and input plus a few operations per input."""
+        device work is one kernel per perturbation and input plus a few operations per input. ``names``: the
+        inputs to change (None: every floating input but the inout buffers)."""
         out = [cls(i) for i in set_indices]
         if not set_indices:
             return out
         xp, n = sets.xp, len(set_indices)
         for name, a0 in sets.rw[set_indices[0]].items():
             kind = float_kind(a0, sets.workload)
-            if kind is None or name in sets.inout:
+            if kind is None or name in sets.inout or (names is not None and name not in names):
                 continue
             rowed = a0.ndim >= 2 and a0.shape[0] > PERTURB_ROWS
             if rowed:
@@ -287,8 +295,10 @@ def refill(out: Any, dtype: str, pattern: str, seed: int, answer: Any | None, xp
 @dataclass
 class CheckedLaunch:
     """What a checked timed launch saw and produced: repeat index, input set, refill pattern, scalars, the
-    perturbation it saw (None: the set as made), the sampled rows (host, and ``rows_dev`` in the array module)
-    and the copies of the output rows taken right after it."""
+    perturbation it saw (the inputs changed in part for it; None when nothing was), the sampled rows of the
+    outputs (host, and ``rows_dev`` in the array module), the sampled rows of each inout buffer's final value
+    (``inout_rows``: name -> host row indices into ``flat_rows`` of it; ``inout_rows_dev`` in the array module)
+    and the copies of those rows taken right after the launch (``got``: name -> rows, outputs and inout buffers)."""
 
     repeat: int
     set_index: int = -1
@@ -297,18 +307,41 @@ class CheckedLaunch:
     perturbation: Perturbation | None = None
     rows: Any = None
     rows_dev: Any = None
+    inout_rows: dict[str, Any] = field(default_factory=dict)
+    inout_rows_dev: dict[str, Any] = field(default_factory=dict)
     got: dict[str, Any] = field(default_factory=dict)
 
 
+def flat_rows(a: Any) -> Any:
+    """``a`` as a 2-D view of rows of its last axis (a 1-D array: one row): how an inout buffer's final value is
+    sampled by a checked timed launch (KDA's state [N, H, K, V]: N H K rows of V), so the sample is small whatever
+    its leading dimension (N = 1 or 256 sequences)."""
+    return a.reshape(1, -1) if a.ndim < 2 else a.reshape(-1, a.shape[-1])
+
+
+def changing_inputs(sets: InputSets) -> tuple[list[str], list[str]]:
+    """(every, some): the floating inputs of ``sets`` (inout buffers left out) changed in part at every timed
+    launch -- those of two or more dimensions, a launch's activations (RMSNorm's x; KDA's q, k, v, g, beta) --
+    and those changed at about half of the timed launches (``perturbed_launches``) -- one-dimensional
+    parameters (RMSNorm's w; KDA's A_log, dt_bias), which real use keeps from call to call. Without an input of
+    two or more dimensions every floating input changes at every launch: no timed launch repeats the inputs of
+    an earlier one, so a kernel that memoises its outputs under a hash of its whole input (right in real use,
+    where inputs do not repeat) serves no repeat faster than it computes."""
+    names = [k for k, a in sets.rw[0].items() if k not in sets.inout and float_kind(a, sets.workload) is not None]
+    every = [k for k in names if sets.rw[0][k].ndim >= 2] or names
+    return every, [k for k in names if k not in every]
+
+
 def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
-    """Which timed launches see their input set perturbed, given ``picks`` (the repeat indices in random order,
-    the first ``n`` the checked launches): the first ``ceil(n / 2)`` checked ones and unchecked ones after them up
-    to half the repeats in all. Whether a launch is perturbed then says little about whether it is checked (a
-    checked launch is perturbed with probability ceil(n/2)/n, any launch with about 1/2); at least one checked
-    launch sees its set changed in part (a cache keyed by a pointer or a content probe serves a stale answer
-    there) and, for n >= 2, at least one sees it unchanged (a kernel that computes only when it sees a change --
-    when every checked launch was a perturbed one, such a kernel was never caught -- serves a stale output
-    there)."""
+    """Which timed launches see the inputs ``changing_inputs`` lists second (the parameters: RMSNorm's w) changed
+    in part, given ``picks`` (the repeat indices in random order, the first ``n`` the checked launches): the first
+    ``ceil(n / 2)`` checked ones and unchecked ones after them up to half the repeats in all. Whether a launch's
+    parameters changed then says little about whether it is checked (a checked launch's did with probability
+    ceil(n/2)/n, any launch's with about 1/2); at least one checked launch sees them changed (a cache keyed by a
+    pointer or a probe of the weights serves a stale answer there) and, for n >= 2, at least one sees them as
+    made while its activations changed, as in real use (a kernel that computes only when it sees its weights
+    change -- when every checked launch was one whose whole input set changed, such a kernel was never caught --
+    serves a stale output there)."""
     if n <= 0:
         return set()
     with_change = -(-n // 2)
@@ -332,10 +365,14 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn for each timed launch from ``rng``, and the CheckedLaunch records of max(``checks``, number of
     sets) distinct timed launches drawn among the ``repeats`` (filled in as they run), every input set read by
-    at least one of them. Half of the checked launches and about half of all timed launches see a perturbed
-    input set (module docstring, ``perturbed_launches``). ``outputs``: name -> buffer, reused by every launch. A
-    kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the poison patterns' share), all of them with
-    (2/5)^checks per shape.
+    at least one of them. Every timed launch sees its set's activations changed in part, about half of them (half
+    of the checked ones) its parameters too (``changing_inputs``, ``perturbed_launches``). Each checked launch
+    draws its own sample of output rows (SAMPLE_ROWS + first + last, plus the rows its perturbation changed) and
+    of each inout buffer's final rows (``flat_rows``), so a kernel wrong at a fixed fraction f of the rows escapes
+    the n checked launches of a shape with (1 - f)^(1026 n), not (1 - f)^1026. ``outputs``: name -> buffer,
+    reused by every launch. A kernel that computes only when it sees the poison escapes one checked launch with
+    probability 2/5 (the poison patterns' share; 1/2 on set 0, which never gets the "answer" refill), all of
+    them with (2/5)^a (1/2)^b per shape (a, b: the checked launches on other sets and on set 0).
 
     Everything is drawn here, before the timing loop (the perturbations' new values too, on the device), so
     the work enqueued per launch is a refill (``launch_prep.fill``), the perturbation's rows written in and
@@ -356,11 +393,11 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     checked = {int(r): CheckedLaunch(int(r)) for r in picks[:n]}
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
-    perturbed_at = sorted(perturbed_launches(picks, n, repeats))  # half the checked ones, decoys up to half in all
+    # parameters changed at half the checked launches and at decoys up to half in all; activations at every one
+    with_params = sorted(perturbed_launches(picks, n, repeats))
     # rows of the outputs' leading dimension (RMSNorm: M = shape[0]; KDA: the tokens, while shape[0] is H)
     first = next(iter(specs.values()), None)
     m = int(first.shape[0]) if first is not None and first.shape else (int(shape[0]) if shape else 1)
-    rows = sample_rows(m, rng)
     plan: list[_Launch] = []
     for r in range(repeats):
         s = forced.get(r, int(rng.integers(len(sets.sets))))
@@ -369,15 +406,30 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         seed = int(rng.integers(2**62))
         params = workload.draw_params(int(rng.integers(2**62))) if workload.scalar_draws else {}
         plan.append(_Launch(s, pattern, seed, params))
-    perts = dict(zip(perturbed_at, Perturbation.draw_all(sets, [plan[r].set_index for r in perturbed_at], rng)))
-    flag_of = {r: j for j, r in enumerate(perturbed_at)}
-    touched = xp.zeros(max(1, len(perturbed_at)), dtype=xp.uint32)
-    sets.touch_records.append(([plan[r].set_index for r in perturbed_at], touched))
-    for r, c in checked.items():
+    every, some = changing_inputs(sets)
+    perts = {r: Perturbation(plan[r].set_index) for r in range(repeats)}
+    for r, p in zip(range(repeats), Perturbation.draw_all(sets, [plan[r].set_index for r in range(repeats)], rng,
+                                                          every)):
+        perts[r].parts.update(p.parts)
+    if some:
+        for r, p in zip(with_params, Perturbation.draw_all(sets, [plan[r].set_index for r in with_params], rng,
+                                                           some)):
+            perts[r].parts.update(p.parts)
+    perts = {r: p for r, p in perts.items() if p.parts}
+    changed_at = sorted(perts)
+    flag_of = {r: j for j, r in enumerate(changed_at)}
+    touched = xp.zeros(max(1, len(changed_at)), dtype=xp.uint32)
+    sets.touch_records.append(([plan[r].set_index for r in changed_at], touched))
+    inout = {name: int(flat_rows(sets.sets[0][name]).shape[0]) for name in sets.inout}
+    for r, c in sorted(checked.items()):
         p = perts.get(r)
         c.set_index, c.pattern, c.params, c.perturbation = plan[r].set_index, plan[r].pattern, plan[r].params, p
+        rows = sample_rows(m, rng)  # a sample of its own: a fixed set of skipped rows meets n samples
         c.rows = np.union1d(rows, p.rows(m)) if p is not None else rows
         c.rows_dev = c.rows if xp is np else xp.asarray(c.rows)
+        for name, count in inout.items():
+            c.inout_rows[name] = sample_rows(count, rng)
+            c.inout_rows_dev[name] = c.inout_rows[name] if xp is np else xp.asarray(c.inout_rows[name])
     answers = sets.answers or {}
     state: dict[str, Any] = {"set": 0, "params": {}, "plan": None}
 
@@ -417,6 +469,8 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         if r in checked:
             c = checked[r]
             c.got = {name: buf[c.rows_dev] for name, buf in outputs.items()}
+            for name, idx in c.inout_rows_dev.items():  # the final value, before the next launch resets it
+                c.got[name] = flat_rows(sets.sets[c.set_index][name])[idx]
         if r in perts:
             perts[r].apply(sets, undo=True, touched=touched, flag=flag_of[r])
 
@@ -442,13 +496,14 @@ def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs:
 
 
 def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLaunch], shape: Shape) -> str | None:
-    """Compare each checked timed launch's output rows with the float64 reference of the inputs (its set, with
-    its perturbation re-applied for the moment) and scalars it saw; None when all are right, else the reason for
-    the first wrong one. The counts of bad elements stay on the device until the last launch is compared (one
-    synchronisation per shape); a failure is then described launch by launch."""
+    """Compare each checked timed launch's output rows, and its inout buffers' sampled final rows, with the
+    float64 reference of the inputs (its set, with its perturbation re-applied for the moment) and scalars it saw;
+    None when all are right, else the reason for the first wrong one. The counts of bad elements stay on the
+    device until the last launch is compared (one synchronisation per shape); a failure is then described launch
+    by launch."""
     xp = sets.xp
     atol, rtol = workload.tolerance
-    specs = workload.outputs(shape)
+    specs = workload.outputs(shape) + (_inout_specs(workload, sets.sets[0]) if sets.inout else [])
     refs: list[dict[str, Any]] = []
     bad: Any = 0
     for c in checked:
@@ -465,18 +520,23 @@ def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLau
             cmp = compare(got, ref[s.name], s.dtype, atol, rtol, xp)
             if cmp.ok:
                 continue
-            what = (f"input set {c.set_index} ({sets.distributions[c.set_index]}"
-                    f"{', changed in part' if c.perturbation is not None else ''}), output pre-filled with "
+            changed = "" if c.perturbation is None else f", {'/'.join(c.perturbation.parts)} changed in part"
+            what = (f"input set {c.set_index} ({sets.distributions[c.set_index]}{changed}), output pre-filled with "
                     f"{c.pattern!r}{', ' + ', '.join(f'{k} {v:g}' for k, v in c.params.items()) if c.params else ''}")
+            final = s.name in c.inout_rows
+            rows = len(c.inout_rows[s.name]) if final else len(c.rows)
             return (f"timed launch {c.repeat} ({what}) wrong at shape {tuple(shape)}: {cmp.n_bad} of {cmp.total} "
-                    f"checked elements of {s.name} in {len(c.rows)} sampled rows out of tolerance (max |err| "
-                    f"{cmp.max_abs_err:.4g}, {cmp.n_nan} NaN)")
+                    f"checked elements of {'the final value of inout buffer ' if final else ''}{s.name} in {rows} "
+                    f"sampled rows out of tolerance (max |err| {cmp.max_abs_err:.4g}, {cmp.n_nan} NaN)")
     return None
 
 
 def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch) -> dict[str, Any]:
-    """The float64 reference rows of checked launch ``c``: its set with its perturbation applied for the moment
-    (and its inout buffers at their initial value), its scalars."""
+    """The float64 reference of checked launch ``c`` at what it compares: each output at its sampled rows, each
+    inout buffer's final value at its sampled ``flat_rows``; from its set with its perturbation applied for the
+    moment (and its inout buffers at their initial value), its scalars. ``Workload.reference_rows`` gives the
+    inout buffers' final values whole; a workload whose ``reference_rows`` leaves them out gets them from
+    ``reference``."""
     xp = sets.xp
     rows = c.rows_dev if c.rows_dev is not None else (c.rows if xp is np else xp.asarray(c.rows))
     if c.perturbation is not None:
@@ -485,8 +545,15 @@ def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch) ->
         sets.reset_inout(c.set_index)
     try:
         inputs = sets.sets[c.set_index]
-        return (workload.reference_rows(inputs, rows, xp, c.params) if c.params
-                else workload.reference_rows(inputs, rows, xp))
+        ref = dict(workload.reference_rows(inputs, rows, xp, c.params) if c.params
+                   else workload.reference_rows(inputs, rows, xp))
+        missing = [k for k in sets.inout if k not in ref]
+        if missing:
+            whole = reference_for(workload, inputs, xp, c.params)
+            ref.update({k: whole[k] for k in missing})
+        for k in sets.inout:
+            ref[k] = flat_rows(ref[k])[c.inout_rows_dev[k]]
+        return ref
     finally:
         if c.perturbation is not None:
             c.perturbation.apply(sets, undo=True)

@@ -149,14 +149,25 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
     block (CHECK_BLOCK_ELEMENTS): catches a kernel that stops working after the gate (counters in global
     memory, pointer caches). Returns None when right, else the reason (str; counts are of the first wrong
     block). Inout buffers (a recurrent state) are read at the value they had before this launch, which is what
-    the reference starts from. KernelFault from ``run`` propagates (the caller owns the process)."""
-    from evaluators.gpu.gate import allocate_poisoned, compare, within_tolerance
+    the reference starts from, and their final value is compared whole with ``reference_rows``' (an unchecked
+    final state was a hole: a kernel could skip writing it at the benchmark shapes). KernelFault from ``run``
+    propagates (the caller owns the process)."""
+    from evaluators.gpu.gate import _inout_specs, allocate_poisoned, compare, within_tolerance
 
     wl = workload
     bufs = {s.name: allocate_poisoned(s, 1, cp) for s in wl.outputs(shape)}
     ref_inputs = {**inputs, **{n: inputs[n].copy() for n in wl.buffer_names("inout")}}
     run(inputs, {k: b.view for k, b in bufs.items()}, shape)
     atol, rtol = wl.tolerance
+    inout = _inout_specs(wl, inputs)
+    if inout:
+        ref = wl.reference_rows(ref_inputs, cp.zeros(1, dtype=cp.int64), cp)
+        for s in inout:
+            if not within_tolerance(inputs[s.name], ref[s.name], s.dtype, atol, rtol, cp):
+                c = compare(inputs[s.name], ref[s.name], s.dtype, atol, rtol, cp)
+                return (f"benchmark output check: {c.n_bad} of {c.total} elements of the final value of inout "
+                        f"buffer {s.name} wrong at shape {shape} after the timed launches (max |err| "
+                        f"{c.max_abs_err:.4g})")
     for idx, ref in wl.reference_blocks(ref_inputs, CHECK_BLOCK_ELEMENTS, cp):
         for s in wl.outputs(shape):
             out = bufs[s.name].view[idx]

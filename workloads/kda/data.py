@@ -8,7 +8,8 @@ g [T, H, 128] bf16; v [T, H, 128] bf16; beta [T, H] bf16; A_log [H] fp32; dt_bia
 o [T, H, 128] bf16. A shape is ``(H, L_1, ..., L_N)``: the head count and the sequence lengths.
 
 Checks: the gate compares every element of o and of the final state with the recurrent float64 reference at
-the gate shapes; the checked timed launches compare sampled token rows of o (``reference_rows``), above
+the gate shapes; the checked timed launches compare sampled token rows of o and sampled rows of the final state
+(``reference_rows``), above
 CHUNKED_REFERENCE_ABOVE token-heads with the float64 chunked reference (``workloads.kda.chunk_math``, equal to
 the recurrent one to ~1e-12, tests/test_kda_chunk.py) computed with the inputs' array module: milliseconds on
 the GPU, where the JAX scan over every (sequence, head) takes seconds; the audit of a large shape checks sampled
@@ -116,18 +117,20 @@ class KDAData:
 
     def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
                        params: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """o at token ``rows``: from the recurrent JAX reference (``reference``) up to CHUNKED_REFERENCE_ABOVE
-        token-heads, else from the float64 chunked reference computed with ``xp`` (the GPU's when the inputs
-        are CuPy arrays): milliseconds there, where the JAX scan over every (sequence, head) takes seconds."""
+        """o at token ``rows`` and the final state (whole; the checked timed launches sample it): from the
+        recurrent JAX reference (``reference``) up to CHUNKED_REFERENCE_ABOVE token-heads, else from the float64
+        chunked reference computed with ``xp`` (the GPU's when the inputs are CuPy arrays): milliseconds there,
+        where the JAX scan over every (sequence, head) takes seconds."""
         cu = _host(inputs["cu_seqlens"]).astype(np.int64)
         h = int(_host(inputs["A_log"]).shape[0])
         if int(cu[-1]) * h <= CHUNKED_REFERENCE_ABOVE:
-            return {"o": self.reference(inputs, xp)["o"][rows]}
+            ref = self.reference(inputs, xp)
+            return {"o": ref["o"][rows], "state": ref["state"]}
         wide = {n: to_float64(xp.asarray(inputs[n]) if xp is not np else _host(inputs[n]), "bf16", xp)
                 for n in ("q", "k", "v", "g", "beta")}
-        o, _ = kda_chunk_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], inputs["A_log"],
+        o, s = kda_chunk_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], inputs["A_log"],
                                    inputs["dt_bias"], cu, inputs["state"], D ** -0.5, CHUNK, xp)
-        return {"o": o[rows]}
+        return {"o": o[rows], "state": s}
 
     def sample_pairs(self, inputs: Mapping[str, Any], count: int) -> list[tuple[int, int]]:
         """``count`` (sequence, head) pairs drawn from a hash of the inputs' bits (so unknown to a kernel that

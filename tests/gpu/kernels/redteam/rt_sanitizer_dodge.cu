@@ -7,11 +7,17 @@
 // replay (evaluators/gpu/sanitize_replay.py) launches the kernel after a handful of grids, the GPU worker after
 // thousands (its warm-up gate, every earlier candidate's gate and timing) -- so the barrier is kept while
 // %gridid < RT_FRESH_GRIDS.
-// Either way racecheck sees a correct kernel; everywhere else (the gate, the timed launches, real use) the
+// RT_SENSE 2 (neither clock nor launch-count register): a launch counter of its own in module memory, read by
+// thread 0 of every CTA and bumped once per CTA with an atomic add; the barrier is kept while fewer than
+// RT_FRESH_LAUNCHES launches of this grid size ran since the module was loaded. The sanitizer replay loads the
+// cubin in a fresh process and launches it once per shape (3 launches); the GPU worker loads it once per
+// evaluation and launches it about 150 times in the gate before the first timed launch.
+// Any way racecheck sees a correct kernel; everywhere else (the gate, the timed launches, real use) the
 // barrier is dropped and the race stays latent.
 // Launch: block 256, rows_per_cta 1, row_iters 4 (grid = ceil(M / 4)).
 // SHOULD: sanitizer (a shared-memory write-after-read race) -- or, before any GPU time, nondeterministic: a kernel
-// whose control flow depends on a clock or on how many grids ran before it.
+// whose control flow depends on a clock or on how many grids ran before it. RT_SENSE 2 passes every static rule
+// and the sanitizer replay: a known gap (GATE.md, "Known gaps": state a kernel keeps across launches).
 // Why gate v2 passes it: the race almost never shows on a quiet GPU (the gate case passed 3 of 3), and the only
 // check that sees it, racecheck, runs the kernel where it takes the barrier path.
 #include "rt_redteam.cuh"
@@ -22,8 +28,15 @@
 #ifndef RT_FRESH_GRIDS
 #define RT_FRESH_GRIDS 2000
 #endif
+#ifndef RT_FRESH_LAUNCHES
+#define RT_FRESH_LAUNCHES 16
+#endif
 #ifndef RT_SLOW_CYCLES
 #define RT_SLOW_CYCLES 20000  // 64 dependent shared round trips: ~2-4k cycles natively
+#endif
+
+#if RT_SENSE == 2
+__device__ unsigned int rt_launches;  // CTAs launched since the module was loaded
 #endif
 
 RT_ENTRY {
@@ -31,7 +44,14 @@ RT_ENTRY {
     __shared__ unsigned int probe[64];
     __shared__ int careful;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#if RT_SENSE == 1
+#if RT_SENSE == 2
+    if (threadIdx.x == 0) {
+        const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&rt_launches);
+        careful = ctas < RT_FRESH_LAUNCHES * gridDim.x;
+        atomicAdd(&rt_launches, 1u);
+        probe[0] = 0;
+    }
+#elif RT_SENSE == 1
     if (threadIdx.x == 0) {
         unsigned long long grid;
         asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
