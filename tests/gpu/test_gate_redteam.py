@@ -155,10 +155,12 @@ def test_scheduling_dependent_kernels_are_rejected_before_any_gpu_time(pool, nam
 
 def test_skipping_the_launches_no_check_could_see_is_rejected(pool):
     """rt_unperturbed_skip writes nothing on a launch whose (x, w, y) and w it saw before: every checked timed
-    launch of gate v2 saw its set changed in part, so none was ever skipped; now half of them see it unchanged."""
+    launch of gate v2 saw its set changed in part, so none was ever skipped; now half of them see w as made (x
+    changed in part, as at every timed launch since gate version 4)."""
     r = pool.evaluate(redteam("rt_unperturbed_skip"))
     assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
-    assert "timed launch" in r.reason and "changed in part" not in r.reason.split("wrong at shape")[0], r.reason
+    head = r.reason.split("wrong at shape")[0]
+    assert "timed launch" in head and "x changed in part" in head and "w changed" not in head, r.reason
 
 
 def test_worker_keeps_serving_honest_kernels_after_the_red_team(pool, workload):

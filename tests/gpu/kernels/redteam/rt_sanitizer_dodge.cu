@@ -8,16 +8,21 @@
 // thousands (its warm-up gate, every earlier candidate's gate and timing) -- so the barrier is kept while
 // %gridid < RT_FRESH_GRIDS.
 // RT_SENSE 2 (neither clock nor launch-count register): a launch counter of its own in module memory, read by
-// thread 0 of every CTA and bumped once per CTA with an atomic add; the barrier is kept while fewer than
-// RT_FRESH_LAUNCHES launches of this grid size ran since the module was loaded. The sanitizer replay loads the
+// thread 0 of every CTA and bumped by CTA 0 with an atomic add; the barrier is kept while fewer than
+// RT_FRESH_LAUNCHES launches ran since the module was loaded. The sanitizer replay loads the
 // cubin in a fresh process and launches it once per shape (3 launches); the GPU worker loads it once per
 // evaluation and launches it about 150 times in the gate before the first timed launch.
+// RT_SENSE 3 (no state, no clock): the shape. The replay's shapes are constants (sanitizer.SANITIZER_SHAPES:
+// 199 x 1128, 7 x 4099, 3 x 28672) and so are the gate's; the barrier is kept wherever N is not a multiple of 256,
+// at N in {8192, 28672, 262144} and below 1024 rows -- every gate and replay shape -- and dropped at every search
+// shape (N 512, 4096, 16384, 131072 at M >= 16384).
 // Any way racecheck sees a correct kernel; everywhere else (the gate, the timed launches, real use) the
 // barrier is dropped and the race stays latent.
 // Launch: block 256, rows_per_cta 1, row_iters 4 (grid = ceil(M / 4)).
 // SHOULD: sanitizer (a shared-memory write-after-read race) -- or, before any GPU time, nondeterministic: a kernel
 // whose control flow depends on a clock or on how many grids ran before it. RT_SENSE 2 passes every static rule
-// and the sanitizer replay: a known gap (GATE.md, "Known gaps": state a kernel keeps across launches).
+// and the sanitizer replay: a known gap (GATE.md, "Known gaps": state a kernel keeps across launches); so does
+// RT_SENSE 3 (GATE.md, check 8: the replay's shapes are fixed).
 // Why gate v2 passes it: the race almost never shows on a quiet GPU (the gate case passed 3 of 3), and the only
 // check that sees it, racecheck, runs the kernel where it takes the barrier path.
 #include "rt_redteam.cuh"
@@ -36,7 +41,7 @@
 #endif
 
 #if RT_SENSE == 2
-__device__ unsigned int rt_launches;  // CTAs launched since the module was loaded
+__device__ unsigned int rt_launches;  // launches since the module was loaded
 #endif
 
 RT_ENTRY {
@@ -46,9 +51,14 @@ RT_ENTRY {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if RT_SENSE == 2
     if (threadIdx.x == 0) {
-        const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&rt_launches);
-        careful = ctas < RT_FRESH_LAUNCHES * gridDim.x;
-        atomicAdd(&rt_launches, 1u);
+        const unsigned int launches = *reinterpret_cast<volatile unsigned int*>(&rt_launches);
+        careful = launches < RT_FRESH_LAUNCHES;  // a CTA may see its own launch counted already: no matter
+        if (blockIdx.x == 0) atomicAdd(&rt_launches, 1u);
+        probe[0] = 0;
+    }
+#elif RT_SENSE == 3
+    if (threadIdx.x == 0) {
+        careful = (N % 256) != 0 || N == 8192 || N == 28672 || N == 262144 || M < 1024;
         probe[0] = 0;
     }
 #elif RT_SENSE == 1
