@@ -346,6 +346,16 @@ def test_surrogate_features_instruction_mix_knobs_and_roofline_base(wl):
     assert roofline_us({"compulsory": 4.0e9, "copy_bps": 4.0e12}) == pytest.approx(1000.0)
 
 
+def test_top_weights_favour_the_fastest_rows_of_each_shape():
+    from evaluators.surrogate import top_weights
+
+    y = np.array([0.0, 0.1, 1.0, 0.5, 0.6])  # log time over the roofline; shapes 0, 0, 0, 1, 1
+    w = top_weights(y, np.array([0, 0, 0, 1, 1]), 10.0, 0.1)
+    assert w == pytest.approx([11.0, 1 + 10 / np.e, 1 + 10 * np.exp(-10), 11.0, 1 + 10 / np.e], rel=1e-6)
+    with pytest.raises(ValueError, match="tau"):
+        top_weights(y, np.zeros(5), 1.0, 0.0)
+
+
 def test_surrogate_rank_term_fits_and_needs_shapes():
     from evaluators.surrogate import fit_surrogate
 
