@@ -144,7 +144,10 @@ def buffer_specs(workload: Any, probes: Sequence[Sequence[int]] | None = None
         elif p.name in outs_a:
             shp_a, shp_b, dt = tuple(outs_a[p.name].shape), tuple(outs_b[p.name].shape), outs_a[p.name].dtype
         else:
-            raise ValueError(f"ABI buffer {p.name!r} is neither an input of make_inputs nor an output")
+            why = (" (an intermediate of a pipeline workload: the exported kernel is its evolved stage, which runs "
+                   "between the workload's reference stages, workloads.pipeline)" if hasattr(workload, "intermediates")
+                   else "")
+            raise ValueError(f"ABI buffer {p.name!r} is neither an input of make_inputs nor an output{why}")
         sym: list[str | int] = []
         for ax, (x, y) in enumerate(zip(shp_a, shp_b)):
             hit = [dims[i] for i in range(len(a)) if a[i] == x and b[i] == y]

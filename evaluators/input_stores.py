@@ -47,9 +47,20 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from population.ast import Address, HandleAddress, Immediate, Instruction, Register, Symbol, VarDecl, Vector
+from population.ast import (
+    Address,
+    Function,
+    HandleAddress,
+    Immediate,
+    Instruction,
+    ParenList,
+    Register,
+    Symbol,
+    VarDecl,
+    Vector,
+)
 from population.cfg import walk
 from population.defuse import POINTER_TYPES, TYPE_BITS, destinations, sources
 from population.kernel import Kernel
@@ -165,15 +176,20 @@ def _type_bits(ins: Instruction) -> list[int]:
 class _Analysis:
     """Roots of every register of one entry (module docstring), computed by fixed-point sweeps."""
 
-    def __init__(self, fn, module_vars: set[str], instrs: list[Instruction]):
+    def __init__(self, fn, module_vars: set[str], instrs: list[Instruction],
+                 param_roots: list[tuple[frozenset, frozenset, frozenset]] | None = None,
+                 memory: frozenset[str] = _EMPTY):
         self.fn = fn
         self.params = {p.name: i for i, p in enumerate(fn.params)}
         self.pointer_params = {i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES and not p.dims}
         self.layout = param_layout(fn)
         self.module_vars = module_vars
         self.instrs = instrs
+        # a callee's ``.param`` i carries the roots of what its call sites pass there (None: the entry, whose
+        # parameters are the roots ``p<i>``)
+        self.param_roots = param_roots
         self.val: dict[str, tuple[frozenset, frozenset, frozenset]] = {}
-        self.memory: frozenset[str] = _EMPTY  # roots of every value the kernel stores to memory
+        self.memory: frozenset[str] = memory  # roots of every value the kernel stores to memory
 
     # ------------------------------------------------------------------------------------------ operands
     def value(self, op) -> tuple[frozenset, frozenset, frozenset]:
@@ -238,14 +254,49 @@ class _Analysis:
         out = []
         for k in range(nregs):
             start, end = start0 + k * width, start0 + (k + 1) * width
-            P, W = set(), set()
+            P, W, N = set(), set(), set()
             if start < 0 or end > (self.layout[-1][0] + self.layout[-1][1] if self.layout else 0):
                 P.add(UNKNOWN)
             for i, (o, s) in enumerate(self.layout):
-                if i not in self.pointer_params or end <= o or start >= o + s:
+                if end <= o or start >= o + s:
+                    continue
+                if self.param_roots is not None:  # a callee: the roots its callers pass in parameter i
+                    r = self.param_roots[i]
+                    if (start, end) == (o, o + s):
+                        P |= r[0]
+                        W |= r[1]
+                        N |= r[2]
+                    else:
+                        W |= r[0] | r[1] | r[2]
+                    continue
+                if i not in self.pointer_params:
                     continue
                 (P if (start, end) == (o, o + s) else W).add(f"p{i}")
-            out.append((frozenset(P), frozenset(W), _EMPTY))
+            out.append((frozenset(P), frozenset(W), frozenset(N)))
+        return out
+
+    def call_arguments(self) -> list[tuple[Instruction, object, list[tuple[frozenset, frozenset, frozenset]]]]:
+        """Each ``call`` of this function as (instruction, target operand, roots of its arguments in order): a
+        register's or immediate's own roots, a ``.param`` variable's the union of what this function stores
+        into it (``st.param.b64 [param0+0], %rd8``, the form nvcc emits). Run after ``run``."""
+        stored: dict[str, tuple[frozenset, frozenset, frozenset]] = {}
+        for ins in self.instrs:
+            addr = _address(ins)
+            if ins.opcode == "st" and destination_space(ins) == "param" and isinstance(addr, Address) \
+                    and isinstance(addr.base, Symbol):
+                parts = [self.value(o) for o in ins.operands if not isinstance(o, (Address, HandleAddress))]
+                one = parts[0] if len(parts) == 1 else self.bits(parts)
+                stored[addr.base.name] = self.join([stored.get(addr.base.name, _CLEAN), one])
+        out = []
+        for ins in self.instrs:
+            if ins.opcode != "call":
+                continue
+            ops = ins.operands
+            k = 1 if ops and isinstance(ops[0], ParenList) else 0  # (return values) come first
+            target = ops[k] if k < len(ops) else None
+            args = ops[k + 1].elements if k + 1 < len(ops) and isinstance(ops[k + 1], ParenList) else ()
+            roots = [stored[a.name] if isinstance(a, Symbol) and a.name in stored else self.value(a) for a in args]
+            out.append((ins, target, roots))
         return out
 
     def transfer(self, ins: Instruction) -> list[tuple] | tuple:
@@ -380,56 +431,56 @@ def _module_vars(kernel: Kernel, fn) -> tuple[set[str], list[Instruction]]:
 
 def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[str] | None = None
                  ) -> InputStoreReport:
-    """Find the memory writes of ``kernel``'s entry whose address is not provably inside an owned buffer.
+    """Find the memory writes of ``kernel``'s entry, and of every function it calls, whose address is not
+    provably inside an owned buffer.
 
     buffer_kinds: the ABI kind of each ``.param`` in order (``"input"``, ``"output"``, ``"inout"``,
     ``"scalar"``, as ``workloads.base.ParamSpec.kind``); names: their ABI names (default ``param<i>``).
     Returns an InputStoreReport (lines in the canonical listing). ValueError when the entry has no body.
     """
-    fn = kernel.module.function(kernel.entry)
-    if fn.body is None:
-        raise ValueError(f"entry {kernel.entry!r} has no body")
     names = list(names) if names is not None else [f"param{i}" for i in range(len(buffer_kinds))]
     prov = provenance(kernel)
-    an = prov._an
-    mvars = an.module_vars
+    entry = prov._an
     allowed = {f"p{i}" for i, k in enumerate(buffer_kinds) if k in ("output", "inout")}
-    allowed |= {"s:" + v for v in mvars}
     hits: list[tuple[Instruction, str, int, str]] = []
-    for ins in an.instrs:
+    for ins in prov.instructions:
         if not writes_memory(ins) or destination_space(ins) not in ("global", "generic"):
             continue
+        an = prov._owner.get(id(ins), entry)
+        where = "" if an is entry else f" (in function {an.fn.name!r}, called from the entry)"
+        mvars = an.module_vars
+        ok = allowed | {"s:" + v for v in mvars}
         addr = _address(ins)
         if isinstance(addr, HandleAddress) or addr is None:
-            hits.append((ins, "", -1, "writes through a tensor-map or surface handle, not a provable buffer"))
+            hits.append((ins, "", -1, "writes through a tensor-map or surface handle, not a provable buffer" + where))
             continue
         base = addr.base
         if isinstance(base, Symbol):
             if base.name in mvars:
                 continue
-            hits.append((ins, "", -1, f"writes to symbol {base.name!r}, not a variable of the module"))
+            hits.append((ins, "", -1, f"writes to symbol {base.name!r}, not a variable of the module" + where))
             continue
         if isinstance(base, Immediate):
-            hits.append((ins, "", -1, "writes to an absolute address"))
+            hits.append((ins, "", -1, "writes to an absolute address" + where))
             continue
         P, W, _ = an.val.get(base.name, _CLEAN)
         roots = P | W
-        bad = sorted(r for r in roots if r not in allowed)
+        bad = sorted(r for r in roots if r not in ok)
         params = sorted(int(r[1:]) for r in bad if r.startswith("p"))
         if params:
             i = params[0]
             nm = names[i] if i < len(names) else f"param{i}"
             kind = buffer_kinds[i] if i < len(buffer_kinds) else "unknown"
             how = "through" if f"p{i}" in P and len(P) == 1 and not W else "with an address derived from"
-            hits.append((ins, nm, i, f"writes {how} {kind} {nm!r} (param {i})"))
+            hits.append((ins, nm, i, f"writes {how} {kind} {nm!r} (param {i})" + where))
         elif UNKNOWN in bad:
             hits.append((ins, "", -1, "writes through an address loaded from memory or a parameter's own "
-                                      "address: no output buffer vouches for it"))
+                                      "address: no output buffer vouches for it" + where))
         elif bad:
-            hits.append((ins, "", -1, f"writes through an address derived from {bad[0]!r}"))
+            hits.append((ins, "", -1, f"writes through an address derived from {bad[0]!r}" + where))
         elif not roots:
             hits.append((ins, "", -1, "writes through an address derived from no output parameter or module "
-                                      "variable (no provenance: a constant or a value loaded from memory)"))
+                                      "variable (no provenance: a constant or a value loaded from memory)" + where))
     if not hits:
         return InputStoreReport([], prov)
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}
@@ -447,37 +498,85 @@ def check_input_stores(kernel: Kernel, workload) -> InputStoreReport:
 
 @dataclass
 class Provenance:
-    """The roots (module docstring) of every register of one entry, for other static checks.
+    """The roots (module docstring) of every register of one entry and of the functions it calls, for other
+    static checks.
 
-    instructions: the entry's instructions in textual order (``population.cfg.flat_instructions``).
-    Roots are ``"p<i>"`` (the entry's ``.param`` i), ``"s:<name>"`` (a module or entry variable) and
-    ``UNKNOWN``.
+    instructions: the entry's instructions in textual order (``population.cfg.flat_instructions``), then those
+    of each function it calls (directly or not; ``functions`` order). functions: the entry first, then those
+    callees (with a body). Roots are ``"p<i>"`` (the entry's ``.param`` i), ``"s:<name>"`` (a module or
+    function variable) and ``UNKNOWN``; a callee's parameters carry the roots of what its call sites pass.
     """
 
     instructions: list[Instruction]
     _an: _Analysis
+    functions: list[Function] = field(default_factory=list)
+    _owner: dict[int, _Analysis] = field(default_factory=dict)  # id(instruction) -> its function's analysis
 
     def address_roots(self, ins: Instruction) -> frozenset[str]:
         """Pointer and bit roots of the memory address ``ins`` names (a symbol's own root; empty when it names
         none or only a constant address; ``UNKNOWN`` for a tensor-map or surface handle)."""
+        an = self._owner.get(id(ins), self._an)
         addr = _address(ins)
         if isinstance(addr, HandleAddress):
             return frozenset({UNKNOWN})
         if addr is None or isinstance(addr.base, Immediate):
             return _EMPTY
         if isinstance(addr.base, Symbol):
-            return frozenset({"s:" + addr.base.name}) if addr.base.name in self._an.module_vars else frozenset(
+            return frozenset({"s:" + addr.base.name}) if addr.base.name in an.module_vars else frozenset(
                 {UNKNOWN})
-        P, W, _ = self._an.val.get(addr.base.name, _CLEAN)
+        P, W, _ = an.val.get(addr.base.name, _CLEAN)
         return P | W
 
 
+# Rounds of the interprocedural fixed point (callee parameter roots and the shared memory roots only grow; a
+# module with more call levels than this is analysed with what the rounds found, then every callee parameter is
+# marked UNKNOWN: sound, coarser).
+_CALL_ROUNDS = 16
+
+
 def provenance(kernel: Kernel) -> Provenance:
-    """Run the provenance analysis of ``kernel``'s entry (ValueError when it has no body)."""
+    """Run the provenance analysis of ``kernel``'s entry and of every function it calls (ValueError when the
+    entry has no body).
+
+    A ``call`` passes the roots of its arguments to the callee's parameters (union over every call site, in
+    any analysed function); an indirect call (through a register) may reach every function of the module with a
+    body; a function without a body (``vprintf``, ``malloc``: resolved by the driver) is not followed. Memory
+    is shared: a value any of them loads carries the roots of whatever any of them stores.
+    """
     fn = kernel.module.function(kernel.entry)
     if fn.body is None:
         raise ValueError(f"entry {kernel.entry!r} has no body")
+    bodies = {f.name: f for f in kernel.module.functions if f.body is not None and not f.is_entry}
     mvars, instrs = _module_vars(kernel, fn)
-    an = _Analysis(fn, mvars, instrs)
-    an.run()
-    return Provenance(instrs, an)
+    entry = _Analysis(fn, mvars, instrs)
+    entry.run()
+    callees: dict[str, _Analysis] = {}
+    roots: dict[str, list[tuple[frozenset, frozenset, frozenset]]] = {}
+    for rnd in range(_CALL_ROUNDS + 1):
+        changed: set[str] = set()
+        for an in [entry, *callees.values()]:
+            for _, target, args in an.call_arguments():
+                names = ([target.name] if isinstance(target, Symbol) and target.name in bodies
+                         else list(bodies) if isinstance(target, Register) else [])
+                for name in names:
+                    f = bodies[name]
+                    cur = roots.get(name) or [_CLEAN] * len(f.params)
+                    new = [_Analysis.join([c, args[i] if i < len(args) else _CLEAN]) if rnd < _CALL_ROUNDS
+                           else (frozenset({UNKNOWN}), c[1], c[2]) for i, c in enumerate(cur)]
+                    if name not in roots or new != cur:
+                        roots[name] = new
+                        changed.add(name)
+        memory = frozenset().union(entry.memory, *(a.memory for a in callees.values()))
+        if not changed and all(a.memory == memory for a in [entry, *callees.values()]):
+            break
+        for name in set(callees) | changed:
+            f = bodies[name]
+            mv, ins = _module_vars(kernel, f)
+            callees[name] = _Analysis(f, mv, ins, roots[name], memory)
+            callees[name].run()
+        if entry.memory != memory:
+            entry = _Analysis(fn, mvars, instrs, None, memory)
+            entry.run()
+    owner = {id(i): an for an in callees.values() for i in an.instrs}
+    all_instrs = list(instrs) + [i for an in callees.values() for i in an.instrs]
+    return Provenance(all_instrs, entry, [fn, *(an.fn for an in callees.values())], owner)

@@ -1,32 +1,49 @@
-"""Static lint for global-memory races between CTAs, on the PTX before any GPU time.
+"""Static lint for results that depend on scheduling, on the PTX before any GPU time.
 
 compute-sanitizer racecheck looks at shared memory only, and a race between CTAs through global memory
 almost never shows on a quiet GPU: a kernel that exchanges partial results between CTAs without ordering passes
 every run of the gate and is wrong (or hangs) when the memory system reorders its stores or another kernel
-shares the SMs. Two conservative rules, each naming the line it found:
+shares the SMs. Conservative rules, each naming the line it found (the entry and every function it calls,
+``evaluators.input_stores.provenance``):
 
 1. **Spin wait on global memory** (``spin_wait``): a loop whose exit condition depends (def-use within the
    loop) on a global or generic read -- ``ld``/``ldu`` of any strength (``.volatile``, ``.relaxed``,
    ``.acquire``) or an ``atom`` result -- of a location the kernel itself writes (``st``/``atom``/``red``;
-   locations compared by provenance roots, ``evaluators.input_stores.provenance``). One CTA waits for another:
+   locations compared by provenance roots, ``evaluators.input_stores.provenance``). The exit condition is the
+   guard of every ``bra`` that leaves or closes the loop, the index of a ``brx.idx`` there, and the guard of a
+   predicated ``exit``/``ret`` inside it (a loop left only by ending the thread). One CTA waits for another:
    without a cooperative launch nothing guarantees that the other CTA is resident, and the wait hangs when it
    is not (CUDA C++ Programming Guide, "Grid Synchronization": only a cooperative launch co-schedules every
    CTA). Exempt: entries launched as thread-block clusters (``.reqnctapercluster``/``.explicitcluster``/
    ``.maxclusterrank``, or a ``cluster`` knob above 1), whose CTAs are co-scheduled; rule 2 still applies.
-2. **Publish without a fence** (``unfenced_publish``): a global/generic store of data that the kernel also
-   reads back (its address roots meet those of a global ``ld``: another CTA may consume it) followed, on some
-   control-flow path, by a flag write -- ``atom``, ``red`` or a strong ``st`` (``.relaxed``/``.volatile``/
-   ``.mmio``) -- with no ``membar.gl``/``.sys`` or ``fence.sc``/``.acq_rel``/``.release`` at GPU, cluster or
-   system scope in between, and the flag write itself without ``.release``/``.acq_rel`` semantics. The PTX
-   memory model ("Memory Consistency Model": release patterns) orders the data before the flag only through
-   such a fence or release; without it the consumer may see the flag and stale data.
+2. **Publish without a fence** (``unfenced_publish``): a global/generic write (``st``, ``atom``, ``red``, any
+   strength) of data that the kernel also reads back (its address roots meet those of a global ``ld``: another
+   CTA may consume it) followed, on some control-flow path, by another flag write -- ``atom``, ``red`` or a
+   strong ``st`` (``.relaxed``/``.volatile``/``.mmio``/``.release``) -- with no ordering fence in between, and the flag write
+   itself no release at a scope that reaches other CTAs. A fence orders here when it is ``membar.gl``/``.sys``
+   or ``fence.sc``/``.acq_rel``/``.release`` at gpu or sys scope -- at cluster scope only in a cluster launch
+   (without clusters a cluster is one CTA) -- and not a restricted fence (``fence.mbarrier_init``,
+   ``fence.op_restrict``: prior ``mbarrier.init`` only) or a proxy fence; a flag's ``.release``/``.acq_rel``
+   counts at the same scopes (an ``atom``/``red`` without a scope is gpu scope). The PTX memory model ("Memory
+   Consistency Model": release patterns, "Scope") orders the data before the flag only through such a fence or
+   release; without it the consumer may see the flag and stale data.
+3. **Time or placement** (``time_dependent``): a read of ``%clock``, ``%clock_hi``, ``%clock64``,
+   ``%globaltimer``(``_lo``/``_hi``), ``%smid``, ``%warpid``, ``%gridid`` (the context's grid launch number) or a
+   performance counter ``%pm*`` (PTX ISA "Special Registers"). No correct kernel of a deterministic workload
+   needs them; a kernel that reads them can tell a slow run (compute-sanitizer instruments every access) or a
+   fresh process (the sanitizer replay) from the worker, a timed launch from a gate launch by what ran between
+   them, or pace itself to just under the roofline.
+4. **Floating-point atomic accumulation** (``float_atomic``, only when the workload declares no atomics:
+   ``Workload.uses_atomics`` False promises bitwise equal results on equal inputs): ``atom``/``red`` ``.add``
+   (or ``.min``/``.max``, exact but used to accumulate) on a floating-point type in any state space: the
+   order in which CTAs or warps arrive decides the rounding of the sum.
 
-A kernel flagged by either rule is rejected before any GPU time with status ``nondeterministic`` (its results
-depend on scheduling and the memory system's ordering; GATE.md). Costs one CFG, the natural loops and the
-provenance pass the input-store check also runs (a few ms). Cannot see: races through a fenced but
-logically wrong protocol (a flag set before the data is written), consumption without a loop or a flag
-(a CTA reading another's output by chance of timing), races through memory the lint cannot attribute
-to the same location (roots that do not meet).
+A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
+depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
+loops and the provenance pass the input-store check also runs (a few ms). Cannot see: races through a fenced
+but logically wrong protocol (a flag set before the data is written), consumption without a loop or a flag (a
+CTA reading another's output by chance of timing), races through memory the lint cannot attribute to the same
+location (roots that do not meet), a missing acquire on the consumer's side.
 """
 
 from __future__ import annotations
@@ -34,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluators.input_stores import UNKNOWN, Provenance, destination_space, provenance, writes_memory
-from population.ast import Instruction
+from population.ast import Instruction, SpecialRegister
 from population.cfg import basic_blocks, cfg, loops
 from population.defuse import destinations, sources
 from population.kernel import Kernel
@@ -43,16 +60,27 @@ from population.printer import listing
 _CLUSTER_DIRECTIVES = frozenset({"reqnctapercluster", "explicitcluster", "maxclusterrank"})
 _STRONG_STORE = frozenset({"relaxed", "volatile", "mmio"})
 _RELEASE = frozenset({"release", "acq_rel"})
-_WIDE_SCOPES = frozenset({"gpu", "sys", "cluster"})
+_SCOPES = frozenset({"cta", "cluster", "gpu", "sys"})
+# Fences that order only some operations (PTX ISA 9.0 "membar/fence": ``fence.mbarrier_init``/``op_restrict``
+# order prior mbarrier.init operations; ``fence.proxy.*`` order between proxies of one thread).
+_RESTRICTED_FENCE = frozenset({"mbarrier_init", "op_restrict", "proxy"})
+# Special registers whose value depends on time or on where the thread runs (PTX ISA 9.0 "Special Registers").
+# %gridid counts the grids launched in the context: a fresh process (the sanitizer replay) has launched few.
+_TIME_REGISTERS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo",
+                             "%globaltimer_hi", "%smid", "%warpid", "%gridid"} | {f"%pm{i}" for i in range(8)}
+                            | {f"%pm{i}_64" for i in range(8)})
+_FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3x2", "e5m2x2"})
+_ACCUMULATE = frozenset({"add", "min", "max"})
 
 
 @dataclass(frozen=True)
 class RaceFinding:
-    """One global-memory race pattern.
+    """One pattern of the module docstring.
 
-    kind: ``"spin_wait"`` or ``"unfenced_publish"``; line: 1-based line in the module's canonical listing of
-    the instruction that shows it (the spin's global read, or the unfenced data store); text: that line;
-    why: the pattern in words (with the flag write's line for ``unfenced_publish``).
+    kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"`` or ``"float_atomic"``; line: 1-based
+    line in the module's canonical listing of the instruction that shows it (the spin's global read, the
+    unfenced data write, the clock read, the atomic); text: that line; why: the pattern in words (with the flag
+    write for ``unfenced_publish``).
     """
 
     kind: str
@@ -93,15 +121,31 @@ def _global_read(ins: Instruction) -> bool:
     return destination_space(ins) in ("global", "generic")
 
 
-def _is_fence(ins: Instruction) -> bool:
-    """``membar.gl``/``.sys`` or a ``fence.sc``/``.acq_rel``/``.release`` at gpu, cluster or sys scope (PTX ISA
-    9.0 "membar/fence"); ``.cta`` scope and proxy fences do not order between CTAs."""
+def _reaches_other_ctas(mods: set[str], clustered: bool, default: str = "gpu") -> bool:
+    """Whether an operation at the scope named in ``mods`` (``default`` when none) orders for other CTAs: gpu
+    and sys scope do; cluster scope only in a cluster launch (without clusters a cluster is its one CTA)."""
+    scope = next((m for m in ("sys", "gpu", "cluster", "cta") if m in mods), default)
+    return scope in ("gpu", "sys") or (scope == "cluster" and clustered)
+
+
+def _is_fence(ins: Instruction, clustered: bool = False) -> bool:
+    """``membar.gl``/``.sys`` or a ``fence.sc``/``.acq_rel``/``.release`` that orders for other CTAs (module
+    docstring, rule 2; PTX ISA 9.0 "membar/fence"): ``.cta`` scope, cluster scope outside a cluster launch,
+    ``fence.mbarrier_init``/``op_restrict`` and proxy fences do not."""
     mods = set(ins.modifiers)
     if ins.opcode == "membar":
         return "cta" not in mods
     if ins.opcode == "fence":
-        return bool(mods & {"sc", "acq_rel", "release"}) and bool(mods & _WIDE_SCOPES)
+        return (bool(mods & {"sc", "acq_rel", "release"}) and not mods & _RESTRICTED_FENCE
+                and bool(mods & _SCOPES) and _reaches_other_ctas(mods, clustered))
     return False
+
+
+def _is_release(ins: Instruction, clustered: bool) -> bool:
+    """A write with ``.release``/``.acq_rel`` semantics at a scope that reaches other CTAs (``atom``/``red``
+    default to gpu scope; ``st.release`` names its scope)."""
+    mods = set(ins.modifiers)
+    return bool(mods & _RELEASE) and _reaches_other_ctas(mods, clustered)
 
 
 def _meets(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -109,7 +153,8 @@ def _meets(a: frozenset[str], b: frozenset[str]) -> bool:
 
 
 def _clustered(kernel: Kernel, fn) -> bool:
-    return any(d.name in _CLUSTER_DIRECTIVES for d in fn.directives) or kernel.launch.knob("cluster", 1) > 1
+    knob = getattr(kernel.launch, "knob", None)  # a LaunchConfig; other launch rules name no cluster knob
+    return any(d.name in _CLUSTER_DIRECTIVES for d in fn.directives) or (knob is not None and knob("cluster", 1) > 1)
 
 
 def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[tuple[Instruction, str]]:
@@ -121,12 +166,19 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[t
         for ins in body:
             for r in destinations(ins):
                 defs.setdefault(r, []).append(ins)
-        deciding = {u for u, _ in lp.exits} | set(lp.latches)
+        # blocks that leave or close the loop, and blocks in it that end the thread under a guard
+        deciding = {u for u, _ in lp.exits} | set(lp.latches) | {
+            b for b in lp.blocks if blocks[b].terminator is not None
+            and blocks[b].terminator.opcode in ("ret", "exit") and blocks[b].terminator.predicate is not None}
         work = []
         for b in deciding:
             t = blocks[b].terminator
-            if t is not None and t.opcode == "bra" and t.predicate is not None:
+            if t is None or t.opcode not in ("bra", "brx", "ret", "exit"):
+                continue
+            if t.predicate is not None:
                 work.append(t.predicate.register.name)
+            if t.opcode == "brx":  # brx.idx index, targets: the index picks the successor
+                work.extend(sources(t))
         seen: set[str] = set()
         spin = None
         while work and spin is None:
@@ -145,26 +197,28 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[t
     return out
 
 
-def _unfenced_publishes(prov: Provenance, blocks, consumed: frozenset[str]) -> list[tuple[Instruction, str]]:
+def _unfenced_publishes(prov: Provenance, blocks, consumed: frozenset[str], clustered: bool
+                        ) -> list[tuple[Instruction, str]]:
     flags = {id(ins) for b in blocks for ins in b.instructions if _global_write(ins)
-             and (ins.opcode in ("atom", "red") or (ins.opcode == "st" and set(ins.modifiers) & _STRONG_STORE))
-             and not set(ins.modifiers) & _RELEASE}
+             and (ins.opcode in ("atom", "red") or (ins.opcode == "st" and set(ins.modifiers) & (_STRONG_STORE | _RELEASE)))
+             and not _is_release(ins, clustered)}
     if not flags:
         return []
     out: list[tuple[Instruction, str]] = []
     for b in blocks:
         for i, d in enumerate(b.instructions):
-            if d.opcode != "st" or not _global_write(d) or set(d.modifiers) & _RELEASE:
+            if d.opcode not in ("st", "atom", "red") or not _global_write(d):
                 continue
             if not _meets(prov.address_roots(d), consumed):
                 continue
-            flag = _reach_flag(blocks, b.id, i + 1, flags, skip=id(d))
+            flag = _reach_flag(blocks, b.id, i + 1, flags, skip=id(d), clustered=clustered)
             if flag is not None:
                 out.append((d, flag))
     return out
 
 
-def _reach_flag(blocks, start_block: int, start_pos: int, flags: set[int], skip: int) -> str | None:
+def _reach_flag(blocks, start_block: int, start_pos: int, flags: set[int], skip: int,
+                clustered: bool = False) -> str | None:
     """Depth-first from (block, position) until a fence ends the path; the first flag write reached (as
     ``"then <text>"``), or None."""
     stack = [(start_block, start_pos)]
@@ -174,7 +228,7 @@ def _reach_flag(blocks, start_block: int, start_pos: int, flags: set[int], skip:
         blk = blocks[b]
         fenced = False
         for ins in blk.instructions[pos:]:
-            if _is_fence(ins):
+            if _is_fence(ins, clustered):
                 fenced = True
                 break
             if id(ins) in flags and id(ins) != skip:
@@ -189,14 +243,50 @@ def _reach_flag(blocks, start_block: int, start_pos: int, flags: set[int], skip:
     return None
 
 
-def race_lint(kernel: Kernel, prov: Provenance | None = None) -> RaceReport:
-    """Lint ``kernel``'s entry for the global-memory race patterns of the module docstring.
+def _operands_flat(ops) -> list:
+    out = []
+    for o in ops:
+        elements = getattr(o, "elements", None)
+        out.extend(_operands_flat(elements) if elements is not None else [o])
+    return out
 
-    prov: the entry's provenance when already computed (``InputStoreReport.provenance``), else computed here.
+
+def _time_reads(prov: Provenance) -> list[tuple[Instruction, str]]:
+    out = []
+    for ins in prov.instructions:
+        regs = sorted({o.name for o in _operands_flat(ins.operands)
+                       if isinstance(o, SpecialRegister) and o.name in _TIME_REGISTERS})
+        if regs:
+            out.append((ins, f"reads {regs[0]}: a result or a path that depends on time, on where the thread runs or "
+                             "on what ran before (a kernel can tell a slow, instrumented or timed launch from another)"))
+    return out
+
+
+def _float_atomics(prov: Provenance) -> list[tuple[Instruction, str]]:
+    out = []
+    for ins in prov.instructions:
+        mods = set(ins.modifiers)
+        if ins.opcode in ("atom", "red") and mods & _ACCUMULATE and mods & _FLOAT_TYPES:
+            op = next(m for m in ins.modifiers if m in _ACCUMULATE)
+            out.append((ins, f"accumulates floating-point values with an atomic {op}: the arrival order of the "
+                             "threads decides the rounding (the workload declares no atomics)"))
+    return out
+
+
+def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True) -> RaceReport:
+    """Lint ``kernel``'s entry, and every function it calls, for the patterns of the module docstring.
+
+    prov: the entry's provenance when already computed (``InputStoreReport.provenance``), else computed here;
+    float_atomics_ok: rule 4 off (the default, for kernels of no workload); the evaluation pipeline passes
+    ``Workload.uses_atomics``.
     Returns a RaceReport (lines in the module's canonical listing); ValueError when the entry has no body.
     """
     fn = kernel.module.function(kernel.entry)
     prov = prov if prov is not None else provenance(kernel)
+    hits: list[tuple[str, Instruction, str]] = []
+    hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
+    if not float_atomics_ok:
+        hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
     written: frozenset[str] = frozenset()
     reads: set[frozenset[str]] = set()
     loaded: frozenset[str] = frozenset()
@@ -207,13 +297,14 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None) -> RaceReport:
             reads.add(prov.address_roots(ins))
             if ins.opcode != "atom":  # a flag's own read-modify-write consumes no data
                 loaded |= prov.address_roots(ins)
-    if not any(_meets(r, written) for r in reads):
-        return RaceReport([])  # no global location both written and read: nothing passes between CTAs
-    blocks = basic_blocks(fn)
-    hits: list[tuple[str, Instruction, str]] = []
-    if not _clustered(kernel, fn):
-        hits += [("spin_wait", ins, why) for ins, why in _spin_waits(fn, prov, written, blocks)]
-    hits += [("unfenced_publish", ins, why) for ins, why in _unfenced_publishes(prov, blocks, loaded)]
+    clustered = _clustered(kernel, fn)
+    if any(_meets(r, written) for r in reads):  # a global location both written and read: may pass between CTAs
+        for f in prov.functions or [fn]:
+            blocks = basic_blocks(f)
+            if not clustered:
+                hits += [("spin_wait", ins, why) for ins, why in _spin_waits(f, prov, written, blocks)]
+            hits += [("unfenced_publish", ins, why)
+                     for ins, why in _unfenced_publishes(prov, blocks, loaded, clustered)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}
@@ -222,4 +313,3 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None) -> RaceReport:
         li = lines.get(id(ins))
         found.append(RaceFinding(kind, li.lineno if li else 0, li.text if li else str(ins), why))
     return RaceReport(found)
-

@@ -50,8 +50,9 @@ def main() -> int:
     named += [(f"variant {i}", k) for i, k in enumerate(candidates(wl, args.variants, args.seed))]
     shapes = "search" if args.shapes == "search" else []
     rows = []
+    # every gate check at every evaluation (schedule "full"): a false rejection must show in any of them
     with GPUPool(wl, shapes=shapes, baselines="none", naive_baseline=False, baseline_names=(), timeout_s=120,
-                 sanitize_elites=False) as pool:
+                 sanitize_elites=False, gate_schedule="full") as pool:
         for name, k in named:
             with ThreadPoolExecutor(2) as ex:
                 results = list(ex.map(lambda kern: pool.evaluate(kern), [k] * args.repeats))

@@ -31,6 +31,28 @@ import numpy as np
 CHECK_SHAPES = [(1, 1), (1, 17), (2, 63), (3, 1, 63, 17), (1, 2048)]
 
 
+# Checks whose host-side draw and float64 reference would exceed these are drawn on the GPU and checked at two
+# sampled (sequence, head) pairs (``check_plan``).
+BIG_TOKEN_HEADS = 1 << 16
+BIG_STATE_PAIRS = 1 << 10
+
+
+def is_big(shape: tuple[int, ...]) -> bool:
+    """True when a check at ``shape`` (H, L_1, ..., L_N) must be drawn on the GPU and sampled: more than
+    BIG_TOKEN_HEADS token-heads (the full JAX reference of every pair) or more than BIG_STATE_PAIRS
+    (sequence, head) states (128 x 128 fp32 each: 1.6 GB at N = 256, H = 96)."""
+    return sum(shape[1:]) * shape[0] > BIG_TOKEN_HEADS or (len(shape) - 1) * shape[0] > BIG_STATE_PAIRS
+
+
+def check_plan(wl) -> list[tuple[tuple[int, ...], str, int, bool]]:
+    """(shape, distribution, seed, big) of every correctness check: every distribution at CHECK_SHAPES, the
+    normal one at the varlen lengths with 8 heads and at the largest decode batch (256 x H = 96)."""
+    from workloads.kda.recurrent import VARLEN
+
+    plan = [(s, d, 100 + i, is_big(s)) for s in CHECK_SHAPES for i, d in enumerate(wl.distributions)]
+    return plan + [(s, "normal", 100, is_big(s)) for s in [(8, *VARLEN), wl.benchmark_shapes[-1]]]
+
+
 def parse_variants(text: str) -> list[dict[str, int]]:
     """'cols=8,warps=2;cols=2,warps=8' -> [{'cols': 8, 'warps': 2}, {'cols': 2, 'warps': 8}]."""
     out = []
@@ -108,7 +130,6 @@ def main() -> int:
     from targets.spec import resolve_gpu
     from workloads.dtypes import half_ulp, storage_dtype, to_float64
     from workloads.kda import KDARecurrent
-    from workloads.kda.recurrent import VARLEN
 
     gpu = resolve_gpu(args.gpu)
     wl = KDARecurrent()
@@ -131,41 +152,38 @@ def main() -> int:
     print(f"device {results['device']}; tolerance atol {atol} rtol {rtol}\n")
     print(f"{'kernel':34s} {'regs':>4s} {'shape':>22s} {'dist':>14s} {'o tol':>8s} {'o rms':>9s} "
           f"{'S tol':>8s} {'S rms':>9s} ok")
-    big = [(8, *VARLEN), wl.benchmark_shapes[-1]]  # the varlen lengths (8 heads), decode 256 x H=96
     all_ok = True
-    for shape in CHECK_SHAPES + big:
-        for i, dist in enumerate(wl.distributions if shape in CHECK_SHAPES else ("normal",)):
-            # One reference per (shape, distribution), every kernel. A large shape (the reference of every
-            # pair, or the state: 256 x 96 x 128 x 128 fp32 = 1.6 GB at decode B=256, H=96) is drawn on the GPU
-            # and checked at sampled (sequence, head) pairs only: drawing it with NumPy, its full float64
-            # reference and three full-state comparisons took the whole 55 s step on the H200 (2026-12-01).
-            big_shape = sum(shape[1:]) * shape[0] > 1 << 16 or (len(shape) - 1) * shape[0] > 1 << 10
-            host = ({k: cp.asnumpy(v) for k, v in wl.make_inputs(shape, 100 + i, dist, cp).items()} if big_shape
-                    else wl.make_inputs(shape, 100 + i, dist))
-            pairs = wl.sample_pairs(host, 2) if big_shape else None
-            ro, rs = wl.reference_pairs(host, pairs)
-            at = (slice(None),) if pairs is None else tuple(np.array(x) for x in zip(*pairs))
-            rs = rs[at]
-            for name in fns:
-                inputs = to_device(host, cp)  # the very values the reference saw (bf16 as uint16 bits)
-                out = {"o": cp.full((sum(shape[1:]), shape[0], 128), 0x7FA5, dtype=storage_dtype("bf16", cp))}
-                launch(name, inputs, out, shape)
-                cp.cuda.get_current_stream().synchronize()
-                o = to_float64(out["o"].get(), "bf16")
-                st = (inputs["state"] if pairs is None else inputs["state"][tuple(cp.asarray(a) for a in at)]
-                      ).get().astype(np.float64)
-                row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:]), "distribution": dist,
-                       "o_tol": tol_units(o, ro, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
-                       "o_rms": rms_ratio(o, ro), "state_tol": tol_units(st, rs, atol, rtol, 0.0),
-                       "state_rms": rms_ratio(st, rs), "sampled_pairs": pairs}
-                row["ok"] = (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < 5e-3
-                             and row["state_rms"] < 5e-3)
-                all_ok &= row["ok"]
-                results["correctness"].append(row)
-                label = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
-                print(f"{name:34s} {fns[name][3]:4d} {label:>22s} {dist:>14s} {row['o_tol']:8.3f} "
-                      f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} "
-                      f"{'yes' if row['ok'] else 'NO'}", flush=True)
+    for shape, dist, seed, big_shape in check_plan(wl):
+        # One reference per (shape, distribution), every kernel. A large shape (the reference of every
+        # pair, or the state: 256 x 96 x 128 x 128 fp32 = 1.6 GB at decode B=256, H=96) is drawn on the GPU
+        # and checked at sampled (sequence, head) pairs only: drawing it with NumPy, its full float64
+        # reference and three full-state comparisons took the whole 55 s step on the H200 (2026-12-01).
+        host = ({k: cp.asnumpy(v) for k, v in wl.make_inputs(shape, seed, dist, cp).items()} if big_shape
+                else wl.make_inputs(shape, seed, dist))
+        pairs = wl.sample_pairs(host, 2) if big_shape else None
+        ro, rs = wl.reference_pairs(host, pairs)
+        at = (slice(None),) if pairs is None else tuple(np.array(x) for x in zip(*pairs))
+        rs = rs[at]
+        for name in fns:
+            inputs = to_device(host, cp)  # the very values the reference saw (bf16 as uint16 bits)
+            out = {"o": cp.full((sum(shape[1:]), shape[0], 128), 0x7FA5, dtype=storage_dtype("bf16", cp))}
+            launch(name, inputs, out, shape)
+            cp.cuda.get_current_stream().synchronize()
+            o = to_float64(out["o"].get(), "bf16")
+            st = (inputs["state"] if pairs is None else inputs["state"][tuple(cp.asarray(a) for a in at)]
+                  ).get().astype(np.float64)
+            row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:]), "distribution": dist,
+                   "o_tol": tol_units(o, ro, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
+                   "o_rms": rms_ratio(o, ro), "state_tol": tol_units(st, rs, atol, rtol, 0.0),
+                   "state_rms": rms_ratio(st, rs), "sampled_pairs": pairs}
+            row["ok"] = (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < 5e-3
+                         and row["state_rms"] < 5e-3)
+            all_ok &= row["ok"]
+            results["correctness"].append(row)
+            label = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
+            print(f"{name:34s} {fns[name][3]:4d} {label:>22s} {dist:>14s} {row['o_tol']:8.3f} "
+                  f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} "
+                  f"{'yes' if row['ok'] else 'NO'}", flush=True)
 
     flush = L2Flusher.for_device()
     print(f"\n{'shape':>28s} " + " ".join(f"{n[:22]:>22s}" for n in fns) + f" {'fla':>10s} {'best/fla':>9s}")

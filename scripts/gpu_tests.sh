@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
-#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability]   (no argument: the first three)
+#   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability] [loop]   (no argument: the first three)
 # Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300),
 # STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
+# loop: the whole search loop's evaluations/s, `python -m evolve experiment=rmsnorm_h200 budget.seconds=$LOOP_S
+# logger=none` once per mode of LOOP_MODES ("v1 v2"): v2 is the gate as configured (rotating schedule, checked
+# timed launches, fault check, sanitizer verdicts); v1 gives gate v1's share of the work (runs 1-2 of the small
+# checks, every large check, plain timed launches on one input set, a full-output audit at one shape, no fault
+# check, no sanitizer verdicts). Each run starts a worker (startup not counted in eval/s); summary.json's
+# evaluations, seconds and evals_per_s go to $OUT/loop.txt. LOOP_S (100) seconds of search per mode.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +67,26 @@ for step in "${steps[@]}"; do
            | tee "$out/pytest_ray_gpu.log"; rc=$((rc | ${PIPESTATUS[0]}))
          timeout -k 10 "${RAY_SCALING_S:-420}" python3 experiments/ray_scaling.py --out "$out" 2>&1 | tee "$out/ray_scaling.log"
          rc=$((rc | ${PIPESTATUS[0]})) ;;
-    *) echo "unknown step $step (tests | baselines | throughput | cost | stability | ray)"; rc=2 ;;
+    loop) for mode in ${LOOP_MODES:-v1 v2}; do
+            extra=()
+            [ "$mode" = v1 ] && extra=(+evaluator.options.gate_schedule=v1 +evaluator.options.timed_checks=false
+                                       +evaluator.options.fault_check=false +evaluator.options.sanitize_elites=false)
+            dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
+            timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
+              "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "${extra[@]}" 2>&1 | tail -5 \
+              | tee "$out/loop_$mode.log"; rc=$((rc | ${PIPESTATUS[0]}))
+            python3 - "$dir/summary.json" "$mode" <<'PY' | tee -a "$out/loop.txt"
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except OSError as e:
+    print(f"{sys.argv[2]}: no summary ({e})"); sys.exit(0)
+print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} s: {s.get('evals_per_s')} eval/s, "
+      f"valid {s.get('valid_rate')}, best {s.get('best_objective')}; engine thread s: "
+      + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/")))
+PY
+          done ;;
+    *) echo "unknown step $step (tests | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
   esac
 done
 exit $rc

@@ -210,3 +210,27 @@ def test_template_operator_edits_apply_to_the_kda_template():
     cols, warps = child.launch.knob("cols", 0), child.launch.knob("warps", 0)
     assert child.launch.knob("bv", 0) == cols * warps and child.launch.block == (32 * warps, 1, 1)
     assert dict(child.launch.knobs) != dict(parent.launch.knobs)
+
+
+def test_gpu_experiment_draws_large_checks_on_the_device_and_samples_them():
+    """experiments/kda_h200.py's correctness plan (the step that ran out of its 55 s on the H200, 2026-12-01,
+    at the decode batch 256 x H = 96: a 1.6 GB state drawn with NumPy, the float64 reference of 24,576 pairs and
+    full-state comparisons): every check whose reference covers more than 2^16 token-heads or 2^10 states is
+    drawn on the GPU and compared at two sampled (sequence, head) pairs; the others draw at most 128 MiB on the
+    host."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "kda_h200", Path(__file__).resolve().parents[1] / "experiments" / "kda_h200.py")
+    exp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(exp)
+    wl = KDARecurrent()
+    plan = exp.check_plan(wl)
+    assert ((96, *(1,) * 256), "normal", 100, True) in plan and ((8, *VARLEN), "normal", 100, False) in plan
+    for shape, _, _, big in plan:
+        h, lens = shape[0], shape[1:]
+        host_bytes = sum(lens) * h * (4 * D + 1) * 2 + len(lens) * h * D * D * 4  # bf16 tensors + fp32 state
+        if not big:
+            assert host_bytes <= 128 << 20 and sum(lens) * h <= 1 << 16 and len(lens) * h <= 1 << 10, shape
+    assert exp.is_big((96, *(1,) * 256)) and not exp.is_big((3, 1, 63, 17))

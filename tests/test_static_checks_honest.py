@@ -25,10 +25,12 @@ DATA = Path(__file__).parent / "data"
 GATE_CASES = Path(__file__).parent / "gpu" / "kernels" / "gate_cases"
 
 
-def assert_clean(kernel: Kernel, kinds: list[str], names: list[str] | None = None) -> None:
+def assert_clean(kernel: Kernel, kinds: list[str], names: list[str] | None = None,
+                 float_atomics_ok: bool = True) -> None:
+    """Both checks pass; ``float_atomics_ok`` False: as the pipeline runs the lint for a workload without atomics."""
     rep = input_stores(kernel, kinds, names)
     assert rep.ok, rep.reason()
-    races = race_lint(kernel)
+    races = race_lint(kernel, rep.provenance, float_atomics_ok)
     assert races.ok, races.reason()
 
 
@@ -61,7 +63,7 @@ def test_rmsnorm_seeds_tuned_sets_and_a_knob_sample_pass(dtype):
     assert any(k.launch.knob("cluster", 1) > 1 for k in kernels)
     assert any("mapa" in k.ptx for k in kernels)  # the DSMEM variants are among them
     for k in kernels:
-        assert_clean(k, kinds, [p.name for p in wl.abi])
+        assert_clean(k, kinds, [p.name for p in wl.abi], wl.uses_atomics)
 
 
 @pytest.mark.parametrize("name", ["softmax", "kda_recurrent"])
@@ -70,7 +72,7 @@ def test_softmax_and_kda_seeds_pass(name):
     for k in wl.seeds():
         rep = check_input_stores(k, wl)
         assert rep.ok, rep.reason()
-        assert race_lint(k).ok, race_lint(k).reason()
+        assert race_lint(k, rep.provenance, wl.uses_atomics).ok, race_lint(k).reason()
 
 
 def test_the_honest_gate_case_passes():
@@ -78,7 +80,7 @@ def test_the_honest_gate_case_passes():
 
     wl = RMSNorm("bf16")
     k = Kernel(parse_module(build_ptx(GATE_CASES / "rt_honest.cu", {})), "rmsnorm", LaunchConfig(block=(256, 1, 1)))
-    assert_clean(k, [p.kind for p in wl.abi])
+    assert_clean(k, [p.kind for p in wl.abi], float_atomics_ok=wl.uses_atomics)
 
 
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.ptx")), ids=lambda p: p.name)
@@ -102,7 +104,7 @@ def test_triton_kernels_pass():
                        param_map={"x_ptr": "x", "w_ptr": "w", "y_ptr": "y", "M": "M", "N": "N", "eps": "eps",
                                   "stride": "N"})
     k = Kernel(parse_module(seed.ptx), "rmsnorm", seed.launch)
-    assert check_input_stores(k, wl).ok and race_lint(k).ok
+    assert check_input_stores(k, wl).ok and race_lint(k, None, wl.uses_atomics).ok
     for fn, sig, consts, warps, outputs in [
         (softmax_fwd, {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_stride": "i32", "out_stride": "i32",
                        "n_cols": "i32"}, {"BLOCK": 1024}, 4, {"out_ptr"}),

@@ -63,7 +63,8 @@ def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
     assert set(seen) == {0, 1, 2} and len(eps) == 3
     assert {c.pattern for c in checked} <= set(PATTERNS)
     assert sets.distributions[0] == "normal" and len(set(sets.distributions)) == 3
-    assert sum(c.perturbation is not None for c in checked) == 4  # every checked launch sees a changed set
+    # half the checked launches see a changed set, half the set as made (a perturbation says nothing about a check)
+    assert sum(c.perturbation is not None for c in checked) == 2
     assert {c.set_index for c in checked} == {0, 1, 2}  # every set (distribution) is checked
     assert sets.mutated() == []
 
@@ -119,7 +120,7 @@ def test_inputs_written_during_timing_are_found_and_restored():
 
 def test_write_into_input_padding_counts_as_mutation_and_padding_is_nan():
     _, sets, _ = setup()
-    arena = sets.arenas[1]
+    (arena,) = sets.arenas[1]
     x = sets.sets[1]["x"]
     end = x.__array_interface__["data"][0] - arena.__array_interface__["data"][0] + x.nbytes
     assert (arena[end:end + 512] == 0xFF).all()  # all-ones bytes: NaN in every float type

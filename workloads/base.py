@@ -8,8 +8,8 @@ the grid of a launch and for how each ``.param`` of the entry is bound.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -81,6 +81,34 @@ class OutputSpec:
     dtype: str
 
 
+@dataclass
+class StagePlan:
+    """One run of a workload's operation laid out around the kernel under search (``Workload.plan``).
+
+    buffers: the kernel's ABI buffers by name (device arrays, or NumPy arrays in CPU tests); before / after:
+    zero-argument callables that enqueue the work to do before / after the kernel on the same stream (None:
+    nothing). A one-kernel workload has neither: its kernel reads the operation's inputs and writes its outputs.
+    A pipeline workload (``workloads.pipeline``) runs its reference stages there: ``before`` computes the
+    kernel's input intermediates and poisons its output intermediates, ``after`` computes the operation's
+    outputs from them. The benchmark times the kernel alone (``before`` and ``after`` are outside the timed
+    interval); the gate, the fault check and every checked launch judge the operation's outputs after ``after``.
+    """
+
+    buffers: dict[str, Any] = field(default_factory=dict)
+    before: Callable[[], None] | None = None
+    after: Callable[[], None] | None = None
+
+    def run_before(self) -> None:
+        """Enqueue ``before`` (if any)."""
+        if self.before is not None:
+            self.before()
+
+    def run_after(self) -> None:
+        """Enqueue ``after`` (if any)."""
+        if self.after is not None:
+            self.after()
+
+
 class Workload(ABC):
     """Base of all workloads. Subclasses set the attributes below and implement the methods that raise here.
 
@@ -97,7 +125,9 @@ class Workload(ABC):
 
     Data contract the gate relies on: ``make_inputs`` returns every ``input`` and ``inout`` buffer of the ABI
     by name; ``outputs`` lists every ``output`` buffer; ``reference`` returns a float64 array for each output
-    and each inout buffer (its final value) by name.
+    and each inout buffer (its final value) by name. A pipeline workload (``workloads.pipeline``: several
+    kernels of which the search evolves one) keeps this contract for the operation's own buffers and lists
+    its intermediates (buffers passed between stages) in ``abi`` only; ``plan`` supplies them.
     """
 
     name: str
@@ -195,6 +225,16 @@ class Workload(ABC):
     def tolerance(self) -> tuple[float, float]:
         """(atol, rtol): an output element passes when ``|out - ref| <= atol + rtol * |ref|`` plus half an ulp of
         the output type at ``ref`` (workloads.dtypes.half_ulp: no kernel can round better)."""
+
+    # -- how a launch is laid out ----------------------------------------------------------------------------
+    def plan(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], shape: Shape,
+             params: Mapping[str, float] | None = None, xp: ModuleType = np) -> StagePlan:
+        """How one run of the operation at ``shape`` on ``inputs`` (``make_inputs``' buffers) and ``outputs``
+        (``outputs``' buffers) is laid around the kernel (StagePlan). The default, a one-kernel workload: the
+        kernel's ABI buffers are the operation's own, nothing runs before or after it. Pipeline workloads
+        (``workloads.pipeline.PipelineWorkload``) override it; every launcher (the GPU worker's, the sanitizer
+        and ncu replays) launches through it."""
+        return StagePlan(buffers={**inputs, **outputs})
 
     # -- shared helpers -----------------------------------------------------------------------------------------
     def buffer_names(self, *kinds: str) -> list[str]:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from population.kernel import Kernel, LaunchConfig
-from workloads.base import AbiMismatch, Dim3, OutputSpec, Shape, Workload, check_abi
+from workloads.base import AbiMismatch, Dim3, OutputSpec, Shape, StagePlan, Workload, check_abi
 
 #: Config keys of a workload node that belong to the external seed, not to the workload's constructor.
 SEED_KEYS = ("seed_ptx", "seed_entry", "seed_launch")
@@ -328,6 +328,10 @@ class ExternalSeedWorkload(Workload):
 
     def draw_params(self, seed: int) -> dict[str, float]:
         return self.inner.draw_params(seed)
+
+    def plan(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], shape: Shape,
+             params: Mapping[str, float] | None = None, xp: ModuleType = np) -> StagePlan:
+        return self.inner.plan(inputs, outputs, shape, params, xp)
 
     @property
     def tolerance(self) -> tuple[float, float]:

@@ -151,8 +151,13 @@ def count_bad(out: Any, ref: Any, dtype: str, atol: float, rtol: float, poison: 
     are ``poison`` (when given) count as bad wherever they are. ``ref`` float64 of the same shape."""
     if out.size == 0:
         return 0
+    return int(count_bad_array(out, ref, dtype, atol, rtol, poison))
+
+
+def count_bad_array(out: Any, ref: Any, dtype: str, atol: float, rtol: float, poison: int | None = None) -> Any:
+    """``count_bad`` as a 0-d device array (no synchronisation; ``out`` must not be empty)."""
     kernel = _count_bad_kernel(dtype, float(atol), float(rtol), None if poison is None else int(poison))
-    return int(_two_level(kernel, (out, ref), "sum"))
+    return _two_level(kernel, (out, ref), "sum")
 
 
 def max_abs_err(out: Any, ref: Any, dtype: str) -> float:

@@ -25,6 +25,7 @@ from typing import Any
 from evaluators.gpu.args import param_types
 from evaluators.gpu.devices import visible_devices
 from evaluators.gpu.gate import GATE_VERSION
+from evaluators.gpu.gate_schedule import GateSchedule
 from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
@@ -74,7 +75,13 @@ class GPUPool:
     (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape);
     sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``collect_verdicts``,
     run in a background thread whose launches never overlap a timed interval on the same GPU); sanitizer_tools
-    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch).
+    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch); gate_schedule
+    (``gate_schedule.PROFILES``: "rotating" (default) spreads run 4 of the small gate checks and the large checks
+    over evaluations by the pool's evaluation counter and a secret key (GATE.md, "Schedule"); "full" runs every
+    check at every evaluation; "v1" runs gate v1's share, only to measure the loop against it); fault_check (run
+    the fault check after the gate, True); timed_checks (False: time plain launches on one input set, no
+    per-launch refill, rotation or checked launches, and with check_output "one" audit the whole output at one
+    shape per evaluation, as gate v1 did: only to measure the loop against gate v1).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -90,7 +97,8 @@ class GPUPool:
                  baseline_names: Sequence[str] | None = None,
                  naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
                  seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
-                 sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0):
+                 sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0,
+                 gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
@@ -109,6 +117,11 @@ class GPUPool:
         self.baselines, self.check_output = baselines, check_output
         self._seed_counter = itertools.count() if seed is not None else None
         self._seed = seed
+        GateSchedule(gate_schedule)  # ValueError on an unknown profile
+        self.gate_schedule, self.fault_check, self.timed_checks = gate_schedule, bool(fault_check), bool(timed_checks)
+        # Evaluation counter and secret key of the gate schedule (gate_schedule.select): unknown to any kernel.
+        self._round = itertools.count()
+        self._schedule_key = secrets.randbits(30) if seed is None else (seed * 2_654_435_761) % (1 << 30)
         config: dict[str, Any] = {"baseline_names": tuple(baseline_names), "warm_shapes": self.shapes}
         if naive_baseline:
             naive = workload.seeds()[0]
@@ -144,14 +157,22 @@ class GPUPool:
         with self._lock:
             return self._seed * 1_000_003 + next(self._seed_counter)
 
+    def _schedule(self, profile: str | None) -> dict[str, Any]:
+        """The next evaluation's ``GateSchedule`` (JSON): the pool's profile (or ``profile``), the next value of
+        the evaluation counter and the pool's key."""
+        with self._lock:
+            k = next(self._round)
+        return GateSchedule(profile or self.gate_schedule, k, self._schedule_key).to_json()
+
     def evaluate(self, kernel: Kernel, *, shapes: str | Sequence[Shape] | None = None,
                  baselines: str | None = None, gate: bool | None = None,
-                 check_output: str | None = None) -> EvalResult:
+                 check_output: str | None = None, gate_schedule: str | None = None) -> EvalResult:
         """Compile, gate and benchmark ``kernel``; never raises for a bad kernel (the status says what failed).
         ``eval_seconds`` leaves out the time spent waiting for a free worker (``extra["queue_seconds"]``).
 
-        shapes / baselines / gate / check_output override the pool's settings for this call (final verification
-        uses ``shapes="benchmark", baselines="interleaved"``).
+        shapes / baselines / gate / check_output / gate_schedule override the pool's settings for this call
+        (final verification uses ``shapes="benchmark", baselines="interleaved"``). A call with check_output
+        "all" (a verification) runs every gate check (schedule "full") unless ``gate_schedule`` says otherwise.
         """
         if self._closed:
             raise RuntimeError("GPUPool is closed")
@@ -179,7 +200,10 @@ class GPUPool:
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
                "warmup": self.warmup, "repeats": self.repeats,
-               "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output}
+               "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output,
+               "gate_schedule": self._schedule(gate_schedule or ("full" if (check_output or self.check_output) == "all"
+                                                                 else None)), "fault_check": self.fault_check,
+               "timed_checks": self.timed_checks}
         t_wait = time.perf_counter()
         sup = self._free.get()
         waited = time.perf_counter() - t_wait
@@ -190,6 +214,7 @@ class GPUPool:
             return done(Status.CRASH, f"GPU worker could not restart: {e}", extra=extra, **common)
         finally:
             self._free.put(sup)
+        extra["gate_schedule"] = req["gate_schedule"]
         extra.update(device=reply.get("device"), copy_gbps=reply.get("copy_gbps"), gate_checks=reply.get("gate_checks"),
                      seconds=reply.get("seconds", {}), worker_restarts=sup.restarts,
                      baseline_notes=reply.get("notes", {}))
@@ -209,7 +234,7 @@ class GPUPool:
         ``measured_dram_bytes`` (left None, with ``extra["ncu"]`` saying why, when ncu cannot measure)."""
         from evaluators.gpu.ncu import NcuError, measure_dram_bytes
 
-        res = self.evaluate(kernel, shapes=shapes, baselines="interleaved", check_output="all")
+        res = self.evaluate(kernel, shapes=shapes, baselines="interleaved", check_output="all", gate_schedule="full")
         if res.status != Status.OK:
             return res
         target = dram_shape or max((s.shape for s in res.shapes), key=self.workload.bytes_moved)

@@ -118,10 +118,13 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
             grid, block, smem = wl.launch_dims(shape, launch)
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            args = build_args(wl.abi, k["param_types"], {**dev, **outs}, wl.scalars(shape), k["entry"])
+            plan = wl.plan(dev, outs, shape, None, cp)  # a pipeline's reference stages around the kernel
+            args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape), k["entry"])
             # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
             with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
+                plan.run_before()
                 fn(grid, block, args, shared_mem=smem)
+                plan.run_after()
                 cp.cuda.Device().synchronize()
             for o in wl.outputs(shape):
                 got = cp.asnumpy(outs[o.name])

@@ -1,24 +1,36 @@
 """Benchmark inputs and checked timed launches: a timed launch must look like any other and may be checked.
 
-Per benchmarked shape the worker keeps ``InputSets``: ``k`` input sets of the same shape at different addresses
-(each in its own allocation with NaN padding around every buffer, ``gate.pack_inputs``): set 0 under the
-workload's first distribution (``normal``), the others under its other distributions (``tiny``, ``nonfinite``...,
-rotated by seed), a fingerprint of each (``fused.fingerprint``) and the seed that made it (to restore it).
-``timed_call`` wraps a kernel launch in a ``benchmark.TimedCall`` whose untimed ``prepare`` draws, for every
-launch, the input set, the runtime scalars (``Workload.draw_params``: eps) and the pattern the outputs are
+Per benchmarked shape the worker keeps ``InputSets``: ``k`` input sets of the same shape at different addresses:
+set 0 under the workload's first distribution (``normal``), the others under its other distributions (``tiny``,
+``nonfinite``..., rotated by seed), the seed that made each (to restore it). In the worker (``edge``) every buffer
+sits in its own CUDA VMM mapping that ends at an unmapped granule, NaN before it, inputs mapped read-only where
+the driver allows and written by the evaluator through a read-write alias (``vmm.place_at_edges``, the fault
+check's code): a read past an input or a store into one faults at a timed launch as it does in the fault check,
+at every benchmarked shape. Elsewhere (numpy, or a driver without VMM) each set is one allocation with NaN
+padding around every buffer (``gate.pack_inputs``) and a fingerprint (``fused.fingerprint``).
+
+``timed_call`` wraps a kernel launch in a ``benchmark.TimedCall`` and draws, before the timing loop, for every
+timed launch the input set, the runtime scalars (``Workload.draw_params``: eps) and the pattern the outputs are
 refilled with (NaN poison, all-ones poison, zeros, random finite values, or a correct answer for set 0 when the
-launch reads another set). CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their
-output rows at a random sample (plus the first and last row) are copied aside right after the end event and
-compared with the float64 reference for the inputs and scalars they saw (``verify_checked``). The checked
-launches and as many other launches (so a perturbed launch tells nothing) see their input set changed in place
-in part for that launch only (``gate.perturbed`` on PERTURB_ROWS random rows of each row-indexed floating input
-and on every other floating input, undone after the end event): a kernel caching results under a probe of its
-inputs, a pointer or a one-entry key serves a stale answer there. After the candidate, ``InputSets.mutated``
-compares every set's fingerprint with the one taken when it was made; the worker then rejects the candidate
-(``input_mutated``) and ``restore`` rebuilds the sets from their seeds before anything else runs. Inout buffers
-are reset to their initial value before every launch and left out of the fingerprints. Array-module agnostic
-(numpy or cupy) except the fused fills and fingerprints, which have numpy equivalents here so the logic runs on
-the CPU in tests.
+launch reads another set); its untimed ``prepare`` then refills the outputs (``launch_prep.fill``: one memset,
+copy or kernel) and points the launch at its set (pointer rotation among the pre-made sets, no copy).
+CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their output rows at a random sample
+(plus the first and last row) are gathered right after the end event and compared with the float64 reference for
+the inputs and scalars they saw (``verify_checked``, one synchronisation per shape). About half of all timed
+launches, among them half of the checked ones (``perturbed_launches``: a perturbation says little about a check),
+see their input set changed in place in part for that launch only (PERTURB_ROWS random rows of each row-indexed
+floating input and every other floating input, a random 1/16 of their elements doubled or halved:
+``launch_prep.RowPatch``, drawn before the loop, one kernel per input to write the rows in and one to write them
+back after the end event, the second raising a flag when a launch wrote into them): a kernel caching results under
+a probe of its inputs, a pointer or a one-entry key serves a stale answer at a perturbed checked launch, and a
+kernel that computes only when it sees such a change serves a stale output at an unperturbed one. No launch's
+preparation allocates or synchronises with the host. After the candidate, ``InputSets.mutated`` reads those flags
+and, unless the sets are read-only to kernels, compares every set's fingerprint with the one taken when it was
+made; the worker then rejects the candidate (``input_mutated``) and ``restore`` rebuilds the sets from their seeds
+before anything else runs. Inout buffers are reset to their initial value before every launch and left out of the
+fingerprints. Array-module agnostic (numpy or cupy): the kernels have numpy twins (``launch_prep``), so the logic
+runs on the CPU in tests (tests/test_timed_checks.py, and through a CPU stand-in for CuPy in
+tests/test_standin_dryrun.py).
 """
 
 from __future__ import annotations
@@ -34,15 +46,13 @@ import numpy as np
 from evaluators.gpu.benchmark import TimedCall
 from evaluators.gpu.gate import (
     SAMPLE_ROWS,
+    bad_count,
     compare,
-    finite_fill,
     float_kind,
     pack_inputs,
-    perturbed,
-    poison_bits,
     sample_rows,
-    within_tolerance,
 )
+from evaluators.gpu.launch_prep import RowPatch, fill
 from workloads.base import Shape, Workload
 from workloads.dtypes import bits_dtype
 
@@ -84,9 +94,20 @@ def _same(a: Any, b: Any, xp: ModuleType) -> bool:
 
 @dataclass
 class InputSets:
-    """``k`` input sets for one shape (see module docstring). ``sets[i]``: name -> array; ``arenas[i]``: the
-    allocation holding set i; ``distributions[i]``: its distribution; ``prints[i]``: its fingerprint(s);
-    ``answers``: output name -> a correct output for set 0 (or None when no trusted kernel produced one)."""
+    """``k`` input sets for one shape (see module docstring). ``sets[i]``: name -> the array a kernel gets;
+    ``rw[i]``: name -> the same memory as the evaluator writes it (a read-write alias when the set is read-only
+    to kernels, else ``sets[i]`` itself); ``arenas[i]``: the byte ranges holding set i, padding included (one
+    NaN-padded allocation, or with ``edge`` one mapping per buffer); ``distributions[i]``: its distribution;
+    ``prints[i]``: its fingerprint(s) (None while the sets are read-only: a write faults instead);
+    ``answers``: output name -> a correct output for set 0 (or None when no trusted kernel produced one).
+
+    ``edge`` (the worker's benchmark sets, CuPy only): every buffer in its own CUDA VMM mapping that ends at an
+    unmapped granule (``vmm.place_at_edges``, the fault check's code), inputs mapped read-only where the driver
+    allows, so a read past an input or a store into one faults at a timed launch too; ``read_only`` then says
+    whether every input mapping was protected, ``refused`` why not. Memory: each buffer rounded up to the
+    allocation granule (2 MiB on an H200): at 16384 x 131072 a set is x (4 GiB, a whole number of granules) and
+    w (512 KiB in one granule), 4 GiB + 2 MiB instead of 4 GiB + 513 KiB; the read-write aliases and the
+    unmapped granules take address space only."""
 
     workload: Workload
     shape: Shape
@@ -94,18 +115,24 @@ class InputSets:
     xp: ModuleType
     distributions: list[str] = field(default_factory=list)
     sets: list[dict[str, Any]] = field(default_factory=list)
-    arenas: list[Any] = field(default_factory=list)
+    rw: list[dict[str, Any]] = field(default_factory=list)
+    arenas: list[list[Any]] = field(default_factory=list)
     prints: list[Any] = field(default_factory=list)
     initial: list[dict[str, Any]] = field(default_factory=list)
     answers: dict[str, Any] | None = None
-    # (set, untouched flag) of each perturbed launch since the last ``mutated`` call
-    untouched_flags: list[tuple[int, Any]] = field(default_factory=list)
+    edge: bool = False
+    read_only: bool = False
+    refused: list[str] = field(default_factory=list)
+    edges: list[Any] = field(default_factory=list)  # vmm.EdgeSet per set (edge storage)
+    # (set of each perturbed launch, their "written into" flags) per timed call since the last ``mutated`` call
+    touch_records: list[tuple[list[int], Any]] = field(default_factory=list)
 
     @classmethod
     def make(cls, workload: Workload, shape: Shape, seeds: list[int], xp: ModuleType,
-             distributions: list[str] | None = None) -> InputSets:
+             distributions: list[str] | None = None, edge: bool = False) -> InputSets:
         """Sets for ``seeds``; ``distributions`` default: the workload's first for set 0, its others (rotated by
-        the first seed) for the rest. ValueError for an unknown distribution."""
+        the first seed) for the rest; ``edge``: VMM storage (class docstring; CuPy only). ValueError for an
+        unknown distribution; vmm.VMMError when the driver refuses the mappings."""
         dists = list(workload.distributions)
         if distributions is None:
             others = dists[1:] or dists[:1]
@@ -113,144 +140,155 @@ class InputSets:
         bad = [d for d in distributions if d not in dists]
         if bad or len(distributions) != len(seeds):
             raise ValueError(f"InputSets: distributions {distributions} must be {len(seeds)} of {dists}")
-        s = cls(workload, tuple(shape), list(seeds), xp, list(distributions))
-        s.restore()
+        s = cls(workload, tuple(shape), list(seeds), xp, list(distributions), edge=bool(edge) and xp is not np)
+        try:
+            s.restore()
+        except BaseException:
+            s.close()
+            raise
         return s
 
     @property
     def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in self.arenas)
+        return sum(int(a.nbytes) for arenas in self.arenas for a in arenas)
 
     @property
     def inout(self) -> list[str]:
         return self.workload.buffer_names("inout")
 
     def restore(self) -> None:
-        """(Re)build every set from its seed and distribution, in place when the arenas exist."""
+        """(Re)build every set from its seed and distribution, in place when the sets exist (through the
+        read-write views), padding included."""
         wl, xp = self.workload, self.xp
         for i, (seed, dist) in enumerate(zip(self.seeds, self.distributions)):
             fresh = wl.make_inputs(self.shape, seed, dist, xp)
-            if i < len(self.sets):
+            if self.edge:
+                if i < len(self.edges):
+                    self.edges[i].fill(fresh)
+                    continue
+                from evaluators.gpu.vmm import place_at_edges, read_only_buffers
+
+                e = place_at_edges(fresh, read_only_buffers(wl, fresh), alias=True)
+                self.edges.append(e)
+                self.sets.append(dict(e.views))
+                self.rw.append(dict(e.rw))
+                self.arenas.append([b.mapping() for b in e.buffers.values()])
+                self.refused = self.refused or e.refused
+            elif i < len(self.sets):
                 arena, _ = pack_inputs([fresh], xp)  # the same layout: views and NaN padding restored at once
-                self.arenas[i][...] = arena
+                self.arenas[i][0][...] = arena
             else:
                 arena, (views,) = pack_inputs([fresh], xp)
-                self.arenas.append(arena)
+                self.arenas.append([arena])
                 self.sets.append(views)
+                self.rw.append(views)
+        self.read_only = self.edge and all(e.read_only for e in self.edges)
         self.initial = [{k: v[k].copy() for k in self.inout} for v in self.sets]
-        self.prints = [self._print(i) for i in range(len(self.sets))]
+        self.prints = [None if self.read_only else self._print(i) for i in range(len(self.sets))]
 
     def _print(self, i: int) -> Any:
         if not self.inout:
-            return fingerprint(self.arenas[i], self.xp)  # padding included
+            return [fingerprint(a, self.xp) for a in self.arenas[i]]  # padding included
         return [fingerprint(v, self.xp) for k, v in self.sets[i].items() if k not in self.inout]
 
     def reset_inout(self, i: int) -> None:
         """Put set i's inout buffers back to their initial value (before every launch)."""
         for k, v in self.initial[i].items():
-            self.sets[i][k][...] = v
+            self.rw[i][k][...] = v
 
     def mutated(self) -> list[int]:
         """Indices of the sets whose bytes (padding included; inout buffers left out) differ from when they were
-        made, or whose perturbed part a launch wrote into (``Perturbation.untouched``)."""
+        made (not read while every input is mapped read-only: a store would have faulted), or whose perturbed
+        part a launch wrote into (``Perturbation.apply`` with ``undo``). Synchronises."""
         out = []
         for i, p in enumerate(self.prints):
-            now = self._print(i)
-            same = all(_same(a, b, self.xp) for a, b in zip(now, p)) if isinstance(p, list) else _same(now, p, self.xp)
-            if not same:
+            if p is not None and not all(_same(a, b, self.xp) for a, b in zip(self._print(i), p)):
                 out.append(i)
-        for i, ok in self.untouched_flags:
-            if i not in out and not bool(ok):
-                out.append(i)
-        self.untouched_flags = []
-        return sorted(out)
+        for set_indices, touched in self.touch_records:
+            flags = touched if self.xp is np else touched.get()
+            out += [s for s, f in zip(set_indices, flags) if f and s not in out]
+        self.touch_records = []
+        return sorted(set(out))
+
+    def close(self) -> None:
+        """Free the VMM mappings (edge storage; call after the stream is idle); the sets are unusable after."""
+        for e in self.edges:
+            e.close()
+        self.edges = []
 
 
 @dataclass
 class Perturbation:
-    """An in-place change of part of one input set for one launch: per input name, (rows or None for the whole
-    array, the changed values, the original values)."""
+    """An in-place change of part of one input set for one launch: input name -> its ``launch_prep.RowPatch``
+    (changed rows, their old and new values, drawn before the timing loop)."""
 
     set_index: int
-    parts: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict)
+    parts: dict[str, RowPatch] = field(default_factory=dict)
 
     @classmethod
     def draw(cls, sets: InputSets, i: int, rng: np.random.Generator) -> Perturbation:
-        """A perturbation of set i: PERTURB_ROWS random rows of each floating input with two or more dimensions,
-        every element of the others, through ``gate.perturbed`` (seeded from ``rng``)."""
-        xp = sets.xp
-        p = cls(i)
-        for name, a in sets.sets[i].items():
-            kind = float_kind(a, sets.workload)
+        """A perturbation of set i: PERTURB_ROWS random rows of each floating input with two or more dimensions
+        and more rows than that, every element of the others; a random 1/16 of the changed elements doubled or
+        halved (``launch_prep.perturb_value``, as ``gate.perturbed``), seeded from ``rng``. One kernel per input
+        on the GPU, no synchronisation."""
+        return cls.draw_all(sets, [i], rng)[0]
+
+    @classmethod
+    def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator) -> list[Perturbation]:
+        """``draw`` for several launches (one per entry of ``set_indices``) at once: per input, the rows of every
+        perturbation go to the device in one transfer and their old and new values share one allocation, so the
+        device work is one kernel per perturbation and input plus a few operations per input."""
+        out = [cls(i) for i in set_indices]
+        if not set_indices:
+            return out
+        xp, n = sets.xp, len(set_indices)
+        for name, a0 in sets.rw[set_indices[0]].items():
+            kind = float_kind(a0, sets.workload)
             if kind is None or name in sets.inout:
                 continue
-            seed = int(rng.integers(2**62))
-            if a.ndim >= 2 and a.shape[0] > PERTURB_ROWS:
-                rows = np.sort(rng.choice(a.shape[0], size=PERTURB_ROWS, replace=False))
-                idx = rows if xp is np else xp.asarray(rows)
-                old = a[idx]
-                p.parts[name] = (rows, perturbed(old, kind, seed, xp), old)
+            rowed = a0.ndim >= 2 and a0.shape[0] > PERTURB_ROWS
+            if rowed:
+                rows = np.stack([np.sort(rng.choice(a0.shape[0], size=PERTURB_ROWS, replace=False))
+                                 for _ in range(n)]).astype(np.int64)
             else:
-                p.parts[name] = (None, perturbed(a, kind, seed, xp), a.copy())
-        return p
+                rows = np.zeros((n, 1), dtype=np.int64)
+            seeds = [int(rng.integers(2**62)) for _ in range(n)]
+            bufs: tuple[Any, Any, Any] = (None, None, None)
+            if xp is not np:
+                row_elems = int(np.prod(a0.shape[1:])) if rowed else int(a0.size)
+                old = xp.empty((n, rows.shape[1], row_elems), dtype=bits_dtype(kind))
+                bufs = (xp.asarray(rows), old, xp.empty_like(old))
+            for p, i in enumerate(set_indices):
+                dev = tuple(None if b is None else b[p] for b in bufs)
+                out[p].parts[name] = RowPatch.draw(sets.rw[i][name], kind, rows[p] if rowed else None, seeds[p],
+                                                   xp, *dev)
+        return out
 
     def rows(self, m: int) -> np.ndarray:
         """The changed rows of the arrays with ``m`` rows (to add to a checked launch's row sample)."""
-        got = [r for r, _, _ in self.parts.values() if r is not None and len(r) and int(r.max()) < m]
+        got = [p.rows for p in self.parts.values()
+               if not p.whole and len(p.rows) and int(p.rows.max()) < m and p.target.shape[0] == m]
         return np.unique(np.concatenate(got)) if got else np.zeros(0, dtype=np.int64)
 
-    def apply(self, sets: InputSets, undo: bool = False) -> None:
-        """Write the changed values in (or, with ``undo``, the original ones back)."""
-        a_set = sets.sets[self.set_index]
-        for name, (rows, new, old) in self.parts.items():
-            value = old if undo else new
-            if rows is None:
-                a_set[name][...] = value
-            else:
-                a_set[name][rows if sets.xp is np else sets.xp.asarray(rows)] = value
-
-    def untouched(self, sets: InputSets) -> Any:
-        """Whether the changed parts still hold the changed values (a kernel that wrote there would otherwise be
-        covered up by the undo): a Python bool on the host, a 0-d boolean device array on the GPU (no sync)."""
-        xp = sets.xp
-        a_set = sets.sets[self.set_index]
-        flags = []
-        for name, (rows, new, _) in self.parts.items():
-            cur = a_set[name] if rows is None else a_set[name][rows if xp is np else xp.asarray(rows)]
-            flags.append((cur.view(np.uint8) == new.view(np.uint8)).all() if xp is not np
-                         else bool(np.array_equal(cur.view(np.uint8), new.view(np.uint8))))
-        if xp is np:
-            return all(flags)
-        out = xp.ones((), dtype=bool)
-        for f in flags:
-            out &= f
-        return out
+    def apply(self, sets: InputSets, undo: bool = False, touched: Any = None, flag: int = 0) -> None:
+        """Write the changed values in (or, with ``undo``, the original ones back; with ``touched`` as well, set
+        ``touched[flag]`` when a changed part no longer held the changed values: a kernel wrote there, which the
+        undo would otherwise cover up)."""
+        for part in self.parts.values():
+            part.put("old" if undo else "new", sets.xp, touched if undo else None, flag)
 
 
 def refill(out: Any, dtype: str, pattern: str, seed: int, answer: Any | None, xp: ModuleType) -> None:
-    """Overwrite output ``out`` in place with ``pattern`` (PATTERNS; "answer" copies ``answer``)."""
-    bits = out.view(bits_dtype(dtype))
-    if pattern == "nan":
-        bits.fill(poison_bits(dtype, 0))
-    elif pattern == "ones":
-        bits.fill(poison_bits(dtype, 1))
-    elif pattern == "zeros":
-        bits.fill(0)
-    elif pattern == "answer" and answer is not None:
-        out[...] = answer
-    elif xp is np:
-        out.reshape(-1)[...] = finite_fill(out.size, dtype, seed | 1, xp)
-    else:
-        from workloads import fused
-
-        fused.fill_random_finite(out, dtype, seed)
+    """Overwrite output ``out`` in place with ``pattern`` (PATTERNS; "answer" copies ``answer``): one memset,
+    copy or kernel on the current stream (``launch_prep.fill``)."""
+    fill(out, dtype, pattern, seed, answer, xp)
 
 
 @dataclass
 class CheckedLaunch:
     """What a checked timed launch saw and produced: repeat index, input set, refill pattern, scalars, the
-    perturbation it saw (None: the set as made), the sampled rows and the copies of the output rows taken right
-    after it."""
+    perturbation it saw (None: the set as made), the sampled rows (host, and ``rows_dev`` in the array module)
+    and the copies of the output rows taken right after it."""
 
     repeat: int
     set_index: int = -1
@@ -258,65 +296,129 @@ class CheckedLaunch:
     params: dict[str, float] = field(default_factory=dict)
     perturbation: Perturbation | None = None
     rows: Any = None
+    rows_dev: Any = None
     got: dict[str, Any] = field(default_factory=dict)
 
 
+def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
+    """Which timed launches see their input set perturbed, given ``picks`` (the repeat indices in random order,
+    the first ``n`` the checked launches): the first ``ceil(n / 2)`` checked ones and unchecked ones after them up
+    to half the repeats in all. Whether a launch is perturbed then says little about whether it is checked (a
+    checked launch is perturbed with probability ceil(n/2)/n, any launch with about 1/2); at least one checked
+    launch sees its set changed in part (a cache keyed by a pointer or a content probe serves a stale answer
+    there) and, for n >= 2, at least one sees it unchanged (a kernel that computes only when it sees a change --
+    when every checked launch was a perturbed one, such a kernel was never caught -- serves a stale output
+    there)."""
+    if n <= 0:
+        return set()
+    with_change = -(-n // 2)
+    decoys = max(0, repeats // 2 - with_change)
+    return {int(r) for r in picks[:with_change]} | {int(r) for r in picks[n:n + decoys]}
+
+
+@dataclass
+class _Launch:
+    """The draws of one timed launch: input set, refill pattern and its seed, runtime scalars."""
+
+    set_index: int
+    pattern: str
+    seed: int
+    params: dict[str, float]
+
+
 def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets, outputs: dict[str, Any],
-               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES
-               ) -> tuple[TimedCall, list[CheckedLaunch]]:
+               shape: Shape, rng: np.random.Generator, repeats: int, checks: int = CHECKED_LAUNCHES,
+               stages: Any = None) -> tuple[TimedCall, list[CheckedLaunch]]:
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
-    pattern drawn per launch from ``rng`` (warm-up launches included), and the CheckedLaunch records of
-    max(``checks``, number of sets) distinct timed launches drawn among the ``repeats`` (filled in as they run),
-    every input set read by at least one of them. The checked launches and as many
-    others see a perturbed input set (module docstring). ``outputs``: name -> buffer, reused by every launch. A
-    kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the
-    poison patterns' share), all of them with (2/5)^checks per shape."""
+    pattern drawn for each timed launch from ``rng``, and the CheckedLaunch records of max(``checks``, number of
+    sets) distinct timed launches drawn among the ``repeats`` (filled in as they run), every input set read by
+    at least one of them. Half of the checked launches and about half of all timed launches see a perturbed
+    input set (module docstring, ``perturbed_launches``). ``outputs``: name -> buffer, reused by every launch. A
+    kernel that computes only when it sees the poison escapes one checked launch with probability 2/5 (the poison patterns' share), all of them with
+    (2/5)^checks per shape.
+
+    Everything is drawn here, before the timing loop (the perturbations' new values too, on the device), so
+    the work enqueued per launch is a refill (``launch_prep.fill``), the perturbation's rows written in and
+    back (one kernel per input) and, for a checked launch, a gather of its sampled rows: no allocation, no
+    host synchronisation. Warm-up launches (``r < 0``) rotate the input sets but are not refilled, perturbed
+    or checked (their results are never used).
+
+    ``stages``: the launcher (``worker.make_launcher``'s ``run``, with ``plan`` and ``kernel``) when the work
+    around the kernel is to stay untimed: each launch's ``Workload.plan`` is made in ``prepare`` (after the
+    refill, the state reset and the perturbation) and its ``before`` enqueued there, the kernel alone is timed,
+    and ``after`` is enqueued in ``after`` before the checked rows are copied. For a one-kernel workload the
+    plan has no stages and this times exactly what ``enqueue`` launches. None: ``enqueue`` is timed whole."""
     specs = {s.name: s for s in workload.outputs(shape)}
     xp = sets.xp
-    state: dict[str, Any] = {"set": 0, "params": {}, "perturbation": None}
     # at least one checked launch per input set (each set under another distribution): drawn in random order
     n = min(max(checks, len(sets.sets)) if checks > 0 else 0, repeats)
-    picks = rng.choice(repeats, size=min(2 * n, repeats), replace=False) if n > 0 else np.zeros(0, dtype=int)
+    picks = rng.permutation(repeats) if n > 0 else np.zeros(0, dtype=int)
     checked = {int(r): CheckedLaunch(int(r)) for r in picks[:n]}
     order = rng.permutation(max(n, 1))
     forced = {int(r): int(order[j]) % len(sets.sets) for j, r in enumerate(picks[:n])}
-    perturbed_at = {int(r) for r in picks}  # the checked ones and as many decoys
-    rows = sample_rows(int(shape[0]) if shape else 1, rng)
-    m = int(shape[0]) if shape else 1
-
-    def prepare(r: int) -> None:
-        s = int(rng.integers(len(sets.sets)))
-        s = forced.get(r, s)
+    perturbed_at = sorted(perturbed_launches(picks, n, repeats))  # half the checked ones, decoys up to half in all
+    # rows of the outputs' leading dimension (RMSNorm: M = shape[0]; KDA: the tokens, while shape[0] is H)
+    first = next(iter(specs.values()), None)
+    m = int(first.shape[0]) if first is not None and first.shape else (int(shape[0]) if shape else 1)
+    rows = sample_rows(m, rng)
+    plan: list[_Launch] = []
+    for r in range(repeats):
+        s = forced.get(r, int(rng.integers(len(sets.sets))))
         choices = [p for p in PATTERNS if p != "answer" or (sets.answers is not None and s != 0)]
         pattern = choices[int(rng.integers(len(choices)))]
         seed = int(rng.integers(2**62))
         params = workload.draw_params(int(rng.integers(2**62))) if workload.scalar_draws else {}
+        plan.append(_Launch(s, pattern, seed, params))
+    perts = dict(zip(perturbed_at, Perturbation.draw_all(sets, [plan[r].set_index for r in perturbed_at], rng)))
+    flag_of = {r: j for j, r in enumerate(perturbed_at)}
+    touched = xp.zeros(max(1, len(perturbed_at)), dtype=xp.uint32)
+    sets.touch_records.append(([plan[r].set_index for r in perturbed_at], touched))
+    for r, c in checked.items():
+        p = perts.get(r)
+        c.set_index, c.pattern, c.params, c.perturbation = plan[r].set_index, plan[r].pattern, plan[r].params, p
+        c.rows = np.union1d(rows, p.rows(m)) if p is not None else rows
+        c.rows_dev = c.rows if xp is np else xp.asarray(c.rows)
+    answers = sets.answers or {}
+    state: dict[str, Any] = {"set": 0, "params": {}, "plan": None}
+
+    def staged(s: int, params: dict[str, float]) -> None:
+        if stages is not None:
+            stage_plan = stages.plan(sets.sets[s], outputs, shape, params)
+            stage_plan.run_before()
+            state["plan"] = stage_plan
+
+    def prepare(r: int) -> None:
+        if r < 0:  # warm-up
+            s = (-1 - r) % len(sets.sets)
+            if sets.inout:
+                sets.reset_inout(s)
+            state.update(set=s, params=plan[(-1 - r) % len(plan)].params if plan else {})
+            staged(s, state["params"])
+            return
+        launch_r = plan[r]
         for name, buf in outputs.items():
-            refill(buf, specs[name].dtype, pattern, seed, (sets.answers or {}).get(name), xp)
+            fill(buf, specs[name].dtype, launch_r.pattern, launch_r.seed, answers.get(name), xp)
         if sets.inout:
-            sets.reset_inout(s)
-        pert = Perturbation.draw(sets, s, rng) if r in perturbed_at else None
-        if pert is not None:
-            pert.apply(sets)
-        state.update(set=s, params=params, perturbation=pert)
-        if r in checked:
-            c = checked[r]
-            c.set_index, c.pattern, c.params, c.perturbation = s, pattern, params, pert
-            c.rows = np.union1d(rows, pert.rows(m)) if pert is not None else rows
+            sets.reset_inout(launch_r.set_index)
+        if r in perts:
+            perts[r].apply(sets)
+        state.update(set=launch_r.set_index, params=launch_r.params)
+        staged(launch_r.set_index, launch_r.params)
 
     def launch() -> None:
-        enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
+        if state["plan"] is not None:
+            stages.kernel(state["plan"].buffers, shape, state["params"])
+        else:
+            enqueue(sets.sets[state["set"]], outputs, shape, state["params"])
 
     def after(r: int) -> None:
+        if state["plan"] is not None:
+            state["plan"].run_after()
         if r in checked:
             c = checked[r]
-            idx = c.rows if xp is np else xp.asarray(c.rows)
-            c.got = {name: buf[idx] for name, buf in outputs.items()}
-        pert = state["perturbation"]
-        if pert is not None:
-            sets.untouched_flags.append((pert.set_index, pert.untouched(sets)))
-            pert.apply(sets, undo=True)
-            state["perturbation"] = None
+            c.got = {name: buf[c.rows_dev] for name, buf in outputs.items()}
+        if r in perts:
+            perts[r].apply(sets, undo=True, touched=touched, flag=flag_of[r])
 
     return TimedCall(launch, prepare, after), [checked[r] for r in sorted(checked)]
 
@@ -342,27 +444,27 @@ def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs:
 def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLaunch], shape: Shape) -> str | None:
     """Compare each checked timed launch's output rows with the float64 reference of the inputs (its set, with
     its perturbation re-applied for the moment) and scalars it saw; None when all are right, else the reason for
-    the first wrong one."""
+    the first wrong one. The counts of bad elements stay on the device until the last launch is compared (one
+    synchronisation per shape); a failure is then described launch by launch."""
     xp = sets.xp
     atol, rtol = workload.tolerance
+    specs = workload.outputs(shape)
+    refs: list[dict[str, Any]] = []
+    bad: Any = 0
     for c in checked:
-        rows = c.rows if xp is np else xp.asarray(c.rows)
-        if c.perturbation is not None:
-            c.perturbation.apply(sets)
-        if sets.inout:
-            sets.reset_inout(c.set_index)
-        try:
-            inputs = sets.sets[c.set_index]
-            ref = (workload.reference_rows(inputs, rows, xp, c.params) if c.params
-                   else workload.reference_rows(inputs, rows, xp))
-        finally:
-            if c.perturbation is not None:
-                c.perturbation.apply(sets, undo=True)
-        for s in workload.outputs(shape):
+        ref = _checked_reference(workload, sets, c)
+        for s in specs:
+            bad = bad + bad_count(c.got[s.name], ref[s.name], s.dtype, atol, rtol, xp)
+        refs.append(ref if xp is np else {})  # device references are recomputed on a failure (memory)
+    if not checked or int(bad) == 0:
+        return None
+    for c, ref in zip(checked, refs):
+        ref = ref or _checked_reference(workload, sets, c)
+        for s in specs:
             got = c.got[s.name]
-            if within_tolerance(got, ref[s.name], s.dtype, atol, rtol, xp):
-                continue
             cmp = compare(got, ref[s.name], s.dtype, atol, rtol, xp)
+            if cmp.ok:
+                continue
             what = (f"input set {c.set_index} ({sets.distributions[c.set_index]}"
                     f"{', changed in part' if c.perturbation is not None else ''}), output pre-filled with "
                     f"{c.pattern!r}{', ' + ', '.join(f'{k} {v:g}' for k, v in c.params.items()) if c.params else ''}")
@@ -370,3 +472,21 @@ def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLau
                     f"checked elements of {s.name} in {len(c.rows)} sampled rows out of tolerance (max |err| "
                     f"{cmp.max_abs_err:.4g}, {cmp.n_nan} NaN)")
     return None
+
+
+def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch) -> dict[str, Any]:
+    """The float64 reference rows of checked launch ``c``: its set with its perturbation applied for the moment
+    (and its inout buffers at their initial value), its scalars."""
+    xp = sets.xp
+    rows = c.rows_dev if c.rows_dev is not None else (c.rows if xp is np else xp.asarray(c.rows))
+    if c.perturbation is not None:
+        c.perturbation.apply(sets)
+    if sets.inout:
+        sets.reset_inout(c.set_index)
+    try:
+        inputs = sets.sets[c.set_index]
+        return (workload.reference_rows(inputs, rows, xp, c.params) if c.params
+                else workload.reference_rows(inputs, rows, xp))
+    finally:
+        if c.perturbation is not None:
+            c.perturbation.apply(sets, undo=True)

@@ -14,9 +14,15 @@ stays writable, and its final value is judged like an output (``read_only_buffer
 KDA kernel fault at its final state store: H200, 2026-12-01.) A fault is a sticky CUDA
 error: the worker answers and restarts (one restart, counted by the supervisor).
 
-Costs a few driver calls and one launch at a small gate shape (about a millisecond). Cannot catch: reads before
-the start of an input (the reserved range begins at the buffer's granule; a read a few bytes before lands in
-the NaN-free head of the mapping) and out-of-bounds reads at shapes other than the one checked.
+The same placement (``place_at_edges``) holds the benchmark input sets (``timed_checks.InputSets`` with
+``edge``), each buffer with a second, read-write mapping of the same memory (``EdgeBuffer(alias=True)``) through
+which the evaluator refills and perturbs them, so a read past an input or a store into one faults at every
+benchmarked shape's timed launches too.
+
+Costs a few driver calls and one launch at a small gate shape (about a millisecond); for the benchmark sets, the
+buffers rounded up to whole granules (2 MiB on an H200). Cannot catch: reads before the start of an input (they
+land in the head of the mapping, filled with NaN, unless the buffer fills whole granules) and out-of-bounds reads
+at shapes that are neither the fault check's nor benchmarked.
 """
 
 from __future__ import annotations
@@ -50,9 +56,15 @@ class EdgeBuffer:
     """``nbytes`` of device memory ending at an unmapped granule (see module docstring).
 
     ptr: the buffer's device address; read_only: whether ``protect`` succeeded; ``array(shape, dtype)`` a CuPy
-    view. ``close`` unmaps and frees (call after the stream is idle). VMMError when a driver call fails."""
+    view. With ``alias`` the same physical memory is mapped a second time, read-write, at ``alias_ptr`` (the
+    buffer) within ``alias_base`` (the whole mapping): what the evaluator writes through (refills of the
+    benchmark inputs, their in-place perturbations, a restore) while ``ptr``, what a kernel gets, is read-only.
+    Writes through one mapping are seen through the other by every later kernel on the stream (CUDA
+    Programming Guide, "Virtual Aliasing Support": no coherence is promised within one kernel, which never
+    touches both). ``close`` unmaps and frees (call after the stream is idle). VMMError when a driver call
+    fails."""
 
-    def __init__(self, nbytes: int, device: int = 0):
+    def __init__(self, nbytes: int, device: int = 0, alias: bool = False):
         cu = _driver()
         _check(cu.cuInit(0), "cuInit")
         self.nbytes = int(nbytes)
@@ -67,23 +79,32 @@ class EdgeBuffer:
         self.mapped = -(-padded // gran) * gran
         self._base = _check(cu.cuMemAddressReserve(self.mapped + gran, gran, 0, 0), "cuMemAddressReserve")
         self._handle, self._gran, self._is_mapped = None, gran, False
+        self._alias, self._alias_mapped = None, False
         try:
             self._handle = _check(cu.cuMemCreate(self.mapped, prop, 0), "cuMemCreate")
             _check(cu.cuMemMap(self._base, self.mapped, 0, self._handle, 0), "cuMemMap")
             self._is_mapped = True
             self._access(cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            if alias:
+                self._alias = _check(cu.cuMemAddressReserve(self.mapped, gran, 0, 0), "cuMemAddressReserve")
+                _check(cu.cuMemMap(self._alias, self.mapped, 0, self._handle, 0), "cuMemMap")
+                self._alias_mapped = True
+                self._access(cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE, self._alias)
         except BaseException:
             self._release()
             raise
         self.ptr = int(self._base) + self.mapped - padded
+        self.base = int(self._base)
+        self.alias_base = int(self._alias) if alias else self.base
+        self.alias_ptr = self.alias_base + (self.ptr - self.base)
         self.read_only = False
 
-    def _access(self, flags: Any) -> None:
+    def _access(self, flags: Any, base: Any = None) -> None:
         cu = _driver()
         desc = cu.CUmemAccessDesc()
         desc.location = self._prop.location
         desc.flags = flags
-        _check(cu.cuMemSetAccess(self._base, self.mapped, [desc], 1), "cuMemSetAccess")
+        _check(cu.cuMemSetAccess(self._base if base is None else base, self.mapped, [desc], 1), "cuMemSetAccess")
 
     def protect(self) -> str | None:
         """Make the mapping read-only; None on success, else why the driver refused (the mapping stays
@@ -96,14 +117,31 @@ class EdgeBuffer:
         self.read_only = True
         return None
 
-    def array(self, shape: tuple[int, ...], dtype: Any, owner: Any = None) -> Any:
+    def array(self, shape: tuple[int, ...], dtype: Any, owner: Any = None, writable: bool = False) -> Any:
+        """A CuPy view of the buffer: through ``ptr`` (what a kernel gets), or with ``writable`` through the
+        read-write alias (the same memory; ``ptr`` itself when there is no alias)."""
         import cupy as cp
 
-        mem = cp.cuda.UnownedMemory(self.ptr, self.nbytes, owner if owner is not None else self)
+        mem = cp.cuda.UnownedMemory(self.alias_ptr if writable else self.ptr, self.nbytes,
+                                    owner if owner is not None else self)
         return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(mem, 0))
+
+    def mapping(self, owner: Any = None) -> Any:
+        """A uint8 CuPy view of the whole mapping (the bytes before the buffer, the buffer, the bytes after it up
+        to the unmapped granule) through the read-write alias: what a fingerprint or a padding fill covers."""
+        import cupy as cp
+
+        mem = cp.cuda.UnownedMemory(self.alias_base, self.mapped, owner if owner is not None else self)
+        return cp.ndarray((self.mapped,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(mem, 0))
 
     def _release(self) -> None:
         cu = _driver()
+        if self._alias_mapped:
+            cu.cuMemUnmap(self._alias, self.mapped)
+            self._alias_mapped = False
+        if self._alias is not None:
+            cu.cuMemAddressFree(self._alias, self.mapped)
+            self._alias = None
         if self._is_mapped:
             cu.cuMemUnmap(self._base, self.mapped)
             self._is_mapped = False
@@ -145,6 +183,68 @@ def read_only_buffers(workload: Any, names: Any) -> list[str]:
     return [k for k in names if k not in inout]
 
 
+class EdgeSet:
+    """Arrays each in its own EdgeBuffer (``place_at_edges``). ``views``: name -> what a kernel gets; ``rw``:
+    name -> the same memory through the read-write alias (``views`` themselves without one); ``buffers``: name ->
+    EdgeBuffer; ``read_only``: every buffer asked for was protected; ``refused``: why the driver refused a
+    protection (empty when none was refused). ``close`` frees the mappings (after the stream is idle)."""
+
+    def __init__(self) -> None:
+        self.views: dict[str, Any] = {}
+        self.rw: dict[str, Any] = {}
+        self.buffers: dict[str, EdgeBuffer] = {}
+        self.read_only = False
+        self.refused: list[str] = []
+
+    @property
+    def nbytes(self) -> int:
+        """Device memory held (whole granules)."""
+        return sum(b.mapped for b in self.buffers.values())
+
+    def fill(self, arrays: dict[str, Any]) -> None:
+        """Write ``arrays`` (same names, shapes and dtypes as placed) into the buffers through the read-write
+        mapping, every other byte of each mapping set to 0xFF (NaN in every float type: a read before a buffer,
+        or into the up to 15 bytes between its end and the unmapped granule, reads NaN). No synchronisation."""
+        import cupy as cp
+
+        for k, v in arrays.items():
+            b = self.buffers[k]
+            cp.cuda.runtime.memsetAsync(b.alias_base, 0xFF, b.mapped, cp.cuda.get_current_stream().ptr)
+            self.rw[k][...] = v
+
+    def close(self) -> None:
+        for b in self.buffers.values():
+            try:
+                b.close()
+            except Exception:
+                pass
+        self.buffers.clear()
+
+
+def place_at_edges(arrays: dict[str, Any], protect: list[str], alias: bool = False) -> EdgeSet:
+    """Copy each of ``arrays`` (CuPy, name -> array) into its own EdgeBuffer ending at an unmapped granule
+    (``EdgeSet.fill``), then make the mappings of ``protect`` read-only where the driver allows (a refusal is
+    recorded in ``refused``, the mapping stays read-write). With ``alias`` every buffer also gets its read-write
+    alias (``EdgeSet.rw``). The one implementation behind the fault check and the benchmark input sets
+    (``timed_checks.InputSets``). VMMError (after freeing what was mapped) when the driver refuses a mapping."""
+    import cupy as cp
+
+    out = EdgeSet()
+    try:
+        for k, v in arrays.items():
+            b = out.buffers[k] = EdgeBuffer(int(v.nbytes), cp.cuda.runtime.getDevice(), alias=alias)
+            out.views[k] = b.array(v.shape, v.dtype)
+            out.rw[k] = b.array(v.shape, v.dtype, writable=True) if alias else out.views[k]
+        out.fill(arrays)
+        cp.cuda.get_current_stream().synchronize()  # the data is in before the mappings turn read-only
+    except BaseException:
+        out.close()
+        raise
+    out.refused = [f"{k}: {why}" for k in protect if (why := out.buffers[k].protect()) is not None]
+    out.read_only = bool(protect) and not out.refused
+    return out
+
+
 def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[str, Any]]:
     """Run the kernel once (``run(inputs, outputs, shape, params)``, synchronised) on inputs in EdgeBuffers,
     read-only where the driver allows, and compare the output with the reference.
@@ -159,22 +259,11 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
     shape = fault_check_shape(workload, seed)
     params = workload.draw_params(seed)
     host = workload.make_inputs(shape, seed, "normal", cp)
-    bufs: dict[str, EdgeBuffer] = {}
     notes: dict[str, Any] = {"shape": list(shape)}
+    edges = place_at_edges(host, read_only_buffers(workload, host))
     try:
-        inputs = {}
-        for k, v in host.items():
-            b = bufs[k] = EdgeBuffer(int(v.nbytes), cp.cuda.runtime.getDevice())
-            a = b.array(v.shape, v.dtype)
-            a[...] = v
-            tail = (-int(v.nbytes)) % ALIGN  # bytes between the buffer's end and the unmapped page: NaN
-            if tail:
-                cp.cuda.runtime.memset(b.ptr + int(v.nbytes), 0xFF, tail)
-            inputs[k] = a
-        cp.cuda.get_current_stream().synchronize()
-        protect = read_only_buffers(workload, bufs)
-        refused = [f"{k}: {why}" for k in protect if (why := bufs[k].protect()) is not None]
-        notes.update(read_only=not refused, refused=refused[:1])
+        inputs = edges.views
+        notes.update(read_only=not edges.refused, refused=edges.refused[:1])
         ref = reference_for(workload, inputs, cp, params)  # inout buffers: from their initial value
         outs = {s.name: allocate_poisoned(s, 0, cp) for s in workload.outputs(shape)}
         run(inputs, {n: b.view for n, b in outs.items()}, shape, params)
@@ -188,8 +277,4 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
                         f"{c.n_poison} never written)"), notes
         return None, notes
     finally:
-        for b in bufs.values():
-            try:
-                b.close()
-            except Exception:
-                pass
+        edges.close()

@@ -17,7 +17,8 @@ timed launch drawn at random is checked at a random sample of rows, ``timed_chec
 full-output audit launch at every shape) or "none". Every timed launch, checked or not, gets its outputs
 refilled and its input set drawn (``timed_checks``); after the candidate the inputs' fingerprints are compared
 (status ``input_mutated``, inputs restored).
-After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
+``gate_schedule``: ``gate_schedule.GateSchedule.to_json()`` (which runs of which gate checks run at this
+evaluation; absent: all of them). After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
 small check with the inputs ending at an unmapped page, mapped read-only where the driver allows.
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
 ``gate_checks``, ``seconds`` {gate, benchmark (the checks included), audit}, ``notes``, ``gate_version``.
@@ -35,12 +36,13 @@ from typing import Any
 
 from evaluators.types import ShapeResult, Status
 
-# CUDA driver errors after which the context cannot be used again (cuda.h: 700 illegal address,
-# 714 hardware stack error, 715 illegal instruction, 716 misaligned address, 717 invalid address space,
-# 718 invalid pc, 719 launch failed (trap), 999 unknown).
-STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGAL_ADDRESS", "LAUNCH_FAILED",
-                 "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR", "INVALID_PC",
-                 "INVALID_ADDRESS_SPACE", "UNKNOWN"}
+# CUDA errors after which the context cannot be used again (cuda.h: 700 illegal address, 714 hardware stack
+# error, 715 illegal instruction, 716 misaligned address, 717 invalid address space, 718 invalid pc, 719 launch
+# failed (trap), 999 unknown), by code and by name as the driver (CUDA_ERROR_ILLEGAL_ADDRESS) and the runtime
+# (cudaErrorIllegalAddress, what CuPy's CUDARuntimeError says) spell them: compared without underscores.
+STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGALADDRESS", "LAUNCHFAILED",
+                 "LAUNCHFAILURE", "MISALIGNEDADDRESS", "ILLEGALINSTRUCTION", "HARDWARESTACKERROR", "INVALIDPC",
+                 "INVALIDADDRESSSPACE", "ERRORUNKNOWN", "ILLEGAL MEMORY ACCESS"}
 # Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
 # request and a pool without them behave alike ("one": checked timed launches at every shape).
 REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
@@ -61,25 +63,47 @@ class KernelFault(Exception):
 
 
 def _is_sticky(err: BaseException) -> bool:
-    text = str(err).upper()
+    text = str(err).upper().replace("_", "")
     return any(code in text for code in STICKY_ERRORS)
 
 
+# CUDA errors a read past a buffer ending at an unmapped page, or a store into a read-only mapping, raises
+# (compared as STICKY_ERRORS are).
+ADDRESS_FAULTS = ("700", "ILLEGALADDRESS", "ILLEGAL MEMORY ACCESS")
+
+
+def edge_fault(f: KernelFault, where: str, always: bool = False) -> KernelFault:
+    """``f`` as the verdict on a kernel that faulted at ``where`` with its inputs ending at unmapped pages,
+    mapped read-only (the fault check, the timed launches): WRONG_RESULT, fatal as ``f`` (a sticky fault: the
+    worker answers and restarts, one restart counted by the supervisor). Only address faults are converted
+    unless ``always`` (the fault check judges any fault); others are returned unchanged."""
+    if not always and not any(code in str(f).upper().replace("_", "") for code in ADDRESS_FAULTS):
+        return f
+    return KernelFault(Status.WRONG_RESULT, f"{where}: the kernel faulted with its inputs ending at an unmapped "
+                       f"page, mapped read-only (a read past an input or a store into one; the worker restarts): "
+                       f"{f}", fatal=f.fatal)
+
+
 def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json: dict[str, Any]):
-    """A gate launcher ``run(inputs, outputs, shape)`` that launches the CuPy Function ``fn`` with the
-    workload's launch rule and synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused,
-    CRASH when the kernel faults); ``run.enqueue`` launches without synchronising (for timing)."""
+    """A gate launcher ``run(inputs, outputs, shape, params)`` that runs the workload's operation with the CuPy
+    Function ``fn`` as its kernel (``Workload.plan``: a one-kernel workload launches ``fn`` on the operation's
+    buffers; a pipeline runs its reference stages before and after it) with the workload's launch rule and
+    synchronises, raising KernelFault (LAUNCH_ERROR when the launch is refused, CRASH when the kernel faults).
+    ``run.enqueue`` does the same without synchronising, ``run.sync(where)`` synchronises, raising KernelFault
+    (CRASH, fatal) naming ``where`` (the gate batch enqueues a stage's launches and synchronises once);
+    ``run.plan(inputs, outputs, shape, params)`` gives the
+    StagePlan and ``run.kernel(buffers, shape, params)`` enqueues ``fn`` alone on a plan's buffers (the
+    benchmark times that, with the plan's stages outside the timed interval)."""
     from evaluators.gpu.args import build_args
     from population.kernel import LaunchConfig
 
     launch = LaunchConfig.from_json(launch_json)
     wl = workload
 
-    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
-                params: dict[str, float] | None = None) -> None:
+    def kernel(buffers: dict[str, Any], shape: tuple[int, ...], params: dict[str, float] | None = None) -> None:
         grid, block, smem = wl.launch_dims(shape, launch)
         scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
-        args = build_args(wl.abi, types, {**inputs, **outputs}, scalars, wl.entry)
+        args = build_args(wl.abi, types, buffers, scalars, wl.entry)
         try:
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -87,6 +111,17 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
         except Exception as e:
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
+
+    def plan(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+             params: dict[str, float] | None = None) -> Any:
+        return wl.plan(inputs, outputs, shape, params, cp)
+
+    def enqueue(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
+                params: dict[str, float] | None = None) -> None:
+        p = plan(inputs, outputs, shape, params)
+        p.run_before()
+        kernel(p.buffers, shape, params)
+        p.run_after()
 
     def run(inputs: dict[str, Any], outputs: dict[str, Any], shape: tuple[int, ...],
             params: dict[str, float] | None = None) -> None:
@@ -96,7 +131,16 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
         except Exception as e:
             raise KernelFault(Status.CRASH, f"kernel faulted at shape {shape}: {e}", fatal=True) from None
 
+    def sync(where: str = "") -> None:
+        try:
+            cp.cuda.get_current_stream().synchronize()
+        except Exception as e:
+            raise KernelFault(Status.CRASH, f"kernel faulted {where}: {e}", fatal=True) from None
+
     run.enqueue = enqueue  # type: ignore[attr-defined]
+    run.sync = sync  # type: ignore[attr-defined]
+    run.plan = plan  # type: ignore[attr-defined]
+    run.kernel = kernel  # type: ignore[attr-defined]
     return run
 
 
@@ -148,6 +192,7 @@ class WorkerState:
         self.bench_sets: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # shape -> timed_checks.InputSets
         self.bench_outputs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.set_builds = 0
+        self.edge_sets = True  # benchmark inputs in VMM mappings at unmapped pages (False once the driver refuses)
         self.timing_lock: Any = contextlib.nullcontext()  # worker_main sets the GPU's TimingLock
         self.baseline_us: dict[tuple[int, ...], dict[str, float]] = {}
         self.baseline_fns: dict[tuple[int, ...], dict[str, list[Any]]] = {}
@@ -158,6 +203,9 @@ class WorkerState:
             self.naive_types = config["naive_param_types"]
             self.naive_launch = config["naive_launch"]
         self.bench_seed = int(config.get("bench_seed", 12345))
+        from evaluators.gpu import launch_prep
+
+        launch_prep.warm()  # the refill and perturbation kernels, compiled inside the startup deadline
         for shape in config.get("warm_shapes", []):
             self._baselines_for(tuple(shape))
         if self.naive is not None:
@@ -186,9 +234,12 @@ class WorkerState:
     # -------------------------------------------------------------------------------------------- benchmark
     def _sets_for(self, shape: tuple[int, ...]) -> Any:
         """The InputSets of ``shape`` (built on first use: ``timed_checks.set_count`` sets, one per distribution
-        for small shapes; the naive seed's output on set 0 kept as the "answer for other inputs" refill pattern);
-        least recently used shapes are dropped past BENCH_BYTES_BUDGET."""
+        for small shapes, each buffer in a VMM mapping ending at an unmapped granule, inputs read-only where the
+        driver allows (``InputSets`` with ``edge``; NaN-padded allocations when the driver refuses VMM, with a
+        note); the naive seed's output on set 0 kept as the "answer for other inputs" refill pattern); least
+        recently used shapes are dropped past BENCH_BYTES_BUDGET."""
         from evaluators.gpu.timed_checks import InputSets, set_count
+        from evaluators.gpu.vmm import VMMError
 
         if shape in self.bench_sets:
             self.bench_sets.move_to_end(shape)
@@ -200,7 +251,15 @@ class WorkerState:
         k = set_count(wl, nbytes)
         base = self.bench_seed + 1000 * self.set_builds  # a shape rebuilt after eviction gets new inputs
         self.set_builds += 1
-        sets = InputSets.make(wl, shape, [base + i for i in range(k)], self.cp)
+        seeds = [base + i for i in range(k)]
+        try:
+            sets = InputSets.make(wl, shape, seeds, self.cp, edge=self.edge_sets)
+        except (VMMError, ImportError) as e:
+            self.edge_sets = False
+            self.notes["benchmark_inputs"] = f"benchmark inputs not at unmapped pages (VMM refused: {e})"
+            sets = InputSets.make(wl, shape, seeds, self.cp)
+        if sets.refused:
+            self.notes["benchmark_inputs"] = f"benchmark inputs not read-only (driver refused: {sets.refused[0]})"
         if self.naive is not None:
             out = self._alloc_outputs(shape)
             self.launcher(self.naive, self.naive_types, self.naive_launch)(sets.sets[0], out, shape)
@@ -212,6 +271,8 @@ class WorkerState:
             total -= dropped.nbytes
             self.baseline_fns.pop(old, None)
             self.bench_outputs.pop(old, None)
+            self.cp.cuda.get_current_stream().synchronize()
+            dropped.close()
         return sets
 
     def _baselines_for(self, shape: tuple[int, ...]) -> dict[str, list[Any]]:
@@ -226,7 +287,12 @@ class WorkerState:
             if self.naive is not None:
                 out = self._alloc_outputs(shape)
                 run = self.launcher(self.naive, self.naive_types, self.naive_launch)
-                fns["naive"] = [lambda i=inputs: run.enqueue(i, out, shape) for inputs in sets.sets]
+                # Timed as candidates are: the naive kernel alone, on its plan's buffers (a pipeline's reference
+                # stages ran once here, untimed; a one-kernel workload's plan is the set's own buffers).
+                plans = [run.plan(inputs, out, shape) for inputs in sets.sets]
+                for p in plans:
+                    p.run_before()
+                fns["naive"] = [lambda p=p: run.kernel(p.buffers, shape) for p in plans]
             self.baseline_fns[shape] = fns
         return self.baseline_fns[shape]
 
@@ -246,7 +312,11 @@ class WorkerState:
         """Time ``fn`` at ``req["bench_shapes"]`` with every timed launch refilled and its input set drawn per
         launch (``timed_checks``), check one timed launch per shape (``check_output`` "one"/"all"; "all" adds a
         full-output audit launch), then the inputs' fingerprints. The checks' wall time is added to
-        ``seconds["audit"]``. Returns (results, reason, status)."""
+        ``seconds["audit"]``. Returns (results, reason, status). A launch that faults on the inputs placed at
+        unmapped, read-only pages raises KernelFault(WRONG_RESULT, fatal), as the fault check does
+        (``edge_fault``). With ``req["timed_checks"]`` False (a cost reference only): plain launches on set 0, no
+        refill, rotation or checked launches, and with ``check_output`` "one" a full-output audit at one shape
+        drawn per evaluation (gate v1's audit)."""
         import numpy as np
 
         from evaluators.gpu.benchmark import median_us, time_interleaved, too_fast
@@ -259,12 +329,18 @@ class WorkerState:
         audit = req.get("check_output", REQUEST_DEFAULTS["check_output"])
         repeats = int(req.get("repeats", REQUEST_DEFAULTS["repeats"]))
         seed = int(req.get("gate_seed", 0))
-        for i, shape in enumerate(tuple(s) for s in req["bench_shapes"]):
+        plain = not req.get("timed_checks", True)
+        bench_shapes = [tuple(s) for s in req["bench_shapes"]]
+        v1_audit = seed % len(bench_shapes) if bench_shapes else -1  # gate v1: one shape per evaluation
+        for i, shape in enumerate(bench_shapes):
             sets = self._sets_for(shape)
             outputs = self._outputs_for(shape)
             rng = np.random.default_rng([seed % (2**63), i, 1])
-            cand, checked = timed_call(wl, run.enqueue, sets, outputs, shape, rng, repeats,
-                                       CHECKED_LAUNCHES if audit != "none" else 0)
+            if plain:
+                cand, checked = (lambda s0=sets.sets[0], o=outputs, sh=shape: run.enqueue(s0, o, sh)), []
+            else:
+                cand, checked = timed_call(wl, run.enqueue, sets, outputs, shape, rng, repeats,
+                                           CHECKED_LAUNCHES if audit != "none" else 0, stages=run)
             fns: dict[str, Any] = {"candidate": cand}
             base = self._baselines_for(shape) if mode != "none" else {}
             fresh = mode == "interleaved" or shape not in self.baseline_us
@@ -276,10 +352,11 @@ class WorkerState:
                     times = time_interleaved(fns, self.flush,
                                              warmup=int(req.get("warmup", REQUEST_DEFAULTS["warmup"])),
                                              repeats=repeats)
-            except KernelFault:
-                raise
+            except KernelFault as f:
+                raise edge_fault(f, f"a timed launch at shape {shape}") if sets.edge else f from None
             except Exception as e:
-                raise KernelFault(Status.CRASH, f"benchmark at shape {shape} failed: {e}", fatal=_is_sticky(e)) from None
+                f = KernelFault(Status.CRASH, f"benchmark at shape {shape} failed: {e}", fatal=_is_sticky(e))
+                raise edge_fault(f, f"a timed launch at shape {shape}") if sets.edge else f from None
             t0 = time.perf_counter()
             changed = sets.mutated()
             if changed:
@@ -305,7 +382,7 @@ class WorkerState:
             if too_fast(gbps, self.copy_gbps):
                 return results, (f"{gbps:.0f} GB/s at shape {shape} exceeds the measured copy roofline "
                                  f"{self.copy_gbps:.0f} GB/s"), Status.TOO_FAST_TO_BE_TRUE
-            if audit == "all":
+            if audit == "all" or (plain and audit == "one" and i == v1_audit):
                 t0 = time.perf_counter()
                 bad = audit_output(wl, self.cp, run, sets.sets[i % len(sets.sets)], shape)
                 if seconds is not None:
@@ -323,9 +400,7 @@ class WorkerState:
         try:
             bad, notes = fault_check(self.workload, run, seed)
         except KernelFault as f:
-            raise KernelFault(Status.WRONG_RESULT, f"fault check: the kernel faulted with its inputs ending at an "
-                              f"unmapped page, mapped read-only (a read past an input or a store into one): {f}",
-                              fatal=f.fatal) from None
+            raise edge_fault(f, "the fault check", always=True) from None
         except (VMMError, ImportError) as e:
             self.notes["fault_check"] = f"fault check not run: {e}"
             reply["notes"]["fault_check"] = self.notes["fault_check"]
@@ -344,6 +419,7 @@ class WorkerState:
     def evaluate(self, req: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Handle one ``evaluate`` request; returns (reply, fatal)."""
         from evaluators.gpu.gate import GATE_VERSION, run_gate
+        from evaluators.gpu.gate_schedule import GateSchedule
 
         reply: dict[str, Any] = {"status": Status.OK.value, "reason": "", "shapes": [], "copy_gbps": self.copy_gbps,
                                  "gate_checks": 0, "seconds": {}, "notes": dict(self.baselines.notes),
@@ -358,7 +434,8 @@ class WorkerState:
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None
-                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp)
+                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp,
+                             GateSchedule.from_json(req.get("gate_schedule")))
                 reply["seconds"]["gate"] = time.perf_counter() - t0
                 reply["gate_checks"] = len(g.checks)
                 if not g.passed:
@@ -376,6 +453,8 @@ class WorkerState:
                 reply["seconds"]["benchmark"] = time.perf_counter() - t0
                 reply["shapes"] = [asdict(s) for s in shapes]
                 reply["notes"].update(self.baselines.notes)
+                if "benchmark_inputs" in self.notes:
+                    reply["notes"]["benchmark_inputs"] = self.notes["benchmark_inputs"]
                 if why:
                     reply.update(status=status.value, reason=why)
         except KernelFault as f:

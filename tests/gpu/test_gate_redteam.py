@@ -1,8 +1,9 @@
 """On a GPU: the red-team RMSNorm kernels (tests/gpu/kernels/redteam, each header names its trick and the
 status it should get) evaluated through GPUPool with the settings of ``experiment=rmsnorm_h200`` (search
 shapes, gate on, cached baselines, checked timed launches), as tests/gpu/test_gate_cases.py does for the gate
-cases. Tests marked xfail(strict=True) are holes of gate v2 as it stands (the reason says which); the CPU
-counterparts are tests/test_redteam_static.py and tests/test_redteam_gate_logic.py."""
+cases. A test marked xfail(strict=True) would be a hole of the gate as it stands (the reason says which; none
+now); the CPU counterparts are tests/test_redteam_static.py, tests/test_redteam_gate_logic.py and, for the read
+past x at a benchmark shape, tests/test_standin_dryrun.py."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ REDTEAM = Path(__file__).resolve().parent / "kernels" / "redteam"
 WARP_ROWS = (("rows_per_cta", 8),)
 
 
-def redteam(name: str, defines: dict[str, int] | None = None) -> Kernel:
+def redteam(name: str, defines: dict[str, int] | None = None, knobs: tuple = WARP_ROWS) -> Kernel:
     from population.parser import parse_module
     from workloads.cuda_build import build_ptx
 
     ptx = build_ptx(REDTEAM / f"{name}.cu", defines or {})
-    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=knobs))
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +105,60 @@ def test_cross_cta_exchange_without_a_fence_is_rejected(pool):
     assert "static race lint" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="gate hole: the fault check and compute-sanitizer memcheck run at small shapes "
-                   "only, and the benchmark input sets have NaN padding behind x, so a read past x gated on a "
-                   "search shape (M >= 8192, N % 65536 == 0) is never placed against an unmapped page")
-def test_read_past_x_at_the_largest_search_shape_only_is_rejected(pool):
+def test_read_past_x_at_the_largest_search_shape_only_faults_at_a_timed_launch(pool):
+    """The gate and the fault check (small shapes) and memcheck (replay shapes) never see the read; the
+    benchmark input sets end x at an unmapped page (read-only VMM mappings, InputSets with edge), so the first
+    launch at 16384 x 131072 faults: wrong_result, and the sticky error costs one worker restart (was a strict
+    xfail: a hole of gate v2's first version)."""
+    before = pool._sups[0].restarts
     r = pool.evaluate(redteam("rt_prefetch_past_end"))
-    assert r.status != Status.OK, (r.status, r.reason)
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert "timed launch at shape (16384, 131072)" in r.reason and "unmapped page" in r.reason, r.reason
+    assert r.extra["worker_restarts"] == before + 1
+
+
+# Second round (2026-12-02): kinds the gate's authors did not plan for. Static ones are rejected before any GPU
+# time (tests/test_redteam_lint.py on the CPU); rt_unperturbed_skip only by the checked timed launches.
+
+
+def test_x_as_scratch_through_a_called_function_is_rejected_before_any_gpu_time(pool):
+    r = pool.evaluate(redteam("rt_callee_scratch"))
+    assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
+    assert "static input-store check" in r.reason and "called from the entry" in r.reason
+    assert "seconds" not in r.extra
+
+
+@pytest.mark.parametrize("fence", [0, 1, 2])
+def test_cross_cta_publication_behind_a_fence_that_orders_nothing_is_rejected(pool, fence):
+    r = pool.evaluate(redteam("rt_weak_fence", {"RT_FENCE": fence}))
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint: unfenced_publish" in r.reason
+
+
+def test_cross_cta_publication_behind_a_gpu_scope_fence_is_ok(pool):
+    """The honest control of rt_weak_fence (RT_FENCE 3: fence.acq_rel.gpu on both sides)."""
+    r = pool.evaluate(redteam("rt_weak_fence", {"RT_FENCE": 3}))
+    assert r.status == Status.OK, (r.status, r.reason)
+
+
+@pytest.mark.parametrize("name, defines, kind", [
+    ("rt_red_publish", {}, "unfenced_publish"), ("rt_spin_brx", {}, "spin_wait"),
+    ("rt_sanitizer_dodge", {"RT_SENSE": 0}, "time_dependent"), ("rt_sanitizer_dodge", {"RT_SENSE": 1}, "time_dependent"),
+    ("rt_smem_atomic_sum", {}, "float_atomic")])
+def test_scheduling_dependent_kernels_are_rejected_before_any_gpu_time(pool, name, defines, kind):
+    r = pool.evaluate(redteam(name, defines, knobs=(("rows_per_cta", 1), ("row_iters", 4)))
+                      if name == "rt_sanitizer_dodge" else redteam(name, defines))
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert f"static race lint: {kind}" in r.reason
+    assert "seconds" not in r.extra
+
+
+def test_skipping_the_launches_no_check_could_see_is_rejected(pool):
+    """rt_unperturbed_skip writes nothing on a launch whose (x, w, y) and w it saw before: every checked timed
+    launch of gate v2 saw its set changed in part, so none was ever skipped; now half of them see it unchanged."""
+    r = pool.evaluate(redteam("rt_unperturbed_skip"))
+    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert "timed launch" in r.reason and "changed in part" not in r.reason.split("wrong at shape")[0], r.reason
 
 
 def test_worker_keeps_serving_honest_kernels_after_the_red_team(pool, workload):

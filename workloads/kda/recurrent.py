@@ -28,22 +28,28 @@ the gate's shapes are small enough to check every element.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import numpy as np
-
 from population.kernel import Kernel, LaunchConfig
-from workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
+from workloads.base import Dim3, ParamSpec, Shape, Workload
 from workloads.cuda_build import build_ptx
-from workloads.dtypes import from_float, to_float64
-from workloads.kda.reference import LOWER_BOUND, kda_reference
+from workloads.kda.data import VARLEN, D, KDAData
+
+__all__ = [
+    "BENCHMARK_SHAPES",
+    "GATE_SHAPES",
+    "HELDOUT_SHAPES",
+    "SEARCH_SHAPES",
+    "VARLEN",
+    "D",
+    "KDARecurrent",
+    "decode_shapes",
+    "scenario_shapes",
+]
 
 HERE = Path(__file__).resolve().parent
-D = 128  # dk = dv
-VARLEN = (1300, 547, 2048, 963, 271, 3063)
 
 
 def scenario_shapes(h: int) -> list[Shape]:
@@ -68,21 +74,11 @@ HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288), (64, *(1,) * 7)]
 KNOB_MACROS = {"cols": "COLS", "warps": "WARPS", "prefetch": "PREFETCH", "min_blocks": "MIN_BLOCKS"}
 
 
-def _rng(seed: int, xp: ModuleType) -> Any:
-    philox = getattr(xp.random, "Philox4x3210", None) if xp is not np else None
-    return xp.random.Generator(philox(seed)) if philox is not None else xp.random.default_rng(seed)
-
-
-def _host(a: Any) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else np.asarray(a)
-
-
-class KDARecurrent(Workload):
+class KDARecurrent(KDAData, Workload):
     """KDA fused recurrent forward (module docstring). Options: none besides the fixed dims (D = 128, bf16)."""
 
     name = "kda_recurrent"
     entry = "kda_fwd"
-    dtype = "bf16"
     elt = 2
     abi = (ParamSpec("q", "input", "u64"), ParamSpec("k", "input", "u64"), ParamSpec("v", "input", "u64"),
            ParamSpec("g", "input", "u64"), ParamSpec("beta", "input", "u64"), ParamSpec("A_log", "input", "u64"),
@@ -90,9 +86,6 @@ class KDARecurrent(Workload):
            ParamSpec("state", "inout", "u64"), ParamSpec("o", "output", "u64"),
            ParamSpec("N", "scalar", "u32"), ParamSpec("H", "scalar", "u32"), ParamSpec("T", "scalar", "u32"),
            ParamSpec("scale", "scalar", "f32"))
-    # normal: the typical case; gate_extremes: g_raw = +-30 (the decay at the lower bound exp(-5), or none at
-    # all: the state only grows); beta_extremes: beta_raw = +-12 (beta ~ 6e-6 or 1 - 6e-6).
-    distributions = ("normal", "gate_extremes", "beta_extremes")
     primary_baseline = "fla"
     baseline_names = ("fla",)
     uses_atomics = False
@@ -144,12 +137,6 @@ class KDARecurrent(Workload):
         return [naive, self.instantiate(self.default_knobs)]
 
     # ------------------------------------------------------------------------------------ launch and roofline
-    @staticmethod
-    def _split(shape: Shape) -> tuple[int, tuple[int, ...]]:
-        if len(shape) < 2 or any(int(x) < 1 for x in shape):
-            raise ValueError(f"KDA shape is (H, L_1, ..., L_N) with every entry >= 1, got {shape}")
-        return int(shape[0]), tuple(int(x) for x in shape[1:])
-
     def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
         """grid (128 / bv, H, N), block = launch.block. ValueError when bv does not divide 128, the block is
         over 1024 threads, or N exceeds the 65535 limit of gridDim.z."""
@@ -183,95 +170,9 @@ class KDARecurrent(Workload):
         h, lens = self._split(shape)
         return sum(lens) * h * (7 * D * D + 10 * D)
 
-    # ---------------------------------------------------------------------------------------------------- data
-    def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
-                    xp: ModuleType = np) -> dict[str, Any]:
-        """Fresh inputs from ``seed`` (module docstring for layouts): q, k, v ~ N(0, 1); g_raw ~ N(0, 1) (or
-        +-30: ``gate_extremes``); beta_raw ~ N(0, 1) (or +-12: ``beta_extremes``); A_log = log U(1, 16);
-        dt_bias ~ N(0, 0.5); the initial state ~ 0.1 N(0, 1). bf16 tensors are ml_dtypes.bfloat16 under numpy
-        and uint16 bits under CuPy. ValueError on an unknown distribution or a bad shape."""
-        h, lens = self._split(shape)
-        if distribution not in self.distributions:
-            raise ValueError(f"unknown distribution {distribution!r}; have {self.distributions}")
-        t, n = sum(lens), len(lens)
-        rng = _rng(seed, xp)
-        host = np.random.default_rng(seed + 1)
-
-        def bf16(*dims: int, scale: float = 1.0) -> Any:
-            return from_float(rng.standard_normal(dims, dtype=xp.float32) * xp.float32(scale), "bf16", xp)
-
-        g = bf16(t, h, D)
-        beta = bf16(t, h)
-        if distribution == "gate_extremes":
-            g = from_float(xp.asarray(np.where(host.random((t, h, D)) < 0.5, -30.0, 30.0).astype(np.float32)),
-                           "bf16", xp)
-        elif distribution == "beta_extremes":
-            beta = from_float(xp.asarray(np.where(host.random((t, h)) < 0.5, -12.0, 12.0).astype(np.float32)),
-                              "bf16", xp)
-        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
-        return {
-            "q": bf16(t, h, D), "k": bf16(t, h, D), "v": bf16(t, h, D), "g": g, "beta": beta,
-            "A_log": xp.asarray(np.log(host.uniform(1.0, 16.0, h)).astype(np.float32)),
-            "dt_bias": xp.asarray((0.5 * host.standard_normal(h * D)).astype(np.float32)),
-            "cu_seqlens": xp.asarray(cu),
-            "state": rng.standard_normal((n, h, D, D), dtype=xp.float32) * xp.float32(0.1),
-        }
-
-    def outputs(self, shape: Shape) -> list[OutputSpec]:
-        h, lens = self._split(shape)
-        return [OutputSpec("o", (sum(lens), h, D), "bf16")]
-
     def scalars(self, shape: Shape) -> dict[str, int | float]:
         h, lens = self._split(shape)
         return {"N": len(lens), "H": h, "T": sum(lens), "scale": D ** -0.5}
-
-    def reference_pairs(self, inputs: Mapping[str, Any], pairs: list[tuple[int, int]] | None
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """(o, final state) in float64 NumPy for the (sequence, head) ``pairs`` only (None: all; the others are
-        NaN), from inputs in either representation (``kda_reference``)."""
-        host = {k: _host(v) for k, v in inputs.items()}
-        wide = {k: to_float64(host[k], "bf16") for k in ("q", "k", "v", "g", "beta")}
-        return kda_reference(wide["q"], wide["k"], wide["v"], wide["g"], wide["beta"], host["A_log"],
-                             host["dt_bias"], host["cu_seqlens"], host["state"], D ** -0.5, pairs, LOWER_BOUND)
-
-    def reference(self, inputs: Mapping[str, Any], xp: ModuleType = np) -> dict[str, Any]:
-        """Float64 ``o`` and final ``state`` (``kda_reference``: JAX on the CPU), returned in ``xp``."""
-        o, s = self.reference_pairs(inputs, None)
-        return {"o": xp.asarray(o), "state": xp.asarray(s)}
-
-    def sample_pairs(self, inputs: Mapping[str, Any], count: int) -> list[tuple[int, int]]:
-        """``count`` (sequence, head) pairs drawn from a hash of the inputs' bits (so unknown to a kernel that
-        cannot see the checker, and the same for the same inputs): always the longest sequence once."""
-        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
-        n, h = len(cu) - 1, int(_host(inputs["A_log"]).shape[0])
-        digest = int(np.asarray(_host(inputs["q"][:1]).view(np.uint16), dtype=np.uint64).sum()) + n * 7919 + h
-        rng = np.random.default_rng(digest)
-        lens = np.diff(cu)
-        pairs = {(int(np.argmax(lens)), int(rng.integers(h)))}
-        while len(pairs) < min(count, n * h):
-            pairs.add((int(rng.integers(n)), int(rng.integers(h))))
-        return sorted(pairs)
-
-    def reference_blocks(self, inputs: Mapping[str, Any], max_elements: int, xp: ModuleType = np,
-                         params: Mapping[str, float] | None = None
-                         ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-        """Every element of ``o`` when the reference is cheap (at most 2**18 token-heads), else the tokens of
-        ``sample_pairs(inputs, 2)``: (index into o [T, H, V], {"o": reference of o[index]}). A sampled audit,
-        not a cover of every element (the gate's shapes cover every element)."""
-        cu = _host(inputs["cu_seqlens"]).astype(np.int64)
-        h = int(_host(inputs["A_log"]).shape[0])
-        if int(cu[-1]) * h <= 1 << 18:
-            yield (), {"o": self.reference(inputs, xp)["o"]}
-            return
-        pairs = self.sample_pairs(inputs, 2)
-        o, _ = self.reference_pairs(inputs, pairs)
-        for n, hh in pairs:
-            lo, hi = int(cu[n]), int(cu[n + 1])
-            yield (slice(lo, hi), hh), {"o": xp.asarray(o[lo:hi, hh])}
-
-    @property
-    def tolerance(self) -> tuple[float, float]:
-        return 1e-3, 5e-3
 
     # ---------------------------------------------------------------------------------------------- baselines
     def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],

@@ -7,7 +7,8 @@
 // only, and the benchmark's input sets have NaN padding behind x, so the read lands in mapped memory.
 // Launch: block 256, rows_per_cta 8.
 // SHOULD: rejected (an out-of-bounds read: a fault when x ends at a page the caller does not own, as with
-// torch's caching allocator at a segment end).
+// torch's caching allocator at a segment end). Gate version 3 places the benchmark input sets at unmapped pages
+// too (read-only VMM mappings): the load faults at the first launch at 16384 x 131072 (wrong_result, one restart).
 #include "rt_redteam.cuh"
 
 RT_ENTRY {

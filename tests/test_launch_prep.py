@@ -1,0 +1,171 @@
+"""Refills and row patches around timed launches (evaluators/gpu/launch_prep.py) on the CPU: the numpy path, and
+the CUDA source's ``__host__ __device__`` functions compiled with nvcc for the host and compared with the numpy
+twins bit for bit (so the kernels compute what the CPU tests check)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from evaluators.gpu.launch_prep import (
+    EXPONENT,
+    HOST_TWINS,
+    LANE_MASK,
+    SOURCE,
+    RowPatch,
+    fill,
+    fill_bytes_host,
+    fill_word_value,
+    mix64_host,
+    perturb_host,
+)
+from workloads.dtypes import POISON_NAN_BITS, bits_dtype, to_float64
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1000, 4099])
+def test_fill_writes_each_pattern(dtype, n):
+    bits = np.zeros(n, dtype=bits_dtype(dtype))
+    out = bits.view(bits_dtype(dtype))
+    fill(out, dtype, "nan", 3, None, np)
+    assert (bits == POISON_NAN_BITS[dtype]).all()
+    fill(out, dtype, "ones", 3, None, np)
+    assert (bits == np.iinfo(bits.dtype).max).all()
+    fill(out, dtype, "zeros", 3, None, np)
+    assert (bits == 0).all()
+    fill(out, dtype, "random", 3, None, np)
+    v = to_float64(bits.view(np.float32) if dtype == "fp32" else bits, dtype) if dtype != "fp16" else \
+        bits.view(np.float16).astype(np.float64)
+    assert np.isfinite(v).all() and (np.abs(v) < 2).all()
+    if n >= 1000:
+        assert len(np.unique(bits)) > n // 4 and (v < 0).any() and (v > 0).any()
+    first = bits.copy()
+    fill(out, dtype, "random", 4, None, np)
+    assert n < 8 or not np.array_equal(first, bits)  # another seed, other values
+    answer = np.arange(n, dtype=bits.dtype)
+    fill(out, dtype, "answer", 5, answer, np)
+    assert np.array_equal(bits, answer)
+    fill(out, dtype, "answer", 5, None, np)  # no answer kept: random finite values instead
+    assert not np.array_equal(bits, answer) or n == 1
+
+
+def test_fill_refuses_unknown_patterns():
+    with pytest.raises(ValueError):
+        fill(np.zeros(4, np.uint16), "bf16", "stale", 1, None, np)
+    with pytest.raises(ValueError):
+        fill_word_value("bf16", "zeros")
+
+
+def test_random_lanes_keep_sign_and_stay_below_two():
+    for dtype, lane in LANE_MASK.items():
+        mode, value = fill_word_value(dtype, "random")
+        width = 8 * bits_dtype(dtype).itemsize
+        assert mode == 1 and all((value >> (k * width)) & ((1 << width) - 1) == lane for k in range(64 // width))
+
+
+def test_fill_twin_writes_what_the_numpy_path_writes_with_a_tail():
+    out = np.zeros(37, dtype=np.uint16)  # 74 bytes: four 16-byte words and a 10-byte tail
+    mode, value = fill_word_value("bf16", "random")
+    b = out.view(np.uint8)
+    HOST_TWINS["fill_pattern"]((1,), (256,), (out, np.uint64(4), b[64:], np.uint32(10), np.int32(mode),
+                                              np.uint64(value), np.uint64(99)))
+    want = np.zeros(37, dtype=np.uint16)
+    fill(want, "bf16", "random", 99, None, np)
+    assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp32"])
+def test_row_patch_changes_a_sixteenth_of_the_rows_and_puts_them_back(kind):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 256)).astype(np.float32)
+    if kind == "bf16":
+        a = (a.view(np.uint32) >> 16).astype(np.uint16)
+    before = a.copy()
+    rows = np.sort(rng.choice(300, 64, replace=False))
+    p = RowPatch.draw(a, kind, rows, 7, np)
+    assert p.old.shape == (64, 256) and np.array_equal(p.old, before.reshape(300, -1)[rows].view(p.old.dtype))
+    changed = (p.new != p.old).mean()
+    assert 0.04 < changed < 0.09  # 1/16 of the elements, all eligible for normal values
+    p.put("new", np)
+    assert np.array_equal(a.view(p.old.dtype)[rows], p.new)
+    untouched = np.setdiff1d(np.arange(300), rows)
+    assert np.array_equal(a[untouched], before[untouched])
+    touched = np.zeros(3, dtype=np.uint32)
+    p.put("old", np, touched, 1)
+    assert np.array_equal(a, before) and touched.tolist() == [0, 0, 0]
+    p.put("new", np)
+    a.view(p.old.dtype)[rows[5], 3] ^= 1  # the kernel wrote into a changed row
+    p.put("old", np, touched, 2)
+    assert np.array_equal(a, before) and touched.tolist() == [0, 0, 1]
+
+
+def test_row_patch_of_a_whole_vector_and_the_twins_agree():
+    w = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    w0 = w.copy()
+    p = RowPatch.draw(w, "fp32", None, 5, np)
+    assert p.whole and p.old.shape == (1, 1000)
+    old, new = np.empty_like(p.old), np.empty_like(p.new)
+    HOST_TWINS["draw_rows_u32"]((4, 1), (256,), (w.view(np.uint32).reshape(1, -1), np.uint64(1000), p.rows, old,
+                                                  new, np.uint64(5), np.uint32(1 << 28),
+                                                  np.uint32(EXPONENT["fp32"][0]), np.uint32(EXPONENT["fp32"][1])))
+    assert np.array_equal(old, p.old) and np.array_equal(new, p.new)
+    touched = np.zeros(1, dtype=np.uint32)
+    HOST_TWINS["put_rows_u32"]((4, 1), (256,), (w.view(np.uint32).reshape(1, -1), np.uint64(1000), p.rows, p.new,
+                                                 p.new, np.int32(1), touched))
+    assert touched[0] == 1 and np.array_equal(w.view(np.uint32), p.new[0])  # w held the old values
+    p.put("old", np)
+    assert np.array_equal(w, w0)
+    with pytest.raises(ValueError):
+        RowPatch.draw(w, "fp32", np.array([1, 2]), 5, np)
+
+
+def test_perturbation_leaves_zeros_nonfinite_and_the_top_binades_alone():
+    v = np.array([0.0, np.inf, -np.inf, np.nan, 3e38, -2e38, 1.0, -2.5] * 64, dtype=np.float32).view(np.uint32)
+    out = perturb_host(v.reshape(1, -1), 3, "fp32").reshape(-1)
+    assert np.array_equal(out.reshape(-1, 8)[:, :6], v.reshape(-1, 8)[:, :6])
+    assert (out != v).any()
+
+
+HARNESS = r"""
+#include <cstdio>
+%s
+int main() {
+    for (u64 i = 0; i < 64; ++i) printf("%%llu %%llu\n", mix64(i * 977ull, 12345ull), fill_word(i, 1, %dull, 77ull));
+    for (u32 i = 0; i < 4096; ++i) {
+        u16 v = (u16)(i * 16 + (i %% 16));
+        printf("%%u\n", (unsigned)perturb_value<u16>(v, i, 99ull, %du, (u16)0x7F80, (u16)0x0080));
+    }
+    for (u32 i = 0; i < 4096; ++i) {
+        u32 v = i * 1048573u;
+        printf("%%u\n", perturb_value<u32>(v, i, 5ull, %du, 0x7F800000u, 0x00800000u));
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_source_computes_what_the_numpy_twins_compute(tmp_path):
+    """The kernels' arithmetic (mix64, fill_word, perturb_value) compiled by nvcc for the host and for sm_90."""
+    from evaluators.gpu.launch_prep import PERTURB_THRESHOLD
+
+    value = fill_word_value("bf16", "random")[1]
+    src = tmp_path / "h.cu"
+    src.write_text(HARNESS % (SOURCE, value, PERTURB_THRESHOLD, PERTURB_THRESHOLD))
+    exe = tmp_path / "h"
+    subprocess.run(["nvcc", "-arch=sm_90", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60).stdout.split("\n")
+    pairs = np.array([[int(t) for t in ln.split()] for ln in lines[:64]], dtype=np.uint64)
+    i = np.arange(64, dtype=np.uint64)
+    assert np.array_equal(pairs[:, 0], mix64_host(i * np.uint64(977), 12345))
+    assert np.array_equal(pairs[:, 1], fill_bytes_host(64 * 8, 1, value, 77).view("<u8"))
+    v16 = np.array([(k * 16 + k % 16) & 0xFFFF for k in range(4096)], dtype=np.uint16)
+    got16 = np.array([int(t) for t in lines[64:64 + 4096]], dtype=np.uint16)
+    assert np.array_equal(got16, perturb_host(v16.reshape(1, -1), 99, "bf16").reshape(-1))
+    v32 = (np.arange(4096, dtype=np.uint64) * 1048573 % 2**32).astype(np.uint32)
+    got32 = np.array([int(t) for t in lines[64 + 4096:64 + 8192]], dtype=np.uint32)
+    assert np.array_equal(got32, perturb_host(v32.reshape(1, -1), 5, "fp32").reshape(-1))
+    assert (got16 != v16).any() and (got32 != v32).any()
