@@ -153,7 +153,8 @@ class ReplayEvaluator:
             knobs = knob_names_of([m.row.launch.get("knobs") for m in ok])
             x, base, gp, grp = surrogate_rows(ok, terms, rec.shapes, consts, knobs)
             self._surrogate = fit_surrogate(x, np.log(gp) - np.log(base), grp, members=self.members,
-                                            steps=self.steps, seed=self.seed, knob_names=knobs)
+                                            steps=self.steps, seed=self.seed, knob_names=knobs,
+                                            shape_index=np.tile(np.arange(len(rec.shapes)), len(ok)))
             self._recording = rec
         self._fit_reference()
 

@@ -39,6 +39,15 @@ The model, stated once:
    4c. A branch that skips a loop entirely (from outside the loop straight to a block the loop exits to, while
    the other way leads into the loop) is the zero-trip case; since every loop is assumed to sweep, such
    bypass edges (and early exits that land where a loop exits) are not taken.
+   4d. Mid-body exits: a loop whose latch tests the exit (a do-while, as nvcc emits) and that also leaves
+   from a predicated branch earlier in its body (the exit test after each copy of an unrolled body, a row
+   guard ``if (row >= M) break`` inside a row loop) runs its whole body on every iteration but the last;
+   rules 3 and 7 count trips for the whole body, so such exits are not taken (every access of the body is
+   multiplied by the loop's trips, never only a prefix of the body). A predicate register written more than
+   once (each unrolled copy writes its own exit test) holds a different value at each branch on it: such
+   branches are separate conditions for rule 4b.
+   4e. The coverage requirement counts only code that a launch with these parameters can reach (rule 6): a
+   scalar fallback the parameters rule out sets no requirement for the vector path that runs.
 5. Total = bytes per CTA on that path * CTAs.
 6. Uniform values (``evaluators.uniform``): with the scalar parameters of the launch given (``params``), a
    branch whose predicate depends only on parameters and immediates (``N < 520``: keep the row in registers;
@@ -48,6 +57,12 @@ The model, stated once:
    T (``for (it = 0; it < ROW_ITERS; ++it)``: T = ROW_ITERS). Such a loop is not a sweep: every access inside
    it executes T times as often (its straight-line cap is T sweeps), and the sweep loops inside it sweep once
    per iteration. Only loops that are not counted follow rule 3.
+   7b. Unrolled counted loops: a body holding k increments of the induction register, each in a block of its
+   own that ends in an exit test of it (one of them the latch; what nvcc and the ``unroll`` operator emit
+   when unrolling a loop whose trip count is known only at run time), is k copies of the source loop's body.
+   T is simulated increment by increment as in rule 7; the unrolled body runs T / k times (fractional when
+   k does not divide T: the copies are alike, so the total is T copies' worth), so each copy's accesses run
+   T / k times and the straight-line cap stays T sweeps.
 8. Shared buffers: a group whose addresses never depend on the CTA's index (``%ctaid``, ``%clusterid``) is
    read by every CTA alike (a weight vector); ``TrafficEstimate.shared_groups`` names them, so the cost model
    can charge their re-reads to L2, not DRAM.
@@ -150,7 +165,8 @@ class TrafficEstimate:
     group_bytes: (group, "load"|"store") -> bytes per CTA on the charged path; shared_groups: groups whose
     addresses do not depend on the CTA index (rule 8: every CTA reads the same data);
     cta_barriers / cluster_barriers / dsmem_loads: per CTA on the charged path (rule 9);
-    loop_trips: header block -> iterations of each counted loop (rule 7) at this launch;
+    loop_trips: header block -> iterations T of each counted loop (rule 7) at this launch (for a loop unrolled
+    into k copies, rule 7b, the source loop's iterations: its body runs T / k times);
     decided_branches: how many conditional branches the parameter values decided (rule 6).
     """
 
@@ -258,7 +274,8 @@ class _CountedLoop:
     """A loop's exit test in counted form (rule 7): ``setp`` ``test`` compares induction register ``iv``
     (operand ``iv_pos`` of the setp's sources) with the other operand; ``init`` defines iv outside the loop,
     ``step`` is the increment's other operand; the loop continues while the predicate (xor ``negated``)
-    equals ``continue_when``."""
+    equals ``continue_when``; ``copies``: how many increments (each followed by its exit test) the body holds,
+    k for a loop unrolled k times with an exit after every copy (rule 7b)."""
 
     header: int
     test: Instruction
@@ -267,6 +284,7 @@ class _CountedLoop:
     step: object
     negated: bool
     continue_when: bool
+    copies: int = 1
 
 
 @dataclass(frozen=True)
@@ -324,6 +342,20 @@ def _zero_trip_bypasses(blocks, g: nx.DiGraph, loop_list: Sequence[Loop]) -> set
     return out
 
 
+def _mid_body_exits(blocks, loop_list: Sequence[Loop]) -> set[tuple[int, int]]:
+    """Exit edges (rule 4d) that leave a loop from a predicated branch in a non-latch block of a loop that
+    also exits from a latch; the path walk does not take them."""
+    out: set[tuple[int, int]] = set()
+    for lp in loop_list:
+        latches = set(lp.latches)
+        if not any(u in latches for u, _ in lp.exits):
+            continue
+        for u, v in lp.exits:
+            if u not in latches and len(blocks[u].successors) == 2:
+                out.add((u, v))
+    return out
+
+
 def _value_key(reg: str, du, memo: dict[str, str], depth: int = 0) -> str:
     """A name for the value a register holds, equal for registers computed the same way from the same
     parameters (local value numbering through single definitions: ``ld.param`` of one parameter, ``mov``
@@ -363,7 +395,10 @@ def _edge_decisions(blocks, g: nx.DiGraph, du, block_to_node: dict[int, int], by
     for b in blocks:
         t = b.terminator
         if t is not None and t.opcode == "bra" and t.predicate is not None:
-            cond[b.id] = _value_key(t.predicate.register.name, du, memo)
+            reg = t.predicate.register.name
+            # A predicate written more than once (an unrolled loop's exit test in every chunk) holds a
+            # different value at each branch: such branches are not one condition.
+            cond[b.id] = _value_key(reg, du, memo) if len(du.defs_of(reg)) <= 1 else f"{reg}@{b.id}"
             guards[cond[b.id]] = guards.get(cond[b.id], 0) + 1
     out: dict[tuple[int, int], list[tuple[str, bool] | None]] = {}
     for u, v in g.edges:
@@ -439,12 +474,41 @@ def _shared_groups(sites: list[tuple[MemorySite, str]], du) -> frozenset[str]:
     return frozenset(groups - varying)
 
 
+def _operand_key(op: object) -> str:
+    if isinstance(op, Register):
+        return f"reg:{op.name}"
+    return str(getattr(op, "text", None) or getattr(op, "name", None) or repr(op))
+
+
+def _reaching_def(block, reg: str, du) -> Instruction | None:
+    """The definition of ``reg`` that reaches ``block``'s terminator: the last one in the block (None when it is
+    predicated: it may not execute), else the register's only definition, else None."""
+    for ins in reversed(block.instructions[:-1]):
+        if reg in destinations(ins):
+            return ins if ins.predicate is None else None
+    defs = du.defs_of(reg)
+    return defs[0] if len(defs) == 1 else None
+
+
+def _increment_step(inc: Instruction, iv: str) -> object | None:
+    """The step of ``add iv, iv, step`` (either operand order), or None when ``inc`` is not such an add."""
+    if inc.opcode != "add" or inc.predicate is not None or len(inc.operands) != 3:
+        return None
+    a, c = inc.operands[1], inc.operands[2]
+    if isinstance(a, Register) and a.name == iv:
+        return c
+    if isinstance(c, Register) and c.name == iv:
+        return a
+    return None
+
+
 def _counted_loops(blocks, loop_list: Sequence[Loop], du) -> dict[int, _CountedLoop]:
     """Loops whose exit test has the counted form of rule 7 (whether the start, step and bound are uniform is
-    decided per launch, in ``_loop_trips``)."""
+    decided per launch, in ``_loop_trips``), unrolled ones included (rule 7b)."""
     out: dict[int, _CountedLoop] = {}
     for lp in loop_list:
         loop_ins = {id(ins) for bb in lp.blocks for ins in blocks[bb].instructions}
+        exit_tests: dict[int, tuple[Instruction, bool, bool]] = {}  # block -> (setp, negated, continue_when)
         for bid in sorted(lp.blocks):
             b = blocks[bid]
             t = b.terminator
@@ -453,36 +517,48 @@ def _counted_loops(blocks, loop_list: Sequence[Loop], du) -> dict[int, _CountedL
             inside = [s in lp.blocks for s in b.successors]
             if inside[0] == inside[1]:
                 continue
-            pdefs = du.defs_of(t.predicate.register.name)
-            if len(pdefs) != 1 or pdefs[0].opcode != "setp":
-                continue
-            test = pdefs[0]
+            test = _reaching_def(b, t.predicate.register.name, du)
+            if test is not None and test.opcode == "setp":
+                # successors[0] is the branch target: the loop goes on when the branch is taken iff it is inside
+                exit_tests[bid] = (test, t.predicate.negated, inside[0])
+        for test, negated, continue_when in exit_tests.values():
+            found = None
             for pos, op in enumerate(test.operands[1:3]):
                 if not isinstance(op, Register):
                     continue
                 defs = du.defs_of(op.name)
-                if len(defs) != 2:
-                    continue
                 in_loop = [d for d in defs if id(d) in loop_ins]
-                if len(in_loop) != 1:
+                outside = [d for d in defs if id(d) not in loop_ins]
+                if len(outside) != 1 or not in_loop:
                     continue
-                inc = in_loop[0]
-                init = next(d for d in defs if d is not inc)
-                if inc.opcode != "add" or inc.predicate is not None or len(inc.operands) != 3:
+                steps = [_increment_step(d, op.name) for d in in_loop]
+                if any(st is None for st in steps) or len({_operand_key(st) for st in steps}) != 1:
                     continue
-                a, c = inc.operands[1], inc.operands[2]
-                if isinstance(a, Register) and a.name == op.name:
-                    step = c
-                elif isinstance(c, Register) and c.name == op.name:
-                    step = a
-                else:
+                if len(in_loop) > 1 and not _unrolled_copies(blocks, lp, in_loop, op.name, exit_tests):
                     continue
-                # successors[0] is the branch target: the loop goes on when the branch is taken iff it is inside
-                out[lp.header] = _CountedLoop(lp.header, test, pos, init, step, t.predicate.negated, inside[0])
+                found = _CountedLoop(lp.header, test, pos, outside[0], steps[0], negated, continue_when,
+                                     copies=len(in_loop))
                 break
-            if lp.header in out:
+            if found is not None:
+                out[lp.header] = found
                 break
     return out
+
+
+def _unrolled_copies(blocks, lp: Loop, increments: list[Instruction], iv: str,
+                     exit_tests: Mapping[int, tuple[Instruction, bool, bool]]) -> bool:
+    """Rule 7b: every increment of ``iv`` sits in a block of its own that ends in an exit test of ``iv``
+    (the signature of a counted loop unrolled with an exit after each copy), one of them the latch."""
+    where: list[int] = []
+    for inc in increments:
+        bid = next((b for b in lp.blocks if any(ins is inc for ins in blocks[b].instructions)), None)
+        if bid is None or bid not in exit_tests:
+            return False
+        test = exit_tests[bid][0]
+        if not any(isinstance(op, Register) and op.name == iv for op in test.operands[1:3]):
+            return False
+        where.append(bid)
+    return len(set(where)) == len(where) and any(b in lp.latches for b in where)
 
 
 def _sync_sites(blocks) -> tuple[tuple[str, int], ...]:
@@ -527,7 +603,8 @@ def _prepare(fn: Function) -> _Prepared:
         if st.vector == 1 and st.width_bytes > 0 and st.kind in ("load", "store"):
             group_elt[grp] = min(group_elt.get(grp, st.width_bytes), st.width_bytes)
     mapping = dict(condensed.graph["mapping"])
-    decisions = _edge_decisions(blocks, acyclic, du, mapping, _zero_trip_bypasses(blocks, g, loop_list))
+    decisions = _edge_decisions(blocks, acyclic, du, mapping, _zero_trip_bypasses(blocks, g, loop_list)
+                                 | _mid_body_exits(blocks, loop_list))
     topo = tuple(nx.lexicographical_topological_sort(condensed))
     branch_predicates = {b.id: (b.terminator.predicate.register.name, b.terminator.predicate.negated)
                          for b in blocks if b.terminator is not None and b.terminator.opcode == "bra"
@@ -660,25 +737,29 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     else:
         trips_counted, decided = {}, {}
 
+    # Rule 7b: the body of a counted loop unrolled into k copies runs T / k times (T its source trips).
+    runs = {h: n / prep.counted[h].copies for h, n in trips_counted.items()}
     # Per block: innermost loop (any kind), innermost sweep loop (not counted), counted multiplicities.
-    chain_info: dict[int, tuple[int | None, Loop | None, float, float]] = {}
+    chain_info: dict[int, tuple[int | None, Loop | None, float, float, float]] = {}
 
-    def info(b: int) -> tuple[int | None, Loop | None, float, float]:
-        """(body key = innermost loop header, innermost sweep loop, multiplicity from all enclosing counted
-        loops, multiplicity from counted loops nested inside the sweep loop)."""
+    def info(b: int) -> tuple[int | None, Loop | None, float, float, float]:
+        """(body key = innermost loop header, innermost sweep loop, runs of the block from all enclosing counted
+        loops, the same from counted loops nested inside the sweep loop, and the source iterations T of the
+        enclosing counted loops: the sweeps the code makes, k copies of a body each sweeping once per run)."""
         if b not in chain_info:
             chain = _loop_chain(prep, b)
             sweep = next((lp for lp in chain if lp.header not in trips_counted), None)
-            mult = math.prod(trips_counted[lp.header] for lp in chain if lp.header in trips_counted)
-            inner_mult = math.prod(trips_counted[lp.header] for lp in chain
-                                   if lp.header in trips_counted and sweep is not None and lp.depth > sweep.depth)
-            chain_info[b] = (chain[0].header if chain else None, sweep, float(mult), float(inner_mult))
+            mult = math.prod(runs[lp.header] for lp in chain if lp.header in runs)
+            inner_mult = math.prod(runs[lp.header] for lp in chain
+                                   if lp.header in runs and sweep is not None and lp.depth > sweep.depth)
+            iters = math.prod(trips_counted[lp.header] for lp in chain if lp.header in trips_counted)
+            chain_info[b] = (chain[0].header if chain else None, sweep, float(mult), float(inner_mult), float(iters))
         return chain_info[b]
 
     # Elements a thread advances per iteration of each sweep loop: the smallest group total (rule 3).
     per_loop_group: dict[int, dict[str, float]] = {}
     for s, grp in prep.sites:
-        _, sweep, _, inner_mult = info(s.block)
+        _, sweep, _, inner_mult, _ = info(s.block)
         if sweep is not None and s.width_bytes > 0:
             d = per_loop_group.setdefault(sweep.header, {})
             d[grp] = d.get(grp, 0.0) + s.width_bytes * inner_mult / elt
@@ -700,14 +781,14 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
     acc_in_body: dict[int | None, int] = {}
     acc_width_in_body: dict[int | None, int] = {}
     for s, grp in prep.sites:
-        header, sweep, mult, _ = info(s.block)
+        header, sweep, mult, _, iters = info(s.block)
         bulk = s.kind in ("async_copy", "reduction") and "bulk" in s.instruction.modifiers
         if sweep is not None:
             execs = trips.get(sweep.header, 0.0) * mult
             body_cap_mult[header] = math.inf
         else:
             execs = (1.0 / threads if bulk else 1.0) * mult
-            body_cap_mult[header] = mult
+            body_cap_mult[header] = iters
         body_iters[header] = (trips.get(sweep.header, 0.0) * mult) if sweep is not None else mult
         bytes_cta = execs * threads * s.width_bytes
         counted.append(SiteTraffic(s.index, s.kind, s.width_bytes, grp, header, execs, bytes_cta))
@@ -725,23 +806,39 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
         w = weights.setdefault(node, {})
         w[key] = w.get(key, 0.0) + bytes_cta
     for name, b in prep.sync_sites:  # rule 9: counters ride along the byte totals, never charged as bytes
-        header, sweep, mult, _ = info(b)
+        header, sweep, mult, _, iters = info(b)
         execs = trips.get(sweep.header, 0.0) * mult if sweep is not None else mult
         node = prep.block_to_node[b]
         key = (SYNC_GROUP, name, header)
         w = weights.setdefault(node, {})
         w[key] = w.get(key, 0.0) + execs
-        body_cap_mult.setdefault(header, math.inf if sweep is not None else mult)
+        body_cap_mult.setdefault(header, math.inf if sweep is not None else iters)
 
     # Group element sizes: the narrowest scalar access of the group (x: u16 -> 2, w: f32 -> 4), else elt.
     sweep_of = {g: float(elements_per_cta_sweep * prep.group_elt.get(g, elt)) for _, g in prep.sites}
+    def allowed(refs: list[_EdgeRef]) -> list[tuple[str, bool] | None]:
+        out: list[tuple[str, bool] | None] = []
+        for dec, u, taken in refs:
+            if taken is not None and u in decided and decided[u] != taken:
+                continue  # rule 6: the parameters send this branch the other way
+            if dec not in out:
+                out.append(dec)
+        return out
+
+    # Components a launch with these parameters can reach (rule 6): code on a path the parameters rule out (the
+    # scalar fallback of a vector kernel) sets no coverage requirement.
+    reachable: set[int] = set()
+    for node in prep.topo_order:
+        preds = prep.preds[node]
+        if not preds or any(p in reachable and allowed(prep.edge_decisions.get((p, node), [])) for p in preds):
+            reachable.add(node)
     # Coverage (rule 4): each (group, direction) sweeps its data once per execution of the code that moves it
     # least often: once per CTA, or once per iteration of a counted row loop that holds every such access.
     required: dict[tuple[str, str], float] = {}
     for s, g in prep.sites:
-        if g != UNKNOWN_GROUP and s.width_bytes > 0:
+        if g != UNKNOWN_GROUP and s.width_bytes > 0 and prep.block_to_node[s.block] in reachable:
             pair = (g, _direction(s.kind))
-            required[pair] = min(required.get(pair, math.inf), info(s.block)[2])
+            required[pair] = min(required.get(pair, math.inf), info(s.block)[4])
     required = {pair: m * sweep_of[pair[0]] for pair, m in required.items()}
 
     # Enumerate the distinct (byte totals, branch decisions) of the paths through the DAG of strongly connected
@@ -759,15 +856,6 @@ def _estimate(prep: _Prepared, grid: Sequence[int], block: Sequence[int], elemen
 
     # Straight-line bytes (also inside counted loops) are capped at one sweep per execution of their code.
     cap = [sweep_of[k[0]] * body_cap_mult.get(k[2], 1.0) if k[0] != SYNC_GROUP else math.inf for k in keys]
-
-    def allowed(refs: list[_EdgeRef]) -> list[tuple[str, bool] | None]:
-        out: list[tuple[str, bool] | None] = []
-        for dec, u, taken in refs:
-            if taken is not None and u in decided and decided[u] != taken:
-                continue  # rule 6: the parameters send this branch the other way
-            if dec not in out:
-                out.append(dec)
-        return out
 
     def byte_sum(t: tuple[float, ...]) -> float:
         return sum(v for v, b in zip(t, is_bytes) if b)

@@ -57,6 +57,48 @@ def test_cluster_kernel_counts_cluster_barriers_and_dsmem(wl):
     assert t.sweeps["rmsnorm_param_0"] == pytest.approx(1.0)  # the row fits the cluster's registers
 
 
+# Recorded H200 kernels (MAP-Elites run) whose bytes the traffic model once undercounted below the workload's
+# compulsory bytes: (identity prefix, expected requested bytes / compulsory, expected x+y bytes / compulsory) per
+# search shape. The first two are row_iters=2, keep_in_regs=0, w_regs=0 template children whose streaming loops
+# the ``unroll`` operator unrolled 2x and 4x (exit test after each copy): x read twice, y written once, w (fp32)
+# read per row, i.e. 10 M N bytes = 2.5x and 6 M N = 1.5x the compulsory 4 M N + 4 N. The third keeps rows of
+# N <= 16384 in registers (x once: 8 M N = 2.0x, 1.0x) and streams N = 131072; its unrolled scalar fallback,
+# ruled out by the parameters, set the coverage requirement to half a row loop (rule 4e).
+RECORDED_BYTES = [
+    ("aead6a758c7a", {(32768, 512): (2.5, 1.5), (32768, 4096): (2.5, 1.5), (32768, 16384): (2.5, 1.5),
+                      (16384, 131072): (2.5, 1.5)}),
+    ("fd75188a33dd", {(32768, 512): (2.5, 1.5), (32768, 4096): (2.5, 1.5), (32768, 16384): (2.5, 1.5),
+                      (16384, 131072): (2.5, 1.5)}),
+    ("26cf98881fee", {(32768, 512): (2.0, 1.0), (32768, 4096): (2.0, 1.0), (32768, 16384): (2.0, 1.0),
+                      (16384, 131072): (2.5, 1.5)}),
+]
+
+
+@pytest.fixture(scope="module")
+def recorded_rows():
+    with open_store(MAP_ELITES) as st:
+        rows = {r.identity[:12]: r for r in st.candidates(status="ok")
+                if r.identity[:12] in {p for p, _ in RECORDED_BYTES}}
+    return rows
+
+
+@pytest.mark.parametrize("prefix,expected", RECORDED_BYTES, ids=[p for p, _ in RECORDED_BYTES])
+def test_recorded_row_iters_2_kernels_request_at_least_the_compulsory_bytes(wl, recorded_rows, prefix, expected):
+    row = recorded_rows[prefix]
+    k = row.kernel()
+    assert k.launch.knob("row_iters", 1) == 2 and k.launch.knob("w_regs", 0) == 0
+    tr = kernel_traffic(k, wl)
+    for shape, (requested, partitioned) in expected.items():
+        t = tr[shape]
+        compulsory = wl.bytes_moved(shape)
+        part = sum(v for (g, _), v in t.group_bytes.items() if g not in t.shared_groups) * t.ctas
+        assert t.bytes >= compulsory and part >= compulsory * (1 - 1e-3), shape
+        # Within 0.5 % of the bytes the kernel requests (the 4 N of w in the compulsory bytes is the only gap).
+        assert t.bytes / compulsory == pytest.approx(requested, rel=5e-3), shape
+        assert part / compulsory == pytest.approx(partitioned, rel=5e-3), shape
+        assert t.loop_trips and set(t.loop_trips.values()) == {2}, shape  # the row loop: ROW_ITERS = 2
+
+
 # ------------------------------------------------------------------------------------------------ cost model
 def _traffic(part_per_cta: float, shared_per_cta: float, ctas: int, threads: int = 256) -> TrafficEstimate:
     body = BodyTraffic(loop=None, bytes_per_cta=part_per_cta + shared_per_cta, load_bytes_per_iteration=64,
@@ -302,6 +344,16 @@ def test_surrogate_features_instruction_mix_knobs_and_roofline_base(wl):
     assert f == pytest.approx([np.log(256.0), np.log(9.0), 0.0])
     assert feature_names(names)[-1] == "knob:w_regs"
     assert roofline_us({"compulsory": 4.0e9, "copy_bps": 4.0e12}) == pytest.approx(1000.0)
+
+
+def test_top_weights_favour_the_fastest_rows_of_each_shape():
+    from evaluators.surrogate import top_weights
+
+    y = np.array([0.0, 0.1, 1.0, 0.5, 0.6])  # log time over the roofline; shapes 0, 0, 0, 1, 1
+    w = top_weights(y, np.array([0, 0, 0, 1, 1]), 10.0, 0.1)
+    assert w == pytest.approx([11.0, 1 + 10 / np.e, 1 + 10 * np.exp(-10), 11.0, 1 + 10 / np.e], rel=1e-6)
+    with pytest.raises(ValueError, match="tau"):
+        top_weights(y, np.zeros(5), 1.0, 0.0)
 
 
 def test_surrogate_rank_term_fits_and_needs_shapes():

@@ -145,14 +145,19 @@ def test_cost_model_arithmetic():
     assert e.t_dram_us == pytest.approx(t.bytes / bw * 1e6)
     assert e.t_issue_us == pytest.approx(t.bytes / (132 * clock * 128) * 1e6)
     assert e.t_l2_us == 0.0
-    assert e.time_us == pytest.approx(e.t_dram_us + 2.0, rel=1e-3)
-    # Two-byte loads, one per iteration: 1056 CTAs x 256 threads x 2 B in flight over a 600 ns latency.
+    # Plus one CTA's latency chain (pipeline fill and drain): 4 iterations of 64 B per thread, one 600 ns
+    # round trip each, and the 2 us launch.
+    assert e.time_us == pytest.approx(e.t_dram_us + 4 * 0.6 + 2.0, rel=1e-3)
+    # Two-byte loads, one per iteration: 128 round trips of 600 ns per CTA, 10 waves of CTAs one after another
+    # on each slot: latency-bound (t_cta), whatever the DRAM bandwidth.
     t3 = _traffic(65536.0, ctas, 256, 2, 2)
     e3 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0, constants=c)
-    assert e3.t_dram_us == pytest.approx(t3.bytes / (1056 * 256 * 2 / 600e-9) * 1e6)
+    assert e3.t_dram_us == pytest.approx(t3.bytes / bw * 1e6)
+    assert e3.t_cta_us == pytest.approx(10 * 128 * 0.6)
+    assert e3.time_us == pytest.approx(10 * 128 * 0.6 + 128 * 0.6 + 2.0, rel=1e-3)
     # Narrow accesses: 32 lanes x 2 B = 64 B per clock per SM.
     assert e3.t_issue_us == pytest.approx(t3.bytes / (132 * clock * 64) * 1e6)
-    # A fixed serial time per CTA lowers the share of time with loads in flight (Little's law).
+    # A fixed serial time per CTA halves the share of a CTA's chain spent waiting on memory and adds to it.
     e4 = estimate_shape(gpu, t3, int(t3.bytes), 65536.0, 8, 0, constants=CostConstants(cta_ns=600.0 * 128))
     assert e4.duty == pytest.approx(0.5) and e4.time_us > e3.time_us
 

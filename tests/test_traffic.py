@@ -73,6 +73,101 @@ $L__done:
 }
 """
 
+# VECTOR_LOOP unrolled twice the way the ``unroll`` operator (and nvcc, for a run-time trip count) does it: the
+# exit test after the first copy writes the same predicate register as the latch's test.
+VECTOR_LOOP_UNROLLED = HEADER + """\
+.visible .entry copy4u(
+	.param .u64 x,
+	.param .u64 y,
+	.param .u32 n
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<6>;
+	.reg .f32 	%f<5>;
+	.reg .b64 	%rd<10>;
+
+	ld.param.u64 	%rd1, [x];
+	ld.param.u64 	%rd2, [y];
+	ld.param.u32 	%r1, [n];
+	cvta.to.global.u64 	%rd3, %rd1;
+	cvta.to.global.u64 	%rd4, %rd2;
+	mov.u32 	%r2, %tid.x;
+	shl.b32 	%r3, %r2, 2;
+	setp.ge.s32 	%p1, %r3, %r1;
+	@%p1 bra 	$L__done;
+$L__loop:
+	mul.wide.s32 	%rd5, %r3, 4;
+	add.s64 	%rd6, %rd3, %rd5;
+	ld.global.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd6];
+	add.s64 	%rd7, %rd4, %rd5;
+	st.global.v4.f32 	[%rd7], {%f1, %f2, %f3, %f4};
+	add.s32 	%r3, %r3, 1024;
+	setp.lt.s32 	%p2, %r3, %r1;
+	@!%p2 bra 	$L__loop_x;
+	mul.wide.s32 	%rd5, %r3, 4;
+	add.s64 	%rd6, %rd3, %rd5;
+	ld.global.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd6];
+	add.s64 	%rd7, %rd4, %rd5;
+	st.global.v4.f32 	[%rd7], {%f1, %f2, %f3, %f4};
+	add.s32 	%r3, %r3, 1024;
+	setp.lt.s32 	%p2, %r3, %r1;
+	@%p2 bra 	$L__loop;
+$L__loop_x:
+$L__done:
+	ret;
+}
+"""
+
+# for (it = 0; it < iters; ++it) y[row(it)][tid] = x[row(it)][tid] (one 256-float row per iteration), unrolled
+# twice with an exit test after each copy: a counted loop of ``iters`` iterations whose body holds two.
+ROW_LOOP_UNROLLED = HEADER + """\
+.visible .entry rows2(
+	.param .u64 x,
+	.param .u64 y,
+	.param .u32 iters
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<9>;
+	.reg .f32 	%f<3>;
+	.reg .b64 	%rd<10>;
+
+	ld.param.u64 	%rd1, [x];
+	ld.param.u64 	%rd2, [y];
+	ld.param.u32 	%r1, [iters];
+	cvta.to.global.u64 	%rd3, %rd1;
+	cvta.to.global.u64 	%rd4, %rd2;
+	mov.u32 	%r2, %tid.x;
+	mov.u32 	%r3, %ctaid.x;
+	mul.lo.s32 	%r4, %r3, %r1;
+	mov.u32 	%r5, 0;
+$L__row:
+	add.s32 	%r6, %r4, %r5;
+	mad.lo.s32 	%r7, %r6, 256, %r2;
+	mul.wide.s32 	%rd5, %r7, 4;
+	add.s64 	%rd6, %rd3, %rd5;
+	ld.global.f32 	%f1, [%rd6];
+	add.s64 	%rd7, %rd4, %rd5;
+	st.global.f32 	[%rd7], %f1;
+	add.s32 	%r5, %r5, 1;
+	setp.lt.u32 	%p1, %r5, %r1;
+	@!%p1 bra 	$L__row_x;
+	add.s32 	%r6, %r4, %r5;
+	mad.lo.s32 	%r7, %r6, 256, %r2;
+	mul.wide.s32 	%rd5, %r7, 4;
+	add.s64 	%rd6, %rd3, %rd5;
+	ld.global.f32 	%f1, [%rd6];
+	add.s64 	%rd7, %rd4, %rd5;
+	st.global.f32 	[%rd7], %f1;
+	add.s32 	%r5, %r5, 1;
+	setp.lt.u32 	%p1, %r5, %r1;
+	@%p1 bra 	$L__row;
+$L__row_x:
+	ret;
+}
+"""
+
 # A generic load through a pointer parameter (counted) and one through a shared-memory address (not counted).
 GENERIC = HEADER + """\
 .visible .entry gen(
@@ -128,6 +223,29 @@ def test_vector_loop_sweeps_the_cta_share_once():
     assert t.max_width_bytes == 16
     (body,) = t.bodies
     assert body.loop is not None and body.load_bytes_per_iteration == 16 and body.mean_width_bytes == 16
+
+
+def test_unrolled_sweep_loop_with_a_mid_body_exit_counts_every_copy():
+    # Rule 4d: the same bytes as the loop before unrolling (8 trips of 16 B per thread, x and y, 3 CTAs), not
+    # the first copy's share of them (the exit after copy 1 and the latch test write one predicate register).
+    rolled = estimate_traffic(_entry(VECTOR_LOOP), (3,), (256,), 8192, element_bytes=4)
+    t = estimate_traffic(_entry(VECTOR_LOOP_UNROLLED), (3,), (256,), 8192, element_bytes=4)
+    assert t.bytes == rolled.bytes == 3 * 2 * 32768
+    assert t.sweeps == {"x": 1.0, "y": 1.0}
+    assert [s.executions_per_thread for s in t.sites] == [4.0, 4.0, 4.0, 4.0]  # 4 runs of a 2-copy body
+
+
+@pytest.mark.parametrize("iters", [1, 2, 3, 4, 7])
+def test_unrolled_counted_row_loop_runs_its_source_trip_count(iters: int):
+    # Rule 7b: ``iters`` rows of 256 floats per CTA, read and written once: iters * 1024 B each way per CTA,
+    # whatever the unroll factor (2) and whether it divides the trip count; 5 CTAs.
+    model = TrafficModel(_entry(ROW_LOOP_UNROLLED))
+    t = model.estimate((5,), (256,), 256, element_bytes=4, params={"iters": iters})
+    assert t.loop_trips == {1: iters}
+    assert t.load_bytes == t.store_bytes == 5 * iters * 1024
+    assert t.sweeps == {"x": float(iters), "y": float(iters)}
+    # Without the launch's parameters the loop is not counted: it is taken to sweep the CTA's row once.
+    assert model.estimate((5,), (256,), 256, element_bytes=4).load_bytes == 5 * 1024
 
 
 def test_generic_access_counts_only_when_it_derives_from_a_pointer_param():
