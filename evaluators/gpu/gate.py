@@ -48,8 +48,11 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # writes, brx/exit spin exits, clock and launch-count reads, float atomics; half the checked timed launches see
 # their input set unchanged), which reject kernels v2 accepted, run 4 and the large checks on a schedule
 # (gate_schedule), and the benchmark inputs in read-only mappings at unmapped pages (a read past an input at a
-# timed launch faults).
-GATE_VERSION = 3
+# timed launch faults); 4: v3 with the third red-team round's fixes (inout buffers' final values judged at the
+# checked timed launches and in the audit; every timed launch changes its activations in part, so none repeats an
+# earlier one's inputs; a row sample per checked launch), which reject a kernel v3 accepted and change the times
+# recorded for memoising kernels (GATE.md).
+GATE_VERSION = 4
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
