@@ -38,6 +38,14 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    (or ``.min``/``.max``, exact but used to accumulate) on a floating-point type in any state space: the
    order in which CTAs or warps arrive decides the rounding of the sum.
 
+5. **State kept across launches** (``launch_state``, only when the workload declares no atomics): a write
+   (``st``, ``atom``, ``red``, any strength, direct or through a generic address) into a ``.global`` variable
+   of the module or of a function -- memory with the program's lifetime (PTX ISA "State Spaces": ``.global``
+   variables persist until the module is unloaded). Every launch of a deterministic workload computes its
+   outputs from its own arguments; a kernel that writes such a variable can count its launches (and so tell
+   the worker from a fresh sanitizer replay), memoise a previous launch's answer or pass results between
+   launches. Workloads whose kernels cooperate across CTAs through a counter (``Workload.uses_atomics``) may.
+
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
 loops and the provenance pass the input-store check also runs (a few ms). Cannot see: races through a fenced
@@ -51,8 +59,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluators.input_stores import UNKNOWN, Provenance, destination_space, provenance, writes_memory
-from population.ast import Instruction, SpecialRegister
-from population.cfg import basic_blocks, cfg, loops
+from population.ast import Instruction, SpecialRegister, VarDecl
+from population.cfg import basic_blocks, cfg, loops, walk
 from population.defuse import destinations, sources
 from population.kernel import Kernel
 from population.printer import listing
@@ -273,12 +281,37 @@ def _float_atomics(prov: Provenance) -> list[tuple[Instruction, str]]:
     return out
 
 
-def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True) -> RaceReport:
+def _global_variables(kernel: Kernel) -> frozenset[str]:
+    """Roots (``"s:<name>"``) of the module's ``.global`` variables and of those declared inside functions."""
+    names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "global"}
+    for f in kernel.module.functions:
+        if f.body is not None:
+            names |= {loc.stmt.name for loc in walk(f)
+                      if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space == "global"}
+    return frozenset("s:" + n for n in names)
+
+
+def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    gvars = _global_variables(kernel)
+    if not gvars:
+        return []
+    out = []
+    for ins in prov.instructions:
+        if writes_memory(ins) and destination_space(ins) in ("global", "generic"):
+            hit = sorted(prov.address_roots(ins) & gvars)
+            if hit:
+                out.append((ins, f"writes the .global variable {hit[0][2:]!r}: state that outlives the launch (a "
+                                 "kernel can count its launches, memoise an answer or pass results between launches)"))
+    return out
+
+
+def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True,
+              launch_state_ok: bool = True) -> RaceReport:
     """Lint ``kernel``'s entry, and every function it calls, for the patterns of the module docstring.
 
     prov: the entry's provenance when already computed (``InputStoreReport.provenance``), else computed here;
-    float_atomics_ok: rule 4 off (the default, for kernels of no workload); the evaluation pipeline passes
-    ``Workload.uses_atomics``.
+    float_atomics_ok / launch_state_ok: rule 4 / rule 5 off (the default, for kernels of no workload); the
+    evaluation pipeline passes ``Workload.uses_atomics`` for both.
     Returns a RaceReport (lines in the module's canonical listing); ValueError when the entry has no body.
     """
     fn = kernel.module.function(kernel.entry)
@@ -287,6 +320,8 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
     if not float_atomics_ok:
         hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
+    if not launch_state_ok:
+        hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
     written: frozenset[str] = frozenset()
     reads: set[frozenset[str]] = set()
     loaded: frozenset[str] = frozenset()

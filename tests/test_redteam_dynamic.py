@@ -10,8 +10,8 @@ tests/gpu/kernels/redteam (README: third round); their GPU tests in tests/gpu/te
   as made, so the median of 20 was half the honest time.
 - fixed row sample: the checked launches of a shape compared the same rows, so a kernel wrong at a fixed set of
   rows escaped with (1 - f)^1026 per shape, not the (1 - f)^4104 GATE.md claimed.
-- rt_sanitizer_dodge RT_SENSE=2 / 3: the barrier kept under a launch counter in module memory / at the gate's and
-  the replay's fixed shapes only (known gaps, strict xfail).
+- rt_sanitizer_dodge RT_SENSE=2: the barrier kept under a launch counter in module memory (race lint rule 5);
+  RT_SENSE=3: at the gate's and the replay's fixed shapes only (known gap, strict xfail).
 """
 
 from __future__ import annotations
@@ -213,25 +213,41 @@ def test_each_checked_launch_samples_rows_of_its_own():
     assert why is not None and f"timed launch {checked[0].repeat} " not in why, why
 
 
-# ------------------------------------------------------------------------------------ documented gaps
-@pytest.mark.parametrize("sense", [2, 3])
-@pytest.mark.xfail(strict=True, reason="known gaps (GATE.md): RT_SENSE 2, a launch counter in module memory, tells "
-                                       "the sanitizer replay (a fresh process, 3 launches) from the worker (~150 gate "
-                                       "launches before the first timed one); RT_SENSE 3 keeps its barrier at the "
-                                       "gate's and the replay's fixed shapes only. No static rule reads either")
-def test_a_sanitizer_dodge_without_clock_or_launch_register_is_rejected_before_any_gpu_time(sense):
-    from evaluators.pipeline import Rejected, prepare
+# ------------------------------------------------------------------------------------ sanitizer dodges
+def _sanitizer_dodge(sense: int):
     from population.kernel import Kernel, LaunchConfig
     from population.parser import parse_module
-    from targets.spec import get_gpu
     from workloads.cuda_build import build_ptx
 
-    wl = RMSNorm("bf16")
     src = Path(__file__).parent / "gpu" / "kernels" / "redteam" / "rt_sanitizer_dodge.cu"
-    kernel = Kernel(parse_module(build_ptx(src, {"RT_SENSE": sense})), "rmsnorm",
-                    LaunchConfig(block=(256, 1, 1), knobs=(("rows_per_cta", 1), ("row_iters", 4))))
+    return Kernel(parse_module(build_ptx(src, {"RT_SENSE": sense})), "rmsnorm",
+                  LaunchConfig(block=(256, 1, 1), knobs=(("rows_per_cta", 1), ("row_iters", 4))))
+
+
+def test_a_sanitizer_dodge_counting_its_launches_in_module_memory_is_rejected_before_any_gpu_time():
+    """RT_SENSE 2 keeps its barrier while fewer than 16 launches ran since the module was loaded (the sanitizer
+    replay, a fresh process, launches 3; the worker ~150 before timing): its counter is a .global variable,
+    which race lint rule 5 rejects for a workload without atomics."""
+    from evaluators.pipeline import Rejected, prepare
+    from evaluators.types import Status
+    from targets.spec import get_gpu
+
+    wl = RMSNorm("bf16")
+    with pytest.raises(Rejected) as e:
+        prepare(_sanitizer_dodge(2), wl, get_gpu("h200"), wl.search_shapes[:1])
+    assert (e.value.status, e.value.step) == (Status.NONDETERMINISTIC, "race_lint")
+    assert "outlives the launch" in str(e.value)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (GATE.md): RT_SENSE 3 keeps its barrier at the gate's and the "
+                                       "replay's fixed shapes only; no static rule reads that")
+def test_a_sanitizer_dodge_keyed_on_the_shape_is_rejected_before_any_gpu_time():
+    from evaluators.pipeline import Rejected, prepare
+    from targets.spec import get_gpu
+
+    wl = RMSNorm("bf16")
     with pytest.raises(Rejected):
-        prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
+        prepare(_sanitizer_dodge(3), wl, get_gpu("h200"), wl.search_shapes[:1])
 
 
 # ------------------------------------------------------------------ the worker's path on the CPU stand-in

@@ -70,7 +70,7 @@ def test_a_publication_behind_a_fence_that_orders_nothing_between_ctas_is_reject
     """Was: {WEAK_FENCE}."""
     k = redteam("rt_weak_fence", {"RT_FENCE": fence})
     assert what in k.ptx
-    rep = race_lint(k, None, wl.uses_atomics)
+    rep = race_lint(k, None, wl.uses_atomics, launch_state_ok=True)
     assert [f.kind for f in rep.findings] == ["unfenced_publish"], rep.reason()
     assert "rt_wf_part" in k.ptx and rep.findings[0].text.lstrip().startswith("st.volatile.global.f32")
     if fence == 0:  # through the pipeline once (ptxas included): the verdict and step the pool reports
@@ -81,12 +81,15 @@ def test_a_publication_behind_a_fence_that_orders_nothing_between_ctas_is_reject
 def test_the_same_exchange_behind_a_gpu_scope_fence_is_accepted(wl):
     k = redteam("rt_weak_fence", {"RT_FENCE": 3})
     assert check_input_stores(k, wl).ok
-    assert race_lint(k, None, wl.uses_atomics).ok, race_lint(k).reason()
+    assert race_lint(k, None, launch_state_ok=True).ok, race_lint(k).reason()  # a workload declaring counters
+    # RMSNorm declares none: its counter in a .global variable outlives the launch (race lint rule 5)
+    rep = race_lint(k, None, wl.uses_atomics, wl.uses_atomics)
+    assert {f.kind for f in rep.findings} == {"launch_state"} and "rt_wf_" in rep.findings[0].why, rep.reason()
 
 
 def test_data_published_by_an_atomic_exchange_without_a_fence_is_rejected(wl):
     """Was: {ATOMIC_DATA}."""
-    rep = race_lint(redteam("rt_red_publish"), None, wl.uses_atomics)
+    rep = race_lint(redteam("rt_red_publish"), None, wl.uses_atomics, launch_state_ok=True)
     assert [f.kind for f in rep.findings] == ["unfenced_publish"], rep.reason()
     assert rep.findings[0].text.lstrip().startswith("atom.global.exch.b32")
 
@@ -95,7 +98,7 @@ def test_a_spin_wait_left_through_an_indirect_branch_is_rejected(wl):
     """Was: {BRX_EXIT}."""
     k = redteam("rt_spin_brx")
     assert "brx.idx" in k.ptx and "membar.gl" in k.ptx  # the publication itself is fenced
-    rep = race_lint(k, None, wl.uses_atomics)
+    rep = race_lint(k, None, wl.uses_atomics, launch_state_ok=True)
     assert [f.kind for f in rep.findings] == ["spin_wait"], rep.reason()
     assert rep.findings[0].text.lstrip().startswith("ld.acquire.gpu.global.u32")
 
@@ -123,13 +126,36 @@ def test_a_float_atomic_row_sum_is_rejected_unless_the_workload_declares_atomics
     assert (r.status, r.step) == (Status.NONDETERMINISTIC, "race_lint")
 
 
-def test_the_unperturbed_skip_kernel_passes_every_static_check(wl):
-    """rt_unperturbed_skip.cu keeps its table's addresses free of pointer bits and reads no clock: only the
-    checked timed launches can catch it (tests/test_redteam_unperturbed.py, tests/gpu/test_gate_redteam.py)."""
+def test_the_unperturbed_skip_kernel_is_rejected_for_the_table_it_keeps_across_launches(wl):
+    """rt_unperturbed_skip.cu keeps its table's addresses free of pointer bits and reads no clock, so the
+    input-store check and rules 1-4 pass it; its table lives in a ``.global`` variable, which rule 5 rejects.
+    Without rule 5 (a workload declaring counters) only the checked timed launches catch it
+    (tests/test_redteam_unperturbed.py)."""
     k = redteam("rt_unperturbed_skip")
     rep = check_input_stores(k, wl)
     assert rep.ok, rep.reason()
-    assert race_lint(k, rep.provenance, wl.uses_atomics).ok
+    assert race_lint(k, rep.provenance, wl.uses_atomics, launch_state_ok=True).ok
+    lint = race_lint(k, rep.provenance, wl.uses_atomics, wl.uses_atomics)
+    assert lint.findings and {f.kind for f in lint.findings} == {"launch_state"}, lint.reason()
+    r = rejection(k, wl)
+    assert (r.status, r.step) == (Status.NONDETERMINISTIC, "race_lint")
+
+
+@pytest.mark.parametrize("decl, store, flagged", [
+    (".global .align 4 .u32 cnt;", "st.global.u32 [cnt], %r1;", True),
+    (".global .align 4 .u32 cnt;", "atom.global.add.u32 %r2, [cnt], 1;", True),
+    (".global .align 4 .u32 cnt;", "mov.u64 %rd9, cnt;\n\tcvta.global.u64 %rd9, %rd9;\n\tst.u32 [%rd9], %r1;", True),
+    (".global .align 4 .u32 cnt;", "ld.global.u32 %r2, [cnt];", False),  # read-only state: a constant table
+    (".shared .align 4 .u32 cnt;", "st.shared.u32 [cnt], %r1;", False),  # shared memory dies with the CTA
+])
+def test_launch_state_rule_forms(decl, store, flagged):
+    from test_input_stores import HEAD, TAIL
+
+    head = HEAD.replace(".address_size 64\n", f".address_size 64\n\n{decl}\n")
+    k = Kernel(parse_module(head + f"\t{store}\n" + TAIL), "k", LaunchConfig(block=(32, 1, 1)))
+    rep = race_lint(k, None, launch_state_ok=False)
+    assert [f.kind for f in rep.findings] == (["launch_state"] if flagged else []), rep.reason()
+    assert race_lint(k, None).ok  # rule 5 off: a workload declaring atomics
 
 
 # Hand-written forms: k(x, y, n) with %rd4 = y (a "flag" word), %rd7 = y + 4 tid (data read back below).

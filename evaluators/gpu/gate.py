@@ -51,8 +51,9 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # timed launch faults); 4: v3 with the third red-team round's fixes (inout buffers' final values judged at the
 # checked timed launches and in the audit; every timed launch changes its activations in part, so none repeats an
 # earlier one's inputs; a row sample per checked launch), which reject a kernel v3 accepted and change the times
-# recorded for memoising kernels (GATE.md).
-GATE_VERSION = 4
+# recorded for memoising kernels (GATE.md); 5: v4 with race lint rule 5 (a write to a .global variable, state that
+# outlives the launch, rejected unless the workload declares atomics), which rejects kernels v4 accepted.
+GATE_VERSION = 5
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096

@@ -2,12 +2,13 @@
 each with the status (or speed) its header names. CPU counterparts: tests/test_redteam_dynamic.py (the same
 tricks as numpy launchers through timed_call, verify_checked and audit_output).
 
-Expected at the next GPU session (gate rules version 4):
+Expected at the next GPU session (gate rules version 5):
 - rt_kda_state_skip at the decode search shape (64, 1 x 32): wrong_result at a checked timed launch, "final value
   of inout buffer state" in the reason (gate v3: ok, about 2x the naive seed);
-- rt_kda_memo at (16, 1024 x 4): ok, and no faster than the naive seed it wraps (speedup over it below 1.15;
-  gate v3: about 1.9, the median of 10 memo hits and 10 computed launches);
-- rt_sanitizer_dodge RT_SENSE 2 and 3: ok with a clean sanitizer verdict (strict xfail: known gaps, GATE.md).
+- rt_kda_memo: nondeterministic before any GPU time (race lint rule 5: its table is .global state; gate v3
+  accepted it at about 1.9x the naive seed it wraps, the median of 10 memo hits and 10 computed launches);
+- rt_sanitizer_dodge RT_SENSE 2: nondeterministic before any GPU time (rule 5: its launch counter); RT_SENSE 3:
+  ok with a clean sanitizer verdict (strict xfail: known gap, GATE.md).
 """
 
 from __future__ import annotations
@@ -52,23 +53,22 @@ def test_a_final_state_left_unwritten_at_the_benchmark_batches_is_rejected(kda):
         assert control.status == Status.OK, control.reason
 
 
-def test_a_whole_input_memo_is_timed_at_its_honest_speed(kda):
-    """The memo is right on every launch (ok either way); what changed is that no timed launch repeats an earlier
-    one's inputs, so its time is the naive recurrence's plus the hash."""
+def test_a_whole_input_memo_is_rejected_before_any_gpu_time(kda):
+    """The memo is right on every launch; its table lives in .global variables, which race lint rule 5 rejects
+    for a workload without atomics (gate version 5). Without the rule the timed launches never repeat an earlier
+    one's inputs, so its time would be the naive recurrence's plus the hash (tests/test_redteam_dynamic.py)."""
     from evaluators.gpu.pool import GPUPool
 
     with GPUPool(kda, devices=[0], shapes=[PREFILL], baseline_names=(), timeout_s=300, seed=20261204) as pool:
-        naive = pool.evaluate(kda.seeds()[0])
         memo = pool.evaluate(kda_kernel("rt_kda_memo"))
-        assert naive.status == Status.OK and memo.status == Status.OK, (naive.reason, memo.reason)
-        speedup = memo.shapes[0].speedups["naive"]
-        assert 0.5 < naive.shapes[0].speedups["naive"] < 1.5
-        assert speedup < 1.15, (speedup, memo.shapes[0].time_us, naive.shapes[0].time_us)
+        assert memo.status == Status.NONDETERMINISTIC, (memo.status, memo.reason)
+        assert "static race lint: launch_state" in memo.reason and "seconds" not in memo.extra
+        naive = pool.evaluate(kda.seeds()[0])
+        assert naive.status == Status.OK, naive.reason
 
 
-@pytest.mark.parametrize("sense", [2, 3])
-@pytest.mark.xfail(strict=True, reason="known gaps (GATE.md): the barrier is kept only while few launches ran since "
-                                       "the module was loaded (2) or at the gate's and the replay's fixed shapes (3)")
+@pytest.mark.parametrize("sense", [2, pytest.param(3, marks=pytest.mark.xfail(
+    strict=True, reason="known gap (GATE.md): the barrier is kept only at the gate's and the replay's fixed shapes"))])
 def test_a_sanitizer_dodge_without_clock_or_launch_register_is_caught(sense):
     from evaluators.gpu.pool import GPUPool
     from evaluators.gpu.sanitizer import find_sanitizer
@@ -81,5 +81,8 @@ def test_a_sanitizer_dodge_without_clock_or_launch_register_is_caught(sense):
                     LaunchConfig(block=(256, 1, 1), knobs=(("rows_per_cta", 1), ("row_iters", 4))))
     with GPUPool(RMSNorm("bf16"), devices=[0], baseline_names=("torch",), seed=20261205) as pool:
         r = pool.evaluate(kernel)
+        if sense == 2:  # its launch counter is .global state: race lint rule 5, before any GPU time
+            assert r.status == Status.NONDETERMINISTIC and "launch_state" in r.reason, (r.status, r.reason)
+            return
         verdict = pool.sanitize([kernel])[0]
     assert r.status != Status.OK or verdict.status == Status.SANITIZER, (r.status, verdict.status, verdict.reason)
