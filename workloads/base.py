@@ -181,6 +181,19 @@ class Workload(ABC):
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
         """The template compiled with ``knobs`` (missing ones default); ValueError on an invalid knob."""
 
+    def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
+        """All knobs (``default_knobs`` filled in, values as int), each within its ``knob_space`` values.
+        ValueError naming an unknown knob or a value outside its allowed set. Workloads with rules across knobs
+        extend this."""
+        unknown = set(knobs) - set(self.default_knobs)
+        if unknown:
+            raise ValueError(f"unknown {self.name} knob(s) {sorted(unknown)}; have {sorted(self.default_knobs)}")
+        k = {**self.default_knobs, **{n: int(v) for n, v in knobs.items()}}
+        for n, v in k.items():
+            if v not in self.knob_space[n]:
+                raise ValueError(f"knob {n}={v} not in {self.knob_space[n]}")
+        return k
+
     # -- launch and roofline ------------------------------------------------------------------------------------
     @abstractmethod
     def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:

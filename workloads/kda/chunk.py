@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from population.kernel import Kernel, LaunchConfig
-from workloads.base import Dim3, ParamSpec, Shape
+from workloads.base import ParamSpec, Shape
 from workloads.cuda_build import build_ptx
 from workloads.dtypes import from_float
 from workloads.kda.chunk_math import (
@@ -118,17 +118,6 @@ class KDAChunk(KDAData, PipelineWorkload):
         return "KDAChunk()"
 
     # ------------------------------------------------------------------------------------------------ kernels
-    def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
-        """All knobs (defaults filled in) after validation; ValueError naming the knob and the rule."""
-        unknown = set(knobs) - set(self.default_knobs)
-        if unknown:
-            raise ValueError(f"unknown kda_chunk knob(s) {sorted(unknown)}; have {sorted(self.default_knobs)}")
-        k = {**self.default_knobs, **{n: int(v) for n, v in knobs.items()}}
-        for n, v in k.items():
-            if v not in self.knob_space[n]:
-                raise ValueError(f"knob {n}={v} not in {self.knob_space[n]}")
-        return k
-
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
         """The template (``kda_chunk_template.cu``) for ``knobs`` (missing ones default); block = (bv, 1, 1),
         the launch knob ``bv`` carried. ValueError on an invalid knob."""
@@ -148,22 +137,10 @@ class KDAChunk(KDAData, PipelineWorkload):
         return [naive, self.instantiate(self.default_knobs)]
 
     # ------------------------------------------------------------------------------------ launch and roofline
+    # launch_dims: KDAData's (one CTA per V-block, head and sequence)
     def layout(self, shape: Shape) -> ChunkLayout:
         """The chunk layout of ``shape``'s sequences (``chunk_math.chunk_layout``, cached)."""
         return chunk_layout(self._split(shape)[1], self.chunk)
-
-    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
-        """grid (128 / bv, H, N), block = launch.block. ValueError when bv does not divide 128, the block is
-        over 1024 threads, or N or H exceeds the 65535 limit of gridDim.y/z."""
-        h, lens = self._split(shape)
-        bv = launch.knob("bv", D)
-        if bv < 1 or D % bv:
-            raise ValueError(f"launch knob bv={bv} must divide {D}")
-        if launch.threads > 1024:
-            raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
-        if len(lens) > 65535 or h > 65535:
-            raise ValueError(f"{len(lens)} sequences x {h} heads exceed gridDim.y/z limits (65535)")
-        return (D // bv, h, len(lens)), launch.block, launch.dynamic_smem_bytes
 
     def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
         """Elements one CTA streams over its longest sequence: kg and w rows (128 each) and its bv columns of u

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import OutputSpec, Shape
+from population.kernel import LaunchConfig
+from workloads.base import Dim3, OutputSpec, Shape
 from workloads.dtypes import from_float, to_float64
 from workloads.kda.chunk_math import CHUNK, kda_chunk_reference
 from workloads.kda.reference import LOWER_BOUND, kda_reference
@@ -63,6 +64,21 @@ class KDAData:
         if len(shape) < 2 or any(int(x) < 1 for x in shape):
             raise ValueError(f"KDA shape is (H, L_1, ..., L_N) with every entry >= 1, got {shape}")
         return int(shape[0]), tuple(int(x) for x in shape[1:])
+
+    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
+        """The grid both KDA kernels launch, one CTA per (V-block, head, sequence): grid (128 / bv, H, N), block
+        = launch.block, the launch's dynamic shared memory (bytes). ValueError when the launch knob bv does not
+        divide 128, the block is over 1024 threads, or N or H exceeds the 65535 limit of gridDim.y/z (CUDA C++
+        Programming Guide, "Compute Capabilities": maximum y- and z-dimension of a grid)."""
+        h, lens = self._split(shape)
+        bv = launch.knob("bv", D)
+        if bv < 1 or D % bv:
+            raise ValueError(f"launch knob bv={bv} must divide {D}")
+        if launch.threads > 1024:
+            raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
+        if len(lens) > 65535 or h > 65535:
+            raise ValueError(f"{len(lens)} sequences x {h} heads exceed gridDim.y/z limits (65535)")
+        return (D // bv, h, len(lens)), launch.block, launch.dynamic_smem_bytes
 
     def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
                     xp: ModuleType = np) -> dict[str, Any]:

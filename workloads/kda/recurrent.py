@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from population.kernel import Kernel, LaunchConfig
-from workloads.base import Dim3, ParamSpec, Shape, Workload
+from workloads.base import ParamSpec, Shape, Workload
 from workloads.cuda_build import build_ptx
 from workloads.kda.data import VARLEN, D, KDAData
 
@@ -107,14 +107,9 @@ class KDARecurrent(KDAData, Workload):
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
-        """All knobs (defaults filled in) after validation; ValueError naming the knob and the rule."""
-        unknown = set(knobs) - set(self.default_knobs)
-        if unknown:
-            raise ValueError(f"unknown KDA knob(s) {sorted(unknown)}; have {sorted(self.default_knobs)}")
-        k = {**self.default_knobs, **{n: int(v) for n, v in knobs.items()}}
-        for n, v in k.items():
-            if v not in self.knob_space[n]:
-                raise ValueError(f"knob {n}={v} not in {self.knob_space[n]}")
+        """All knobs (defaults filled in) after validation (``Workload.check_knobs`` and cols * warps dividing
+        128); ValueError naming the knob and the rule."""
+        k = super().check_knobs(knobs)
         if D % (k["cols"] * k["warps"]):
             raise ValueError(f"cols * warps = {k['cols'] * k['warps']} must divide {D}")
         return k
@@ -137,19 +132,7 @@ class KDARecurrent(KDAData, Workload):
         return [naive, self.instantiate(self.default_knobs)]
 
     # ------------------------------------------------------------------------------------ launch and roofline
-    def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
-        """grid (128 / bv, H, N), block = launch.block. ValueError when bv does not divide 128, the block is
-        over 1024 threads, or N exceeds the 65535 limit of gridDim.z."""
-        h, lens = self._split(shape)
-        bv = launch.knob("bv", D)
-        if bv < 1 or D % bv:
-            raise ValueError(f"launch knob bv={bv} must divide {D}")
-        if launch.threads > 1024:
-            raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
-        if len(lens) > 65535 or h > 65535:
-            raise ValueError(f"{len(lens)} sequences x {h} heads exceed gridDim.y/z limits (65535)")
-        return (D // bv, h, len(lens)), launch.block, launch.dynamic_smem_bytes
-
+    # launch_dims: KDAData's (one CTA per V-block, head and sequence)
     def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
         """Elements one CTA reads over its longest sequence: q, k, g (128 each) and its bv columns of v per
         token, plus its state block."""
