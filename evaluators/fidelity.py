@@ -87,13 +87,20 @@ def load_fidelity(path: str | Path | None = None) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.is_file() else {}
 
 
-def fidelity_line(kind: str, model_version: str, path: str | Path | None = None) -> str:
+def fidelity_line(kind: str, model_version: str, path: str | Path | None = None, workload: str | None = None) -> str:
     """One sentence for a run banner: the held-out fidelity measured for ``kind`` (``"static"`` or
-    ``"replay"``) at ``model_version``, or a warning that none was measured for this version."""
+    ``"replay"``) at ``model_version`` on recorded runs of ``workload`` (its name; None: any), or a warning
+    that none was measured for this version or this workload (a record without ``"workload"`` is RMSNorm's,
+    the only workload recorded before the field existed)."""
     rec: Mapping[str, Any] = load_fidelity(path).get(kind, {})
     if not rec or rec.get("model_version") != model_version:
         return (f"No fidelity was measured for {model_version} (experiments/static_fidelity.py): how well it "
                 "ranks kernels as the GPU does is unknown.")
+    measured_on = rec.get("workload", "rmsnorm")
+    if workload is not None and workload != measured_on:
+        return (f"No fidelity was measured for workload {workload!r}: {model_version} was calibrated and "
+                f"measured on recorded {measured_on} runs only, so how well it ranks {workload} kernels as the "
+                "GPU does is unknown.")
     h = rec["held_out"]
     errs = rec.get("median_rel_error_per_shape", {})
     err = f"{100 * min(errs.values()):.0f}-{100 * max(errs.values()):.0f}%" if errs else "n/a"

@@ -115,7 +115,7 @@ class ReplayEvaluator:
         return (f"Replay evaluator ({self.model_version}) over {len(self.stores)} recorded H200 run(s), "
                 f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back;{scale} any "
                 f"other is an ESTIMATE of the surrogate fitted on the record (correctness not checked). Surrogate: "
-                f"{fidelity_line('replay', self.model_version)}")
+                f"{fidelity_line('replay', self.model_version, workload=self.workload.name)}")
 
     # --------------------------------------------------------------------------------------------- record
     def recorded(self, kernel: Kernel) -> EvalResult | None:

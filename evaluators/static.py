@@ -136,7 +136,7 @@ class StaticEvaluator:
 
         return (f"Static evaluator ({self.model_version}) on {self.gpu.name}: every time, GB/s and speedup is an "
                 f"ESTIMATE from ptxas resources, occupancy, static traffic and a calibrated cost model, not a "
-                f"measurement. {fidelity_line('static', self.model_version)}")
+                f"measurement. {fidelity_line('static', self.model_version, workload=self.workload.name)}")
 
     # ------------------------------------------------------------------------------------------------ model
 

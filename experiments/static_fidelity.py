@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         stores = [Path(s).name for s in args.stores]
         for which, res in report.items():
             version = cal.version if which == "static" else f"replay+{cal.version}"
-            out[which] = {"model_version": version, "stores": stores, "date": time.strftime("%Y-%m-%d"),
+            out[which] = {"model_version": version, "workload": wl.name, "stores": stores,
+                          "date": time.strftime("%Y-%m-%d"),
                           "method": "leave-one-run-out, kernels deduplicated by identity across folds",
                           "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
                           "median_rel_error_per_shape": {k: v["median_rel_error"]

@@ -168,6 +168,10 @@ def test_fidelity_line_names_the_version(tmp_path):
     line = fidelity_line("static", "static-v2/x", p)
     assert "Spearman 0.50" in line and "7/50" in line and "10-30%" in line
     assert "No fidelity" in fidelity_line("static", "static-v2/other", p)
+    # recorded on RMSNorm (no "workload" field: the only workload then); another workload gets no borrowed numbers
+    assert "Spearman 0.50" in fidelity_line("static", "static-v2/x", p, workload="rmsnorm")
+    other = fidelity_line("static", "static-v2/x", p, workload="kda_recurrent")
+    assert "No fidelity was measured for workload 'kda_recurrent'" in other and "Spearman" not in other
 
 
 # ------------------------------------------------------------------------------------------------ replay
