@@ -18,7 +18,14 @@ raises for a sticky error (``CUDARuntimeError: cudaErrorIllegalAddress: ...``).
 
 Not a GPU: no timing, no concurrency, kernels' CUDA source is not compiled here (tests/test_launch_prep.py
 compiles it with nvcc). Only what the evaluator's timed-check, input-set, fault-check and gate paths use is
-there.
+there. Where CuPy or the driver would refuse a call, the stand-in refuses it too, so a CPU run catches it:
+grid and block must be tuples (CuPy's ``Function.__call__`` types them ``tuple``) within CUDA's limits; a
+kernel whose CUDA source the stand-in has (``RawModule``/``RawKernel``) must get one argument per parameter,
+a device array (or None) for a pointer and, for a scalar, a value of the parameter's width (a NumPy scalar;
+a Python int is CuPy's int64, a float its float64), since CuPy passes each scalar at the width of its own type
+and the kernel reads the parameter's; ``memsetAsync``/``memcpyAsync`` take every argument CuPy's ``cpdef``
+signature requires (the stream included); the VMM calls need whole granules, a reserved range to map into,
+a mapped range to protect, and an unmapped range of the reserved size to free.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import ctypes.util
 import hashlib
 import mmap
 import os
+import re
 import sys
 import types
 from collections import Counter
@@ -185,13 +193,15 @@ def _raise_sticky() -> None:
         raise CUDARuntimeError(_STICKY[0])
 
 
-def _memset_async(ptr: int, value: int, size: int, stream: int = 0) -> None:
+def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
+    """``cupy.cuda.runtime.memsetAsync(ptr, value, size, stream)``: every argument required, as in CuPy."""
     count("op")
     _check_access(ptr, size, write=True)
     ctypes.memset(int(ptr), int(value), int(size))
 
 
-def _memcpy_async(dst: int, src: int, size: int, kind: int = 3, stream: int = 0) -> None:
+def _memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+    """``cupy.cuda.runtime.memcpyAsync(dst, src, size, kind, stream)``: every argument required."""
     count("op")
     _check_access(int(dst), size, write=True)
     ctypes.memmove(int(dst), int(src), int(size))
@@ -218,17 +228,81 @@ def _ndarray(shape: Any, dtype: Any = np.float64, memptr: _MemoryPointer | None 
     return a
 
 
+# Bytes of the scalar parameter types the project's CUDA sources use (typedefs of launch_prep's source included).
+_C_BYTES = {"u64": 8, "unsigned long long": 8, "long long": 8, "size_t": 8, "double": 8, "u32": 4,
+            "unsigned int": 4, "unsigned": 4, "int": 4, "float": 4, "u16": 2, "unsigned short": 2, "short": 2,
+            "unsigned char": 1, "char": 1, "bool": 1}
+_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
+
+
+def kernel_signatures(code: str) -> dict[str, list[int | None]]:
+    """Each ``extern "C" __global__`` function of CUDA source ``code``: its parameters in order, None for a
+    pointer, else the scalar's bytes. KeyError for a scalar type not in ``_C_BYTES``."""
+    sigs: dict[str, list[int | None]] = {}
+    for m in _ENTRY.finditer(code):
+        params: list[int | None] = []
+        for p in filter(None, (x.strip() for x in m.group(2).split(","))):
+            if "*" in p:
+                params.append(None)
+                continue
+            words = [w for w in p.split() if w not in ("const", "volatile", "__restrict__")][:-1]
+            params.append(_C_BYTES[" ".join(words)])
+        sigs[m.group(1)] = params
+    return sigs
+
+
+def _arg_bytes(a: Any) -> int | None:
+    """The bytes CuPy passes for kernel argument ``a`` (None: a device pointer). TypeError where CuPy raises."""
+    if a is None or isinstance(a, DevArray):
+        return None
+    if isinstance(a, np.ndarray):
+        raise TypeError(f"a host numpy.ndarray of shape {a.shape} passed as a kernel argument (CuPy refuses one of "
+                        "size > 1 and passes one of size 1 by value; a pointer needs a cupy.ndarray)")
+    if isinstance(a, np.generic):
+        return a.dtype.itemsize
+    if isinstance(a, bool):
+        return 1
+    if isinstance(a, (int, float)):
+        return 8  # CuPy: int -> int64 (uint64 from 2**63), float -> float64
+    raise TypeError(f"Unsupported type {type(a)}")
+
+
+def check_launch(name: str, grid: Any, block: Any, args: Any, signature: list[int | None] | None) -> None:
+    """What CuPy and the driver refuse at a launch: grid / block not tuples (TypeError, as Cython's ``tuple``
+    parameters), dimensions outside CUDA's limits (grid x < 2^31, y and z <= 65535; at most 1024 threads of a
+    block, z <= 64: ValueError, the driver's CUDA_ERROR_INVALID_VALUE), and with ``signature``
+    (``kernel_signatures``) a wrong number of arguments, a scalar where a pointer belongs or the reverse, or a
+    scalar of another width than its parameter (TypeError)."""
+    if not isinstance(grid, tuple) or not isinstance(block, tuple):
+        raise TypeError(f"kernel {name!r}: grid and block must be tuples (got {type(grid).__name__}, "
+                        f"{type(block).__name__})")
+    g, b = (tuple(int(v) for v in (*d, 1, 1)[:3]) for d in (grid, block))
+    if min(g + b) < 1 or g[0] >= 2**31 or max(g[1:]) > 65535 or b[0] * b[1] * b[2] > 1024 or b[2] > 64:
+        raise ValueError(f"kernel {name!r}: launch {g}x{b} outside CUDA's limits (CUDA_ERROR_INVALID_VALUE)")
+    if signature is None:
+        return
+    if len(args) != len(signature):
+        raise TypeError(f"kernel {name!r}: {len(args)} arguments for {len(signature)} parameters")
+    for i, (a, want) in enumerate(zip(args, signature)):
+        got = _arg_bytes(a)
+        if want is None and got not in (None, 8):
+            raise TypeError(f"kernel {name!r}: argument {i} is a {got}-byte scalar where a pointer belongs")
+        if want is not None and got != want:
+            what = "a device array" if got is None else f"a {got}-byte scalar ({type(a).__name__})"
+            raise TypeError(f"kernel {name!r}: argument {i} is {what}; the parameter is {want} bytes (CuPy passes "
+                            "a scalar at its own width and the kernel reads the parameter's)")
+
+
 class _Function:
-    def __init__(self, name: str):
-        self.name, self.ptr = name, 0
+    def __init__(self, name: str, signature: list[int | None] | None = None):
+        self.name, self.ptr, self.signature = name, 0, signature
 
     def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         from evaluators.gpu.launch_prep import HOST_TWINS
 
         count("kernel")
         count("op")
-        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-        block = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+        check_launch(self.name, grid, block, args, self.signature)
         if self.name in ("l2_flush_read", "hold_stream"):
             return
         twin = HOST_TWINS.get(self.name) or KERNELS.get(self.name)
@@ -248,9 +322,12 @@ KERNELS: dict[str, Any] = {}
 class _RawModule:
     def __init__(self, code: str = "", options: Any = (), name_expressions: Any = None, **k: Any):
         self.code = code
+        self.signatures = kernel_signatures(code)
 
     def get_function(self, name: str) -> _Function:
-        return _Function(name)
+        if name not in self.signatures:
+            raise KeyError(f"cupy stand-in: no extern \"C\" __global__ function {name!r} in the module's source")
+        return _Function(name, self.signatures[name])
 
 
 class _Module:
@@ -312,7 +389,7 @@ def _make_cupy() -> types.ModuleType:
                                       default_rng=lambda seed=None: _Generator(np.random.PCG64(seed)))
     runtime = types.SimpleNamespace(
         memsetAsync=_memset_async, memcpyAsync=_memcpy_async,
-        memset=lambda p, v, n: _memset_async(p, v, n), getDevice=lambda: 0, getDeviceProperties=_props,
+        memset=lambda p, v, n: _memset_async(p, v, n, 0), getDevice=lambda: 0, getDeviceProperties=_props,
         memcpyDeviceToDevice=3, CUDARuntimeError=CUDARuntimeError)
     stream = _Stream()
     cp.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
@@ -321,7 +398,7 @@ def _make_cupy() -> types.ModuleType:
         get_elapsed_time=lambda s, e: 1.0, Module=_Module,
         driver=types.SimpleNamespace(funcSetAttribute=lambda *a: None))
     cp.RawModule = _RawModule  # type: ignore[attr-defined]
-    cp.RawKernel = lambda code, name, **k: _Function(name)  # type: ignore[attr-defined]
+    cp.RawKernel = lambda code, name, **k: _RawModule(code).get_function(name)  # type: ignore[attr-defined]
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)  # type: ignore
     return cp
 
@@ -454,6 +531,8 @@ class Driver(types.SimpleNamespace):
         return 0, GRANULARITY
 
     def cuMemAddressReserve(self, size: int, align: int, addr: int, flags: int) -> tuple[int, int]:
+        if int(size) <= 0 or int(size) % GRANULARITY:
+            return 1, 0  # CUDA_ERROR_INVALID_VALUE: whole granules only
         size, align = int(size), max(int(align), mmap.PAGESIZE)
         raw = _libc.mmap(None, size + align, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
         if raw in (None, ctypes.c_void_p(-1).value):
@@ -467,13 +546,21 @@ class Driver(types.SimpleNamespace):
         return 0, base
 
     def cuMemCreate(self, size: int, prop: Any, flags: int) -> tuple[int, int]:
+        if int(size) <= 0 or int(size) % GRANULARITY:
+            return 1, 0
         fd = os.memfd_create("standin-vmm")
         os.ftruncate(fd, int(size))
         self.handles[fd] = (fd, int(size))
         return 0, fd
 
     def cuMemMap(self, addr: int, size: int, offset: int, handle: int, flags: int) -> tuple[int]:
-        fd, _ = self.handles[int(handle)]
+        if int(handle) not in self.handles:
+            return (1,)
+        fd, hsize = self.handles[int(handle)]
+        inside = any(b <= int(addr) and int(addr) + int(size) <= b + n for b, n in self.reserved.items())
+        if (int(size) % GRANULARITY or int(addr) % GRANULARITY or int(offset) + int(size) > hsize or not inside
+                or any(self._prot_at(a) is not None for a in (int(addr), int(addr) + int(size) - 1))):
+            return (1,)  # a range not reserved, already mapped, past the allocation or not in whole granules
         r = _libc.mmap(int(addr), int(size), 0, mmap.MAP_SHARED | MAP_FIXED, fd, int(offset))
         if r != int(addr):
             return (2,)
@@ -481,6 +568,8 @@ class Driver(types.SimpleNamespace):
         return (0,)
 
     def cuMemSetAccess(self, addr: int, size: int, descs: Any, count_: int) -> tuple[int]:
+        if self.access.get(int(addr), (None,))[0] != int(size):
+            return (1,)  # the range must be a mapped range (here: exactly one cuMemMap's)
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if descs[0].flags == 3 else 0)
         if descs[0].flags == 1 and self.refuse_read_only:
             return (801,)
@@ -500,6 +589,9 @@ class Driver(types.SimpleNamespace):
         return (0,)
 
     def cuMemAddressFree(self, addr: int, size: int) -> tuple[int]:
+        if self.reserved.get(int(addr)) != int(size) or any(
+                int(addr) <= a < int(addr) + int(size) for a in self.access):
+            return (1,)  # the size reserved, and nothing mapped in it any more
         _libc.munmap(int(addr), int(size))
         self.reserved.pop(int(addr), None)
         return (0,)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 import traceback
 from collections import OrderedDict
@@ -62,9 +63,17 @@ class KernelFault(Exception):
         self.status, self.fatal = status, fatal
 
 
+def _mentions(text: str, codes: Any) -> bool:
+    """Whether ``text`` names one of ``codes`` (compared upper-case without underscores): a name anywhere, a
+    numeric code only as a whole number right after "error", "code", "CUresult" or "status" ("CUDA error 700"),
+    so the 716 of "shape (4096, 7168)" or the 700 of a grid (700, 1, 1) in a KernelFault's message is not one."""
+    t = text.upper().replace("_", "")
+    return any(re.search(rf"(?:ERROR|CODE|CURESULT|STATUS)\W{{0,3}}{c}(?![0-9])", t) if c.isdigit() else c in t
+               for c in codes)
+
+
 def _is_sticky(err: BaseException) -> bool:
-    text = str(err).upper().replace("_", "")
-    return any(code in text for code in STICKY_ERRORS)
+    return _mentions(str(err), STICKY_ERRORS)
 
 
 # CUDA errors a read past a buffer ending at an unmapped page, or a store into a read-only mapping, raises
@@ -77,7 +86,7 @@ def edge_fault(f: KernelFault, where: str, always: bool = False) -> KernelFault:
     mapped read-only (the fault check, the timed launches): WRONG_RESULT, fatal as ``f`` (a sticky fault: the
     worker answers and restarts, one restart counted by the supervisor). Only address faults are converted
     unless ``always`` (the fault check judges any fault); others are returned unchanged."""
-    if not always and not any(code in str(f).upper().replace("_", "") for code in ADDRESS_FAULTS):
+    if not always and not _mentions(str(f), ADDRESS_FAULTS):
         return f
     return KernelFault(Status.WRONG_RESULT, f"{where}: the kernel faulted with its inputs ending at an unmapped "
                        f"page, mapped read-only (a read past an input or a store into one; the worker restarts): "
