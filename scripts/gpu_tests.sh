@@ -2,14 +2,16 @@
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
 #   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability] [loop]   (no argument: the first three)
-# Each step is cut at its own limit (seconds): TESTS_S (900), BASELINES_S (900), THROUGHPUT_S (300), COST_S (300),
+# Each step is cut at its own limit (seconds): TESTS_S (540), BASELINES_S (540), THROUGHPUT_S (300), COST_S (300),
 # STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
 # loop: the whole search loop's evaluations/s, `python -m evolve experiment=rmsnorm_h200 budget.seconds=$LOOP_S
 # logger=none` once per mode of LOOP_MODES ("v1 v2"): v2 is the gate as configured (rotating schedule, checked
 # timed launches, fault check, sanitizer verdicts); v1 gives gate v1's share of the work (runs 1-2 of the small
 # checks, every large check, plain timed launches on one input set, a full-output audit at one shape, no fault
 # check, no sanitizer verdicts). Each run starts a worker (startup not counted in eval/s); summary.json's
-# evaluations, seconds and evals_per_s go to $OUT/loop.txt. LOOP_S (100) seconds of search per mode.
+# evaluations, seconds and evals_per_s go to $OUT/loop.txt. LOOP_S (100) seconds of search per mode, each mode
+# cut at LOOP_S + 300 s: one mode per device command (LOOP_MODES=v1, then LOOP_MODES=v2) under a 600 s cap.
+# Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +53,8 @@ PY
 rc=0
 for step in "${steps[@]}"; do
   case $step in
-    tests) timeout -k 10 "${TESTS_S:-900}" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
-    baselines) timeout -k 10 "${BASELINES_S:-900}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
+    tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
+    baselines) timeout -k 10 "${BASELINES_S:-540}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
     throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \
                   | tee "$out/gpu_throughput.log"

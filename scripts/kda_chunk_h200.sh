@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the H200 (no network): the KDA chunked prefill pipeline (workloads/kda/chunk.py, issue 15 stage 2) end to end
-# in one device command, at most ~9.5 minutes (steps cut at TESTS_S + REPORT_S + SEARCH_S seconds):
+# in one device command, at most ~9.5 minutes (steps cut at TESTS_S 200 + REPORT_S 250 + SEARCH_S 90 seconds, plus
+# 5 s of kill grace each and the wheel install: under a 600 s device command):
 #   1. pytest -m gpu tests/gpu/test_gpu_kda_chunk.py: the pipeline with each seed against the float64 reference,
 #      the GPU gate (seeds pass, three broken state passes fail), the float64 chunked reference on the GPU against
 #      the JAX recurrence, the pool end to end (gate, fault check, timed state pass with checked outputs,
@@ -31,7 +32,7 @@ timeout -k 5 "${TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -
 rc=$((rc | ${PIPESTATUS[0]}))
 dry=(); evaluator=gpu
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run); evaluator=static; fi
-timeout -k 5 "${REPORT_S:-270}" python3 experiments/kda_chunk_h200.py --out "$out" --repeats "${REPEATS:-10}" \
+timeout -k 5 "${REPORT_S:-250}" python3 experiments/kda_chunk_h200.py --out "$out" --repeats "${REPEATS:-10}" \
   --variants "${VARIANTS:-bv=64;bv=128}" "${dry[@]}" 2>&1 | tee "$out/kda_chunk_h200.log"
 rc=$((rc | ${PIPESTATUS[0]}))
 if [ "${SEARCH_S:-90}" -gt 0 ]; then
