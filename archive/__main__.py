@@ -43,9 +43,20 @@ def lineage_main(args: argparse.Namespace) -> int:
         print(json.dumps(steps, indent=2, default=str))
     else:
         prov = meta.get("provenance") or {}
-        print(format_lineage(steps, objective_name=str(prov.get("objective") or "objective"),
-                             estimate=bool(prov.get("estimate", meta.get("estimate")))))
+        estimate = bool(prov.get("estimate", meta.get("estimate")))
+        print(format_lineage(steps, objective_name=objective_label(prov.get("objective"), estimate),
+                             estimate=estimate))
     return 0
+
+
+def objective_label(objective: object, estimate: bool) -> str:
+    """The objective's name in the lineage report: a run's provenance stores ``{"baseline": ..., "definition":
+    ...}`` (``evolve.app``), shown as ``speedup over <baseline>`` (``estimated`` first for an estimate); a plain
+    string as is; nothing as ``objective``."""
+    if isinstance(objective, dict):
+        base = objective.get("baseline")
+        return f"{'estimated ' if estimate else ''}speedup over {base}" if base else "objective"
+    return str(objective or "objective")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,12 +42,16 @@ ESTIMATE_BANNER = ("No GPU evaluator: running with the static evaluator. Objecti
                    "resources, occupancy and a roofline model, not measurements.")
 
 
+ALGORITHM_METHODS = ("ask", "tell", "state_dict", "load_state")  # evolve.algorithms.base.Algorithm
+
+
 def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], GridArchive]) -> Any:
     """The algorithm of the ``algorithm`` config node: its ``_target_`` class built with the node's keys that
     the constructor names (``selection``, ``population_size``... and everything under ``options``), plus
     ``archive`` (the run's archive) and ``make_archive`` (a factory of empty ones) when it asks for them.
-    Raises ConfigError naming ``algorithm._target_`` (not importable, not a class) or ``algorithm.options``
-    (a key the constructor does not take)."""
+    Raises ConfigError naming ``algorithm._target_`` (not importable, not a class, lacking a member of the
+    ``Algorithm`` contract) or ``algorithm.options`` (a key the constructor does not take, or a value its own
+    check refuses with TypeError / ValueError)."""
     import inspect
 
     from hydra.utils import get_class
@@ -63,9 +67,21 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
     unknown = sorted(set(extra) - set(params))
     if unknown:
         raise ConfigError(f"algorithm.options: {target} takes no {unknown}; it takes {sorted(params)}")
+    missing = [m for m in ALGORITHM_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        raise ConfigError(f"algorithm._target_: {target} has no {missing}; an algorithm needs name, "
+                          f"{', '.join(ALGORITHM_METHODS)} (evolve.algorithms.base.Algorithm, docs/add-an-algorithm.md)")
     context = {"archive": archive, "make_archive": make_archive}
     kwargs = {k: v for k, v in {**node, **context, **extra}.items() if k in params and k != "name"}
-    return cls(**kwargs)
+    try:
+        algorithm = cls(**kwargs)
+    except (TypeError, ValueError) as e:  # the constructor's own check of its options: a config error
+        shown = {k: v for k, v in kwargs.items() if k not in context}
+        raise ConfigError(f"algorithm.options: {target} rejected {shown}: {e}") from None
+    if not isinstance(getattr(algorithm, "name", None), str):
+        raise ConfigError(f"algorithm._target_: {target} has no str attribute 'name' (the label in the store, "
+                          f"tables and W&B)")
+    return algorithm
 
 
 def archive_dimensions(cfg: Any, gpu: Any) -> list[Any]:
@@ -154,12 +170,16 @@ def _job_num() -> int | None:
 
 
 def build_workload_from(cfg: DictConfig) -> Any:
-    """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``).
-    Raises ConfigError naming ``workload._target_`` or the option the workload rejected."""
+    """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``), its
+    seeds checked against its own ABI and launch rule (``workloads.preflight.check_workload``). Raises
+    ConfigError naming ``workload._target_``, the option the workload rejected, or the seed that does not fit."""
+    from workloads.preflight import check_workload
     from workloads.registry import WorkloadConfigError, build_workload
 
     try:
-        return build_workload(cfg.workload)
+        workload = build_workload(cfg.workload)
+        check_workload(workload)
+        return workload
     except WorkloadConfigError as e:  # e.g. dtype=int8 or a misspelt class path: a config error, not a traceback
         raise ConfigError(str(e)) from None
 

@@ -36,6 +36,19 @@ def test_pages_show_the_files_exactly(page):
         assert (REPO / path).read_text() == body, f"{page}: the block for {path} differs from the file"
 
 
+def shown_excerpts(page: Path) -> list[tuple[str, str]]:
+    """(path, text) of every fenced block preceded by ``<!-- excerpt: path -->`` on ``page``."""
+    text = page.read_text()
+    return re.findall(r"<!-- excerpt: (\S+) -->\n```\w*\n(.*?)```\n", text, re.S)
+
+
+def test_excerpts_are_in_their_files():
+    excerpts = shown_excerpts(DOCS / "add-a-workload.md")
+    assert [p for p, _ in excerpts] == ["workloads/kda/chunk.py"]
+    for path, body in excerpts:
+        assert body in (REPO / path).read_text(), f"the excerpt of {path} is not in the file"
+
+
 def softmax_f32(x):
     """What a correct fp32 kernel computes (float32 arithmetic throughout)."""
     x = np.asarray(x, dtype=np.float32)
@@ -103,16 +116,16 @@ def test_algorithm_and_operator_examples_run_in_the_engine(tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(DOCS / "examples"))
     monkeypatch.setenv("WANDB_MODE", "disabled")
     register()
-    ops = ("[{name:streaming_stores,_target_:streaming_stores.StreamingStores,weight:1.0},"
-           "{name:hints,weight:1.0}]")
+    # the pages' commands: the example YAMLs found through hydra.searchpath (docs/examples/conf)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[
-            "algorithm._target_=epsilon_greedy.EpsilonGreedy", "algorithm.name=epsilon_greedy",
-            "+algorithm.options.epsilon=0.5", f"mutator.operators={ops}", "evaluator=static", "logger=none",
-            "knowledge=none", "budget.evaluations=8", "engine.progress=false", "engine.export=false",
+            f"hydra.searchpath=[file://{DOCS / 'examples' / 'conf'}]", "algorithm=epsilon_greedy",
+            "algorithm.options.epsilon=0.5", "mutator=rules_plus", "evaluator=static", "logger=none",
+            "knowledge=none", "budget.evaluations=12", "engine.progress=false", "engine.export=false",
             f"run_dir={tmp_path}"])
+    assert [o["name"] for o in cfg.mutator.operators] == ["hints", "template", "streaming_stores", "crossover"]
     summary = run(cfg)
-    assert summary["evaluations"] == 8 and summary["algorithm"] == "epsilon_greedy"
+    assert summary["evaluations"] == 12 and summary["algorithm"] == "epsilon_greedy"
     with Store(tmp_path / "store.sqlite", readonly=True) as s:
         rows = [r for r in s.candidates() if r.operator == "streaming_stores"]
     assert rows and all("+cs" in r.edit_text and "st.global.cs." in r.ptx and r.status == "ok" for r in rows), [(r.status, r.reason) for r in rows]

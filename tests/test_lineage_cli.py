@@ -102,3 +102,14 @@ def test_cli(run_dir, tmp_path, capsys):
     (tmp_path / "store.sqlite").write_text("not sqlite " * 50)
     assert main(["lineage", str(tmp_path)]) == 2
     assert "is not a ptxforge store" in capsys.readouterr().err
+
+
+def test_objective_label_of_a_run_provenance():
+    """A run stores its objective as a dict (evolve.app); the report names the baseline, not the dict."""
+    from archive.__main__ import objective_label
+
+    objective = {"baseline": "naive_seed", "definition": "ESTIMATE: geomean over shapes of the speedup ..."}
+    assert objective_label(objective, True) == "estimated speedup over naive_seed"
+    assert objective_label({"baseline": "torch", "definition": "..."}, False) == "speedup over torch"
+    assert objective_label("estimated speedup over naive_seed", True) == "estimated speedup over naive_seed"
+    assert objective_label(None, False) == "objective"

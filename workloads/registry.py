@@ -51,6 +51,37 @@ def workload_config(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
     return node
 
 
+def import_failure(target: str, error: BaseException) -> str:
+    """Why importing the dotted path ``target`` failed, from the error ``hydra.utils`` raised (``error``, whose
+    ``__cause__`` is the import's own exception): the module is not on the path (with where to put it), a module
+    lacks the named attribute, or the module's code raised while importing (the exception and the innermost
+    ``file:line`` inside that module's folder, not Hydra's "Are you sure that module ... is installed?"); else
+    ``str(error)``."""
+    import importlib.util
+    import traceback
+
+    inner = error.__cause__ if isinstance(error, ImportError) else None
+    top = target.split(".")[0]
+    if isinstance(inner, ModuleNotFoundError) and inner.name and target.startswith(inner.name):
+        if inner.name == top:
+            return (f"no module named {top!r}: put the folder that holds it on PYTHONPATH (the GPU workers need "
+                    f"it too)")
+        parent, _, attr = inner.name.rpartition(".")
+        return f"module {parent!r} has no attribute or submodule {attr!r}"
+    if inner is not None:
+        frames = [f for f in traceback.extract_tb(inner.__traceback__) if not f.filename.startswith("<")]
+        try:
+            spec = importlib.util.find_spec(top)
+            home = str(Path(spec.origin).parent) if spec and spec.origin else None
+        except (ImportError, ValueError):
+            home = None
+        own = [f for f in frames if home and f.filename.startswith(home)]
+        frame = (own or frames or [None])[-1]
+        at = f" at {frame.filename}:{frame.lineno}" if frame else ""
+        return f"importing it raised {type(inner).__name__}: {inner}{at}"
+    return str(error)
+
+
 def build_workload(spec: Mapping[str, Any], *, key: str = "workload") -> Workload:
     """The workload a ``_target_`` spec describes (see module docstring).
 
@@ -82,7 +113,11 @@ def build_workload(spec: Mapping[str, Any], *, key: str = "workload") -> Workloa
     except InstantiationException as e:
         cause = e.__cause__ or e
         if isinstance(cause, ImportError) or "Error locating target" in str(e):
-            raise WorkloadConfigError(f"{key}._target_: cannot import {target!r}: {cause}") from None
+            raise WorkloadConfigError(f"{key}._target_: cannot import {target!r}: {import_failure(target, cause)}"
+                                      ) from None
+        if isinstance(cause, TypeError) and "abstract" in str(cause):
+            raise WorkloadConfigError(f"{key}._target_: {target} cannot be built: {cause} (a Workload defines every "
+                                      f"abstract method of workloads.base.Workload)") from None
         raise WorkloadConfigError(f"{key}: {target} rejected options "
                                   f"{ {k: v for k, v in spec.items() if k != '_target_'} }: {cause}") from None
     if not isinstance(workload, Workload):
