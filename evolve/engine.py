@@ -255,7 +255,6 @@ class Engine:
                 raise ValueError(f"algorithm {algorithm.name!r} needs operator {name!r}; add it to "
                                  f"mutator.operators (configured: {sorted(self.operators)})")
         self.pending: deque[_Item] = deque()
-        self.buffer: list[CandidateRow] = []
         self.in_flight: set[str] = set()
         self.seeds_queued = False
         self.statuses: Counter[str] = Counter()
@@ -385,13 +384,10 @@ class Engine:
         row = CandidateRow(identity=f"{status}:{digest[:48]}", status=status, reason=reason[:2000],
                            parents=[parent.identity], operator=operator, edit_text=edit_text, entry=parent.entry,
                            island=island)
-        self.buffer.append(row)
         # Written at once (joining the tell's transaction when inside one), so a failing operator shows in the
         # store while it fails; rows after the last checkpoint are dropped and re-created on resume.
         with self.store.transaction() as tx:
-            for r in self.buffer:
-                tx.add_candidate(r)
-        self.buffer.clear()
+            tx.add_candidate(row)
         self.statuses[status] += 1
         self.budget.candidates += 1
         if not lesson:  # an infrastructure failure (e.g. the LLM endpoint) says nothing about the edit
@@ -621,9 +617,6 @@ class Engine:
         if item.task is not None:
             result.features = {**result.features, TASK_FEATURE: float(item.task)}
         with self.store.transaction() as tx:
-            for row in self.buffer:
-                tx.add_candidate(row)
-            self.buffer.clear()
             row = CandidateRow.from_eval(item.kernel, result, timings=timings, island=item.ask.island)
             cid = tx.add_candidate(row)
             self._remember(cid, item.kernel, result)
@@ -690,9 +683,6 @@ class Engine:
         self._committed = False
 
     def _checkpoint(self, tx: Any) -> None:
-        for row in self.buffer:
-            tx.add_candidate(row)
-        self.buffer.clear()
         if self.lessons is not None:
             self.lessons.flush(tx)
         tx.save_checkpoint(CHECKPOINT, self.state_dict())
@@ -843,7 +833,7 @@ class Engine:
                 if not self.pending:
                     if ahead and self.staged and not self.budget.exhausted():
                         continue
-                    if self.buffer or self.tells_since_checkpoint:
+                    if self.tells_since_checkpoint:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
                         self._after_commit()
