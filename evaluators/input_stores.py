@@ -114,10 +114,15 @@ class InputStoreReport:
 
     def reason(self) -> str:
         """One line for the store's reason column: the first write and how many there are."""
-        if not self.stores:
-            return ""
-        more = f" (and {len(self.stores) - 1} more)" if len(self.stores) > 1 else ""
-        return f"static input-store check: {self.stores[0]}{more}"
+        return first_finding("static input-store check", self.stores)
+
+
+def first_finding(check: str, findings: Sequence[object]) -> str:
+    """A static check's reason line: ``"<check>: <first finding> (and <n> more)"``, "" when there is none."""
+    if not findings:
+        return ""
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return f"{check}: {findings[0]}{more}"
 
 
 def destination_space(ins: Instruction) -> str:

@@ -48,8 +48,7 @@ class Prepared:
     block: the launched CTA shape at the first shape; dynamic_smem: its dynamic shared memory in bytes;
     occupancy / detail: on the target GPU; traffic: TrafficEstimate per shape (the shapes asked for and the
     search shapes; empty when the analysis failed); features: behaviour descriptors by name (empty when they
-    could not be computed); notes: why an advisory step gave nothing; extra: facts for ``EvalResult.extra``
-    (input-store lines that could not be proven).
+    could not be computed); notes: why an advisory step gave nothing.
     """
 
     compiled: CompileResult
@@ -62,7 +61,6 @@ class Prepared:
     traffic: dict[Shape, TrafficEstimate] = field(default_factory=dict)
     features: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -127,7 +125,6 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
         check_abi(workload.abi, types, kernel.entry)
     except AbiMismatch as e:
         raise Rejected(Status.LAUNCH_ERROR, f"ABI: {e}", "abi", {"resources": ru}) from None
-    extra: dict[str, Any] = {}
     if check_stores:
         stores = check_input_stores(kernel, workload)
         if not stores.ok:
@@ -156,7 +153,7 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
             f"{dyn} B dynamic shared memory, {ru.barriers} barriers on {gpu.name} (limits per SM: registers "
             f"{detail.limit_registers}, shared memory {detail.limit_shared_memory}, warps {detail.limit_warps} "
             f"CTAs; limiter {occ.limiter})", "launch", {"resources": ru, "occupancy": occ})
-    prepared = Prepared(compiled, ru, types, tuple(block), int(dyn), occ, detail, extra=extra)
+    prepared = Prepared(compiled, ru, types, tuple(block), int(dyn), occ, detail)
     _traffic_and_features(prepared, kernel, workload, shapes)
     return prepared
 

@@ -58,7 +58,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluators.input_stores import UNKNOWN, Provenance, destination_space, provenance, writes_memory
+from evaluators.input_stores import (
+    UNKNOWN,
+    Provenance,
+    destination_space,
+    first_finding,
+    provenance,
+    writes_memory,
+)
 from population.ast import Instruction, SpecialRegister, VarDecl
 from population.cfg import basic_blocks, cfg, loops, walk
 from population.defuse import destinations, sources
@@ -112,10 +119,7 @@ class RaceReport:
 
     def reason(self) -> str:
         """One line for the store's reason column: the first finding and how many there are."""
-        if not self.findings:
-            return ""
-        more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
-        return f"static race lint: {self.findings[0]}{more}"
+        return first_finding("static race lint", self.findings)
 
 
 def _global_write(ins: Instruction) -> bool:

@@ -43,39 +43,12 @@ os.environ.setdefault("FLA_FLASH_KDA", "0")  # before fla is imported anywhere: 
 
 import numpy as np
 
+from experiments.kda_check import error_stats, kernels_of, passes, rms_ratio, tol_units
+
 CHECK_SHAPES = [(1, 1), (1, 65), (2, 63), (3, 1, 63, 17), (2, 5, 1, 70, 2), (1, 2048)]
 BIG_CHECK = (64, *(1024,) * 8)
 FLASH_KDA_NOTE = ("FlashKDA not timed (CUTLASS build); third-party figure: 1.21 ms vs fla chunk_kda 1.78 ms "
                   "at H = 64, T = 8192 on an H200")
-
-
-def parse_variants(text: str) -> list[dict[str, int]]:
-    """'bv=64;bv=128,min_blocks=2' -> [{'bv': 64}, {'bv': 128, 'min_blocks': 2}]."""
-    return [{k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))}
-            for part in filter(None, (p.strip() for p in text.split(";")))]
-
-
-def rms_ratio(out: np.ndarray, ref: np.ndarray) -> float:
-    """RMS(ref - out) / RMS(ref) over the elements where ref is not NaN (fla's test criterion)."""
-    keep = ~np.isnan(ref)
-    d, r = (out - ref)[keep], ref[keep]
-    return float(np.sqrt(np.mean(d * d)) / max(np.sqrt(np.mean(r * r)), 1e-30))
-
-
-def tol_units(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float, half_ulp: np.ndarray | float) -> float:
-    """max |out - ref| / (atol + rtol |ref| + half_ulp) over the non-NaN reference elements (<= 1 passes)."""
-    keep = ~np.isnan(ref)
-    err = np.abs(out - ref)[keep] / (atol + rtol * np.abs(ref[keep]) + (half_ulp[keep] if np.ndim(half_ulp) else 0))
-    return float(np.nan_to_num(err, nan=np.inf).max()) if err.size else 0.0
-
-
-def kernels_of(wl, variants: str) -> dict:
-    """name -> Kernel: the two seeds and the template at each of ``variants``."""
-    naive, template = wl.seeds()
-    kernels = {"naive": naive, "template": template}
-    for v in parse_variants(variants):
-        kernels["template " + ",".join(f"{k}={x}" for k, x in v.items())] = wl.instantiate(v)
-    return kernels
 
 
 def label(shape: tuple[int, ...]) -> str:
@@ -184,7 +157,7 @@ def main() -> int:
     from evaluators.gpu.worker import make_launcher
     from evaluators.pipeline import prepare
     from targets.spec import resolve_gpu
-    from workloads.dtypes import half_ulp, storage_dtype, to_float64
+    from workloads.dtypes import half_ulp, storage_dtype, to_device, to_float64
     from workloads.kda import KDAChunk
     from workloads.kda.baselines import fla_chunk_baselines
 
@@ -203,9 +176,6 @@ def main() -> int:
                      "flash_kda": FLASH_KDA_NOTE, "correctness": [], "timing": []}
     print(f"device {results['device']}; tolerance atol {atol} rtol {rtol}; {FLASH_KDA_NOTE}\n")
 
-    def to_device(host: dict) -> dict:
-        return {k: cp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
-
     all_ok = True
     if not args.skip_checks:
         print(f"{'state pass':24s} {'regs':>4s} {'shape':>22s} {'dist':>14s} {'o tol':>8s} {'o rms':>9s} "
@@ -220,18 +190,16 @@ def main() -> int:
                 at = (slice(None),) if pairs is None else tuple(np.array(x) for x in zip(*pairs))
                 rs = rs[at]
                 for name, run in runs.items():
-                    inputs = to_device(host)
+                    inputs = to_device(host, cp)
                     out = {"o": cp.full((sum(shape[1:]), shape[0], 128), 0x7FA5, dtype=storage_dtype("bf16", cp))}
                     run(inputs, out, shape)
                     o = to_float64(out["o"].get(), "bf16")
                     st = (inputs["state"] if pairs is None
                           else inputs["state"][tuple(cp.asarray(a) for a in at)]).get().astype(np.float64)
                     row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:])[:16], "distribution": dist,
-                           "o_tol": tol_units(o, ro, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
-                           "o_rms": rms_ratio(o, ro), "state_tol": tol_units(st, rs, atol, rtol, 0.0),
-                           "state_rms": rms_ratio(st, rs), "sampled_pairs": pairs}
-                    row["ok"] = (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < 5e-3
-                                 and row["state_rms"] < 5e-3)
+                           **error_stats(o, ro, st, rs, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
+                           "sampled_pairs": pairs}
+                    row["ok"] = passes(row)
                     all_ok &= row["ok"]
                     results["correctness"].append(row)
                     where = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
@@ -242,7 +210,7 @@ def main() -> int:
         host = wl.make_inputs(shape, 9)
         ref = wl.reference(host)
         notes: dict[str, str] = {}
-        fla = fla_chunk_baselines(to_device(host), shape, ("fla_chunk",), notes)
+        fla = fla_chunk_baselines(to_device(host, cp), shape, ("fla_chunk",), notes)
         if "fla_chunk" in fla:
             o, s = fla["fla_chunk"]()
             o_rms = rms_ratio(o.float().squeeze(0).cpu().numpy().astype(np.float64), ref["o"])

@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from experiments.kda_check import error_stats, kernels_of, passes
+
 CHECK_SHAPES = [(1, 1), (1, 17), (2, 63), (3, 1, 63, 17), (1, 2048)]
 
 
@@ -51,39 +53,6 @@ def check_plan(wl) -> list[tuple[tuple[int, ...], str, int, bool]]:
 
     plan = [(s, d, 100 + i, is_big(s)) for s in CHECK_SHAPES for i, d in enumerate(wl.distributions)]
     return plan + [(s, "normal", 100, is_big(s)) for s in [(8, *VARLEN), wl.benchmark_shapes[-1]]]
-
-
-def parse_variants(text: str) -> list[dict[str, int]]:
-    """'cols=8,warps=2;cols=2,warps=8' -> [{'cols': 8, 'warps': 2}, {'cols': 2, 'warps': 8}]."""
-    out = []
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        out.append({k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))})
-    return out
-
-
-def rms_ratio(out: np.ndarray, ref: np.ndarray) -> float:
-    keep = ~np.isnan(ref)
-    d, r = (out - ref)[keep], ref[keep]
-    return float(np.sqrt(np.mean(d * d)) / max(np.sqrt(np.mean(r * r)), 1e-30))
-
-
-def tol_units(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float, half_ulp: np.ndarray | float) -> float:
-    keep = ~np.isnan(ref)
-    err = np.abs(out - ref)[keep] / (atol + rtol * np.abs(ref[keep]) + (half_ulp[keep] if np.ndim(half_ulp) else 0))
-    return float(np.nan_to_num(err, nan=np.inf).max()) if err.size else 0.0
-
-
-def to_device(host: dict, cp) -> dict:
-    """CuPy copies of host inputs; ml_dtypes.bfloat16 arrays travel as their uint16 bits (CuPy's bf16)."""
-    return {k: cp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
-
-
-def kernels_of(wl, variants: str) -> dict:
-    """name -> Kernel: the two seeds and the template at each of ``variants``."""
-    kernels = {"naive": wl.seeds()[0], "template": wl.seeds()[1]}
-    for v in parse_variants(variants):
-        kernels["template " + ",".join(f"{k}={x}" for k, x in v.items())] = wl.instantiate(v)
-    return kernels
 
 
 def dry_run(args: argparse.Namespace) -> int:
@@ -128,7 +97,7 @@ def main() -> int:
     from evaluators.gpu.benchmark import L2Flusher, median_us, time_interleaved
     from evaluators.pipeline import prepare
     from targets.spec import resolve_gpu
-    from workloads.dtypes import half_ulp, storage_dtype, to_float64
+    from workloads.dtypes import half_ulp, storage_dtype, to_device, to_float64
     from workloads.kda import KDARecurrent
 
     gpu = resolve_gpu(args.gpu)
@@ -173,11 +142,9 @@ def main() -> int:
             st = (inputs["state"] if pairs is None else inputs["state"][tuple(cp.asarray(a) for a in at)]
                   ).get().astype(np.float64)
             row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:]), "distribution": dist,
-                   "o_tol": tol_units(o, ro, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
-                   "o_rms": rms_ratio(o, ro), "state_tol": tol_units(st, rs, atol, rtol, 0.0),
-                   "state_rms": rms_ratio(st, rs), "sampled_pairs": pairs}
-            row["ok"] = (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < 5e-3
-                         and row["state_rms"] < 5e-3)
+                   **error_stats(o, ro, st, rs, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
+                   "sampled_pairs": pairs}
+            row["ok"] = passes(row)
             all_ok &= row["ok"]
             results["correctness"].append(row)
             label = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"

@@ -146,19 +146,9 @@ def test_seeds_compile_and_are_estimated():
 
 
 def test_evolve_runs_kda_on_the_static_evaluator(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
+    from tests.static_run import run_static
 
-    from evolve.app import run
-    from evolve.config import register
-    from tests.test_docs_examples import REPO
-
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    register()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["workload=kda_recurrent", "evaluator=static", "logger=none",
-                                           "knowledge=none", "budget.evaluations=6", "engine.progress=false",
-                                           "engine.export=false", f"run_dir={tmp_path}"])
-    summary = run(cfg)
+    summary = run_static("kda_recurrent", tmp_path, monkeypatch)
     assert summary["evaluations"] == 6 and summary["estimate"] is True and summary["best_objective"] > 1.0
 
 
@@ -234,3 +224,26 @@ def test_gpu_experiment_draws_large_checks_on_the_device_and_samples_them():
         if not big:
             assert host_bytes <= 128 << 20 and sum(lens) * h <= 1 << 16 and len(lens) * h <= 1 << 10, shape
     assert exp.is_big((96, *(1,) * 256)) and not exp.is_big((3, 1, 63, 17))
+
+
+def test_study_helpers_shared_by_the_kda_gpu_experiments():
+    """experiments/kda_check.py (both KDA GPU studies) and workloads.dtypes.to_device: knob sets parsed, the
+    kernels named, the error measures and the pass rule, bf16 host arrays sent as their uint16 bits."""
+    from experiments.kda_check import error_stats, kernels_of, parse_variants, passes, rms_ratio, tol_units
+    from workloads.dtypes import to_device
+
+    assert parse_variants("cols=8,warps=2; ;bv=128") == [{"cols": 8, "warps": 2}, {"bv": 128}]
+    assert list(kernels_of(KDARecurrent(), "cols=8,warps=2")) == ["naive", "template", "template cols=8,warps=2"]
+    ref = np.array([1.0, -2.0, np.nan, 4.0])
+    out = np.array([1.0, -2.0, 7.0, 4.4])
+    assert rms_ratio(out, ref) == pytest.approx(0.4 / np.sqrt(21))  # the NaN reference element left out
+    assert tol_units(out, ref, 0.1, 0.0, 0.0) == pytest.approx(4.0)
+    assert tol_units(out, ref, 0.1, 0.0, np.full(4, 0.1)) == pytest.approx(2.0)
+    row = error_stats(out, ref, out, ref, 0.1, 0.0, np.full(4, 0.1))
+    assert row == {"o_tol": pytest.approx(2.0), "o_rms": rms_ratio(out, ref), "state_tol": pytest.approx(4.0),
+                   "state_rms": rms_ratio(out, ref)}
+    assert not passes(row) and passes({"o_tol": 1.0, "state_tol": 0.5, "o_rms": 4.9e-3, "state_rms": 0.0})
+    host = KDARecurrent().make_inputs((1, 3), 0)
+    dev = to_device(host, np)
+    assert dev["q"].dtype == np.uint16 and np.array_equal(dev["q"], host["q"].view(np.uint16))
+    assert dev["state"].dtype == np.float32 and np.array_equal(dev["state"], host["state"])

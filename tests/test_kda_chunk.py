@@ -209,19 +209,9 @@ def test_seeds_compile_and_are_estimated():
 
 
 def test_evolve_runs_kda_chunk_on_the_static_evaluator(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
+    from tests.static_run import run_static
 
-    from evolve.app import run
-    from evolve.config import register
-    from tests.test_docs_examples import REPO
-
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    register()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["workload=kda_chunk", "evaluator=static", "logger=none",
-                                           "knowledge=none", "budget.evaluations=6", "engine.progress=false",
-                                           "engine.export=false", f"run_dir={tmp_path}"])
-    summary = run(cfg)
+    summary = run_static("kda_chunk", tmp_path, monkeypatch)
     assert summary["evaluations"] == 6 and summary["estimate"] is True and summary["best_objective"] > 1.0
 
 

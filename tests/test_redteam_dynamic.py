@@ -26,25 +26,13 @@ import pytest
 
 from evaluators.gpu.timed_checks import InputSets, flat_rows, set_count, timed_call, verify_checked
 from evaluators.gpu.worker import audit_output
-from workloads.dtypes import from_float, storage_dtype, to_float64
+from tests.timed_launches import drive, rms_honest
+from workloads.dtypes import from_float, storage_dtype
 from workloads.kda import KDARecurrent
 from workloads.rmsnorm import RMSNorm
 
 DECODE = (2, *(1,) * 8)  # 2 heads, a batch of 8 one-token sequences: a decode shape with N >= 8
 RMS = (3000, 64)
-
-
-def drive(call: Any, repeats: int, warmup: int = 3, kernel: Any = None) -> None:
-    """Warm-ups and timed launches in time_interleaved's order (prepare, launch, after)."""
-    for k in range(warmup):
-        call.prepare(-1 - k)
-        call.launch()
-    for r in range(repeats):
-        if kernel is not None:
-            kernel.timed = r
-        call.prepare(r)
-        call.launch()
-        call.after(r)
 
 
 def make_sets(wl: Any, shape: tuple[int, ...], seed: int = 100) -> tuple[InputSets, dict[str, Any]]:
@@ -139,14 +127,6 @@ class Memo:
                                **{k: inputs[k].copy() for k in ("state",) if k in inputs}}
         if self.timed >= 0:
             self.times.append(0.05 if hit else 1.0)
-
-
-def rms_honest(inputs, outputs, shape, params=None):
-    x = to_float64(inputs["x"], "bf16").astype(np.float32)
-    eps = np.float32((params or {}).get("eps", 1e-6))
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        r = np.float32(1.0) / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + eps)
-        outputs["y"][...] = from_float(x * r[:, None] * np.asarray(inputs["w"], dtype=np.float32), "bf16")
 
 
 @pytest.mark.parametrize("which", ["rmsnorm", "kda_decode", "kda_prefill"])

@@ -21,7 +21,8 @@ import pytest
 from evaluators.gpu.gate import run_gate
 from evaluators.gpu.timed_checks import InputSets, set_count, timed_call, verify_checked
 from evaluators.types import Status
-from workloads.dtypes import from_float, storage_dtype, to_float64
+from tests.timed_launches import drive, rms_honest
+from workloads.dtypes import storage_dtype, to_float64
 from workloads.rmsnorm import RMSNorm
 
 SMALL = [(1, 192), (7, 760), (199, 1001), (199, 1128)]
@@ -30,14 +31,6 @@ SHAPE = (2048, 256)
 
 def _ptr(a: Any) -> int:
     return int(a.__array_interface__["data"][0])
-
-
-def honest(inputs, outputs, shape, params=None):
-    x = to_float64(inputs["x"], "bf16").astype(np.float32)
-    eps = np.float32((params or {}).get("eps", 1e-6))
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        r = np.float32(1.0) / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + eps)
-        outputs["y"][...] = from_float(x * r[:, None] * np.asarray(inputs["w"], dtype=np.float32), "bf16")
 
 
 class UnperturbedSkip:
@@ -56,17 +49,7 @@ class UnperturbedSkip:
         if entry[0] > 1 and entry[1] == w.tobytes():
             self.skipped += 1
             return
-        honest(inputs, outputs, shape, params)
-
-
-def drive(call, repeats: int, warmup: int = 3) -> None:
-    for k in range(warmup):
-        call.prepare(-1 - k)
-        call.launch()
-    for r in range(repeats):
-        call.prepare(r)
-        call.launch()
-        call.after(r)
+        rms_honest(inputs, outputs, shape, params)
 
 
 def _bench(kernel, seed: int) -> tuple[str | None, list]:
@@ -118,5 +101,5 @@ def test_some_checked_timed_launch_sees_its_weights_unchanged(seed):
 
 
 def test_an_honest_kernel_passes_the_same_launches():
-    bad, checked = _bench(honest, 3)
+    bad, checked = _bench(rms_honest, 3)
     assert bad is None and len(checked) >= 4

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests import cupy_standin as sd
+from tests.timed_launches import drive
 from workloads.rmsnorm import RMSNorm
 
 SHAPE = (3000, 64)
@@ -47,16 +48,6 @@ def honest(inputs, outputs, shape, params=None):
     with uncounted():
         x = inputs["x"].view(np.ndarray)
         outputs["y"].view(np.ndarray)[...] = rms_bits(x, inputs["w"].view(np.ndarray), (params or {}).get("eps", 1e-6))
-
-
-def drive(call, repeats, warmup=3):
-    for k in range(warmup):
-        call.prepare(-1 - k)
-        call.launch()
-    for r in range(repeats):
-        call.prepare(r)
-        call.launch()
-        call.after(r)
 
 
 @pytest.mark.parametrize("pattern", ["nan", "ones", "zeros", "random", "answer"])

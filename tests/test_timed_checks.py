@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluators.gpu.benchmark import TimedCall
 from evaluators.gpu.timed_checks import (
     PATTERNS,
     InputSets,
@@ -14,28 +13,11 @@ from evaluators.gpu.timed_checks import (
     timed_call,
     verify_checked,
 )
+from tests.timed_launches import drive, rms_honest
 from workloads.dtypes import from_float, to_float64
 from workloads.rmsnorm import RMSNorm
 
 SHAPE = (3000, 64)
-
-
-def drive(call: TimedCall, repeats: int, warmup: int = 2) -> None:
-    for k in range(warmup):
-        call.prepare(-1 - k)
-        call.launch()
-    for r in range(repeats):
-        call.prepare(r)
-        call.launch()
-        call.after(r)
-
-
-def honest(inputs, outputs, shape, params=None):
-    x = to_float64(inputs["x"], "bf16").astype(np.float32)
-    eps = np.float32((params or {}).get("eps", 1e-6))
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = 1.0 / np.sqrt((x * x).mean(axis=1, dtype=np.float32) + eps)
-        outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
 
 
 def setup():
@@ -43,7 +25,7 @@ def setup():
     sets = InputSets.make(wl, SHAPE, [11, 12, 13], np)
     out = {"y": np.empty(SHAPE, dtype=sets.sets[0]["x"].dtype)}
     sets.answers = {"y": out["y"].copy()}
-    honest(sets.sets[0], sets.answers, SHAPE)
+    rms_honest(sets.sets[0], sets.answers, SHAPE)
     return wl, sets, out
 
 
@@ -54,10 +36,10 @@ def test_honest_kernel_passes_and_every_pattern_and_set_is_used():
     def record(inputs, outputs, shape, params):
         seen.append(next(i for i, s in enumerate(sets.sets) if s["x"] is inputs["x"]))
         eps.add(params["eps"])
-        honest(inputs, outputs, shape, params)
+        rms_honest(inputs, outputs, shape, params)
 
     call, checked = timed_call(wl, record, sets, out, SHAPE, np.random.default_rng(1), repeats=40)
-    drive(call, 40)
+    drive(call, 40, warmup=2)
     assert len(checked) == 4 and len({c.repeat for c in checked}) == 4
     assert verify_checked(wl, sets, checked, SHAPE) is None
     assert set(seen) == {0, 1, 2} and len(eps) == 3
@@ -78,12 +60,12 @@ def test_kernel_that_computes_only_on_poisoned_outputs_is_caught():
 
     def sniff(inputs, outputs, shape, params):
         if np.isnan(to_float64(outputs["y"][:1, :1], "bf16")).all():
-            honest(inputs, outputs, shape, params)
+            rms_honest(inputs, outputs, shape, params)
 
     caught = 0
     for seed in range(10):
         call, checked = timed_call(wl, sniff, sets, out, SHAPE, np.random.default_rng(seed), repeats=20)
-        drive(call, 20)
+        drive(call, 20, warmup=2)
         why = verify_checked(wl, sets, checked, SHAPE)
         caught += why is not None
         if why:
@@ -98,11 +80,11 @@ def test_skipping_the_last_row_is_caught_because_it_is_always_sampled():
 
     def skip_last(inputs, outputs, shape, params):
         keep = outputs["y"][-1].copy()
-        honest(inputs, outputs, shape, params)
+        rms_honest(inputs, outputs, shape, params)
         outputs["y"][-1] = keep
 
     call, checked = timed_call(wl, skip_last, sets, out, SHAPE, np.random.default_rng(2), repeats=20)
-    drive(call, 20)
+    drive(call, 20, warmup=2)
     assert verify_checked(wl, sets, checked, SHAPE) is not None
 
 
@@ -111,11 +93,11 @@ def test_inputs_written_during_timing_are_found_and_restored():
     pristine = [s["x"].copy() for s in sets.sets]
 
     def scribble(inputs, outputs, shape, params):
-        honest(inputs, outputs, shape, params)
+        rms_honest(inputs, outputs, shape, params)
         inputs["x"][5, 5] = inputs["x"][5, 6]
 
     call, _ = timed_call(wl, scribble, sets, out, SHAPE, np.random.default_rng(3), repeats=10)
-    drive(call, 10)
+    drive(call, 10, warmup=2)
     assert sets.mutated() != []
     sets.restore()
     assert sets.mutated() == []
@@ -163,7 +145,7 @@ def test_memo_on_a_row_probe_serves_stale_rows_in_the_perturbed_checked_launches
             outputs["y"][...] = from_float(x * r[:, None] * inputs["w"], "bf16")
 
     call, checked = timed_call(wl, memo, sets, out, SHAPE, np.random.default_rng(5), repeats=20)
-    drive(call, 20)
+    drive(call, 20, warmup=2)
     why = verify_checked(wl, sets, checked, SHAPE)
     assert why is not None and "changed in part" in why
     assert sets.mutated() == []  # every perturbation was undone
@@ -173,11 +155,11 @@ def test_a_write_into_a_perturbed_row_is_not_covered_up_by_the_undo():
     wl, sets, out = setup()
 
     def scribble_everywhere(inputs, outputs, shape, params):
-        honest(inputs, outputs, shape, params)
+        rms_honest(inputs, outputs, shape, params)
         inputs["x"][:, 3] = inputs["x"][:, 4]  # every row, so also the perturbed ones
 
     call, _ = timed_call(wl, scribble_everywhere, sets, out, SHAPE, np.random.default_rng(6), repeats=10)
-    drive(call, 10)
+    drive(call, 10, warmup=2)
     assert sets.mutated() != []
 
 
@@ -187,8 +169,8 @@ def test_dropping_eps_only_at_this_shape_is_caught_by_the_drawn_eps_and_tiny_set
     out = {"y": np.empty(SHAPE, dtype=sets.sets[0]["x"].dtype)}
 
     def no_eps(inputs, outputs, shape, params):
-        honest(inputs, outputs, shape, {"eps": 1e-30})
+        rms_honest(inputs, outputs, shape, {"eps": 1e-30})
 
     call, checked = timed_call(wl, no_eps, sets, out, SHAPE, np.random.default_rng(8), repeats=20)
-    drive(call, 20)
+    drive(call, 20, warmup=2)
     assert verify_checked(wl, sets, checked, SHAPE) is not None

@@ -1,7 +1,7 @@
 """CUDA C++ seed sources -> PTX text with nvcc, reproducibly and with a content-hash disk cache.
 
 The flags are fixed (``NVCC_FLAGS``) so the same source, macros and nvcc version always give the same PTX
-bytes; the cache key is the SHA-256 of the source (with its includes), the macros, the flags and the nvcc
+bytes; the cache key is the SHA-256 of the source (with the files it includes), the macros, the flags and the nvcc
 version line. Cache directory: ``$PTXFORGE_CACHE/seeds`` when set, else ``~/.cache/ptxforge/seeds``.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -45,10 +46,27 @@ def _nvcc_version(path: str) -> str:
     return out.strip().splitlines()[-1]
 
 
+_QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+
 def _source_digest(source: Path) -> bytes:
-    h = hashlib.sha256(source.read_bytes())
-    for inc in sorted(source.parent.glob("*.cuh")):  # seeds include their shared headers
-        h.update(inc.name.encode() + b"\0" + inc.read_bytes())
+    """SHA-256 of ``source`` and of every file it includes with ``#include "..."``, followed recursively
+    (resolved against the including file's folder, as nvcc does without -I; each file once), so a change to a
+    shared header or to an included seed in another folder changes the key. Conditional includes count too."""
+    h = hashlib.sha256()
+    seen: set[Path] = set()
+
+    def add(path: Path, name: bytes) -> None:
+        path = path.resolve()
+        if path in seen or not path.is_file():
+            return
+        seen.add(path)
+        text = path.read_bytes()
+        h.update(name + b"\0" + str(len(text)).encode() + b"\0" + text)
+        for inc in _QUOTED_INCLUDE.findall(text):
+            add(path.parent / inc.decode(), inc)
+
+    add(source, source.name.encode())
     return h.digest()
 
 

@@ -7,6 +7,7 @@ native dtypes on both sides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -17,7 +18,7 @@ from workloads import fused
 from workloads.elements import ELEMENT_BYTES, MANTISSA_BITS, POISON_NAN_BITS
 
 __all__ = ["ELEMENT_BYTES", "MANTISSA_BITS", "POISON_NAN_BITS", "as_bits", "bits_dtype", "check_dtype",
-           "from_float", "half_ulp", "host_dtype", "storage_dtype", "to_float64"]
+           "from_float", "half_ulp", "host_dtype", "storage_dtype", "to_device", "to_float64"]
 
 
 def check_dtype(dtype: str) -> str:
@@ -49,6 +50,13 @@ def storage_dtype(dtype: str, xp: ModuleType = np) -> np.dtype:
 def as_bits(a: Any, dtype: str, xp: ModuleType = np) -> Any:
     """A view of ``a``'s elements as unsigned integers of the element width (no copy)."""
     return a.view(bits_dtype(dtype))
+
+
+def to_device(host: Mapping[str, Any], xp: ModuleType) -> dict[str, Any]:
+    """Copies of host arrays (NumPy; bf16 as ml_dtypes.bfloat16) in ``xp``'s device representation, by name:
+    a bfloat16 array travels as its uint16 bits (CuPy has no bfloat16, ``storage_dtype``), every other array
+    keeps its dtype. The very values a host reference saw, for a launch on the device."""
+    return {k: xp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
 
 
 def to_float64(a: Any, dtype: str, xp: ModuleType = np) -> Any:

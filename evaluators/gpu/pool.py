@@ -194,7 +194,7 @@ class GPUPool:
                             extra={"gate_version": GATE_VERSION})
         compiled, types = p.compiled, p.param_types
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
-                                 **p.extra, **{f"note_{k}": v for k, v in p.notes.items()}}
+                                 **{f"note_{k}": v for k, v in p.notes.items()}}
         common = p.fields
         req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,

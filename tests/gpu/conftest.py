@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evaluators.gpu.devices import gpu_count
-from population.kernel import Kernel, LaunchConfig
-from workloads.cuda_build import build_ptx
-
-KERNELS = Path(__file__).resolve().parent / "kernels"
+from population.kernel import Kernel
+from tests.gpu.rmsnorm_kernels import KERNELS, rmsnorm_kernel
+from workloads.rmsnorm import RMSNorm
 
 
 def pytest_collection_modifyitems(config, items):
@@ -24,12 +21,26 @@ def pytest_collection_modifyitems(config, items):
 
 def broken_kernel(defect: int) -> Kernel:
     """The rmsnorm_broken.cu variant BROKEN=defect as a Kernel (one 256-thread CTA per row)."""
-    from population.parser import parse_module
-
-    ptx = build_ptx(KERNELS / "rmsnorm_broken.cu", {"BROKEN": defect})
-    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=(("rows_per_cta", 1),)))
+    return rmsnorm_kernel(KERNELS / "rmsnorm_broken.cu", {"BROKEN": defect}, (("rows_per_cta", 1),))
 
 
 @pytest.fixture
 def broken():
     return broken_kernel
+
+
+@pytest.fixture(scope="module")
+def workload():
+    """RMSNorm in bf16, the workload of the ``pool`` fixture."""
+    return RMSNorm("bf16")
+
+
+@pytest.fixture(scope="module")
+def pool(request, workload):
+    """A GPUPool with the settings of ``experiment=rmsnorm_h200`` (GPUPool defaults: search shapes, cached
+    baselines, check_output "one"; torch baseline only) seeded with the test module's ``POOL_SEED``."""
+    from evaluators.gpu.pool import GPUPool
+
+    p = GPUPool(workload, devices=[0], baseline_names=("torch",), seed=request.module.POOL_SEED)
+    yield p
+    p.close()

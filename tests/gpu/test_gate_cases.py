@@ -4,41 +4,22 @@ baselines, one checked timed launch per shape), each getting the status its head
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evaluators.types import Status
-from population.kernel import Kernel, LaunchConfig
-from workloads.rmsnorm import RMSNorm
+from population.kernel import Kernel
+from tests.gpu.rmsnorm_kernels import KERNELS, WARP_ROWS, rmsnorm_kernel
 
 pytestmark = pytest.mark.gpu
 
-CASES = Path(__file__).resolve().parent / "kernels" / "gate_cases"
-WARP_ROWS = (("rows_per_cta", 8),)
+# The ``pool`` fixture (tests/gpu/conftest.py): experiment=rmsnorm_h200 settings, torch baseline only.
+POOL_SEED = 20261201
+
+CASES = KERNELS / "gate_cases"
 
 
 def case(name: str, knobs: tuple = WARP_ROWS) -> Kernel:
-    from population.parser import parse_module
-    from workloads.cuda_build import build_ptx
-
-    ptx = build_ptx(CASES / f"{name}.cu", {})
-    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=knobs))
-
-
-@pytest.fixture(scope="module")
-def workload():
-    return RMSNorm("bf16")
-
-
-@pytest.fixture(scope="module")
-def pool(workload):
-    from evaluators.gpu.pool import GPUPool
-
-    # experiment=rmsnorm_h200: GPUPool defaults (search shapes, cached baselines, check_output "one"); torch only
-    p = GPUPool(workload, devices=[0], baseline_names=("torch",), seed=20261201)
-    yield p
-    p.close()
+    return rmsnorm_kernel(CASES / f"{name}.cu", None, knobs)
 
 
 def test_honest_control_is_ok(pool):
@@ -107,11 +88,7 @@ def test_worker_keeps_serving_honest_kernels_after_the_cheats(pool, workload):
 def test_read_far_past_an_input_faults_in_the_fault_check_and_costs_one_restart(pool):
     """tests/gpu/kernels/gate_extra/rt_oob_far.cu: a masked read 4 KiB past x; with x ending at an unmapped page
     the read faults (a sticky error: the worker answers, exits and is restarted once)."""
-    from population.parser import parse_module
-    from workloads.cuda_build import build_ptx
-
-    ptx = build_ptx(CASES.parent / "gate_extra" / "rt_oob_far.cu", {})
-    k = Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    k = rmsnorm_kernel(KERNELS / "gate_extra" / "rt_oob_far.cu")
     before = pool._sups[0].restarts
     r = pool.evaluate(k)
     assert r.status in (Status.WRONG_RESULT, Status.CRASH), (r.status, r.reason)
@@ -123,11 +100,7 @@ def test_benchmark_inputs_written_during_timing_are_found_and_restored(pool, wor
     """tests/gpu/kernels/gate_extra/rt_x_write_laundered.cu: flips a bit of x through a laundered pointer, only
     at the largest search shape; the fingerprints after the timed launches find it, and the inputs are restored
     (an honest kernel evaluated next is not rejected for the changed inputs)."""
-    from population.parser import parse_module
-    from workloads.cuda_build import build_ptx
-
-    ptx = build_ptx(CASES.parent / "gate_extra" / "rt_x_write_laundered.cu", {})
-    k = Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=WARP_ROWS))
+    k = rmsnorm_kernel(KERNELS / "gate_extra" / "rt_x_write_laundered.cu")
     r = pool.evaluate(k)
     assert r.status == Status.INPUT_MUTATED, (r.status, r.reason)
     # the allow-list input-store check rejects the laundered store before any GPU time (it was only listed as

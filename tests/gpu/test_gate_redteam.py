@@ -7,41 +7,22 @@ past x at a benchmark shape, tests/test_standin_dryrun.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evaluators.types import Status
-from population.kernel import Kernel, LaunchConfig
-from workloads.rmsnorm import RMSNorm
+from population.kernel import Kernel
+from tests.gpu.rmsnorm_kernels import KERNELS, WARP_ROWS, rmsnorm_kernel
 
 pytestmark = pytest.mark.gpu
 
-REDTEAM = Path(__file__).resolve().parent / "kernels" / "redteam"
-WARP_ROWS = (("rows_per_cta", 8),)
+# The ``pool`` fixture (tests/gpu/conftest.py): experiment=rmsnorm_h200 settings, torch baseline only.
+POOL_SEED = 20261202
+
+REDTEAM = KERNELS / "redteam"
 
 
 def redteam(name: str, defines: dict[str, int] | None = None, knobs: tuple = WARP_ROWS) -> Kernel:
-    from population.parser import parse_module
-    from workloads.cuda_build import build_ptx
-
-    ptx = build_ptx(REDTEAM / f"{name}.cu", defines or {})
-    return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=knobs))
-
-
-@pytest.fixture(scope="module")
-def workload():
-    return RMSNorm("bf16")
-
-
-@pytest.fixture(scope="module")
-def pool(workload):
-    from evaluators.gpu.pool import GPUPool
-
-    # experiment=rmsnorm_h200: GPUPool defaults (search shapes, cached baselines, check_output "one"); torch only
-    p = GPUPool(workload, devices=[0], baseline_names=("torch",), seed=20261202)
-    yield p
-    p.close()
+    return rmsnorm_kernel(REDTEAM / f"{name}.cu", defines, knobs)
 
 
 def test_atomics_into_x_are_rejected_before_any_gpu_time(pool):

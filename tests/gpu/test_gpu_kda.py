@@ -8,15 +8,12 @@ import numpy as np
 import pytest
 
 from evaluators.gpu.gate import within_tolerance
+from workloads.dtypes import to_device
 from workloads.kda import KDARecurrent
 
 pytestmark = pytest.mark.gpu
 
 SHAPES = [(1, 1), (3, 1, 63, 17), (2, 2048)]
-
-
-def _device(host, cp):
-    return {k: cp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
 
 
 @pytest.mark.parametrize("which", ["naive", "template"])
@@ -38,7 +35,7 @@ def test_kda_seed_matches_the_reference(which):
         for i, dist in enumerate(wl.distributions):
             host = wl.make_inputs(shape, 40 + i, dist)
             ref = wl.reference(host)
-            inputs = _device(host, cp)
+            inputs = to_device(host, cp)
             o = cp.full(wl.outputs(shape)[0].shape, 0x7FA5, dtype=storage_dtype("bf16", cp))
             grid, block, smem = wl.launch_dims(shape, kernel.launch)
             fn(grid, block, build_args(wl.abi, param_types(kernel), {**inputs, "o": o}, wl.scalars(shape),
@@ -58,7 +55,7 @@ def test_fla_baseline_matches_the_reference():
     host = wl.make_inputs(shape, 9)
     ref = wl.reference(host)
     notes: dict[str, str] = {}
-    fns = wl.baselines(_device(host, cp), shape, ("fla",), notes)
+    fns = wl.baselines(to_device(host, cp), shape, ("fla",), notes)
     assert "fla" in fns, notes
     o, state = fns["fla"]()
     o = o.float().squeeze(0).cpu().numpy().astype(np.float64)

@@ -14,6 +14,7 @@ import pytest
 
 from evaluators.gpu.gate import within_tolerance
 from evaluators.types import Status
+from workloads.dtypes import to_device
 from workloads.kda import KDAChunk
 
 pytestmark = pytest.mark.gpu
@@ -34,10 +35,6 @@ def _launcher(wl, kernel):
     run = make_launcher(wl, cp, mod.get_function(kernel.entry), param_types(kernel), kernel.launch.to_json())
     run.module = mod  # keep the module alive with the launcher
     return run
-
-
-def _device(host, cp):
-    return {k: cp.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v) for k, v in host.items()}
 
 
 def _broken(defect: int):
@@ -62,7 +59,7 @@ def test_pipeline_with_each_seed_matches_the_reference(which):
         for i, dist in enumerate(wl.distributions):
             host = wl.make_inputs(shape, 40 + i, dist)
             ref = wl.reference(host)
-            inputs = _device(host, cp)
+            inputs = to_device(host, cp)
             o = cp.full(wl.outputs(shape)[0].shape, 0x7FA5, dtype=storage_dtype("bf16", cp))
             run(inputs, {"o": o}, shape)
             assert within_tolerance(o.get(), ref["o"], "bf16", atol, rtol), (which, shape, dist, "o")
@@ -134,13 +131,13 @@ def test_fla_chunk_kda_and_its_state_pass_agree_with_the_reference():
         return float(np.sqrt(np.mean((a - b) ** 2)) / np.sqrt(np.mean(b ** 2)))
 
     notes: dict[str, str] = {}
-    fns = fla_chunk_baselines(_device(host, cp), shape, ("fla_chunk",), notes)
+    fns = fla_chunk_baselines(to_device(host, cp), shape, ("fla_chunk",), notes)
     assert "fla_chunk" in fns, notes
     o, state = fns["fla_chunk"]()
     assert rms(o.float().squeeze(0).cpu().numpy().astype(np.float64), ref["o"]) < 5e-3
     assert rms(state.cpu().numpy(), ref["state"]) < 5e-3
     # fla's inter-chunk kernel on the intra stage's intermediates, then our output stage
-    fns = wl.baselines(_device(host, cp), shape, ("fla_fwd_h",), notes)
+    fns = wl.baselines(to_device(host, cp), shape, ("fla_fwd_h",), notes)
     assert "fla_fwd_h" in fns, notes
     h, v_new, final = fns["fla_fwd_h"]()
     plan, outs = fns["fla_fwd_h"].plan, fns["fla_fwd_h"].outputs

@@ -1,0 +1,64 @@
+"""Helpers shared by the KDA GPU studies (``experiments/kda_h200.py``, ``experiments/kda_chunk_h200.py``): the
+kernels under study, and the two error measures each correctness row reports.
+
+Error measures (float64 arrays, NaN in ``ref`` marking elements not checked): the largest error in units of the
+workload tolerance, ``max |out - ref| / (atol + rtol |ref| + half_ulp)`` (<= 1 passes: the gate's criterion,
+``evaluators.gpu.gate.within_tolerance``), and fla's test criterion ``RMS(ref - out) / RMS(ref)`` (< 5e-3
+passes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# fla's test criterion: RMS(ref - out) / RMS(ref) below this passes.
+RMS_LIMIT = 5e-3
+
+
+def parse_variants(text: str) -> list[dict[str, int]]:
+    """'cols=8,warps=2;bv=128' -> [{'cols': 8, 'warps': 2}, {'bv': 128}] (knob sets, ';'-separated; empty
+    parts skipped). ValueError on a part that is not ``name=int``."""
+    return [{k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))}
+            for part in filter(None, (p.strip() for p in text.split(";")))]
+
+
+def kernels_of(wl: Any, variants: str) -> dict[str, Any]:
+    """name -> Kernel: the workload's two seeds (``naive``, ``template``) and its template at each knob set of
+    ``variants`` (``parse_variants``), named ``template k=v,...``."""
+    naive, template = wl.seeds()
+    kernels = {"naive": naive, "template": template}
+    for v in parse_variants(variants):
+        kernels["template " + ",".join(f"{k}={x}" for k, x in v.items())] = wl.instantiate(v)
+    return kernels
+
+
+def rms_ratio(out: np.ndarray, ref: np.ndarray) -> float:
+    """RMS(ref - out) / RMS(ref) over the elements where ref is not NaN (fla's test criterion)."""
+    keep = ~np.isnan(ref)
+    d, r = (out - ref)[keep], ref[keep]
+    return float(np.sqrt(np.mean(d * d)) / max(np.sqrt(np.mean(r * r)), 1e-30))
+
+
+def tol_units(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float, half_ulp: np.ndarray | float) -> float:
+    """max |out - ref| / (atol + rtol |ref| + half_ulp) over the non-NaN reference elements (<= 1 passes; a
+    NaN output counts as infinitely far; 0.0 when nothing is checked). ``half_ulp``: an array shaped like
+    ``ref`` or a scalar (only 0 is meant: the fp32 state has no output rounding)."""
+    keep = ~np.isnan(ref)
+    err = np.abs(out - ref)[keep] / (atol + rtol * np.abs(ref[keep]) + (half_ulp[keep] if np.ndim(half_ulp) else 0))
+    return float(np.nan_to_num(err, nan=np.inf).max()) if err.size else 0.0
+
+
+def error_stats(o: np.ndarray, ro: np.ndarray, st: np.ndarray, rs: np.ndarray, atol: float, rtol: float,
+                o_half_ulp: np.ndarray) -> dict[str, float]:
+    """The four measures of one correctness row: ``o_tol``, ``o_rms`` (the output o against its reference,
+    ``o_half_ulp`` its bf16 rounding allowance) and ``state_tol``, ``state_rms`` (the final fp32 state)."""
+    return {"o_tol": tol_units(o, ro, atol, rtol, o_half_ulp), "o_rms": rms_ratio(o, ro),
+            "state_tol": tol_units(st, rs, atol, rtol, 0.0), "state_rms": rms_ratio(st, rs)}
+
+
+def passes(row: dict[str, Any]) -> bool:
+    """A row passes when both tolerance measures are <= 1 and both RMS measures are below RMS_LIMIT."""
+    return (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < RMS_LIMIT
+            and row["state_rms"] < RMS_LIMIT)
