@@ -57,7 +57,7 @@ from evolve.algorithms.base import SEED, Ask, CandidateId, NoParent, Told
 from evolve.budget import Budget
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.selection import OperatorSelector, operator_reward
-from evolve.tasks import TASK_FEATURE, TaskSet, task_stats
+from evolve.tasks import TASK_FEATURE, TaskSet, best_per_task, task_stats
 from population.kernel import Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)
@@ -531,9 +531,8 @@ class Engine:
         """The best objective among the archive's elites of ``task`` (None: no elite, or no task)."""
         if task is None or self.tasks is None:
             return None
-        axis = [d.name for d in self.archive.dims].index(TASK_FEATURE)
-        objs = [e.objective for e in self.archive.elites() if e.cell[axis] == task]
-        return max(objs) if objs else None
+        best = best_per_task(self.archive, self.tasks).get(task)
+        return None if best is None else best.objective
 
     def _task_of(self, cid: CandidateId) -> int | None:
         """The task a candidate row was evaluated on (its ``"task"`` feature), None when it has none."""

@@ -185,15 +185,23 @@ def build_tasks(shapes: Sequence[Shape], edges: Sequence[int] | None = None, *, 
     return TaskSet(tuple(tasks), neighbour_rate=neighbour_rate, radius=radius, transfer=transfer)
 
 
+def task_axis(archive: Any) -> int:
+    """Index of ``archive``'s ``"task"`` dimension (``TaskSet.dimension``); ValueError when it has none."""
+    return [d.name for d in archive.dims].index(TASK_FEATURE)
+
+
 def task_stats(archive: Any, tasks: TaskSet) -> dict[str, dict[str, float]]:
     """Per task (by ``Task.key``, ``t00`` ...): qd_score (sum of its elites' objective minus the archive's qd_offset), coverage (its
     filled cells / its cells), best (max objective, NaN when empty), n_elites. The archive's own qd_score is the
     sum over tasks."""
-    axis = [d.name for d in archive.dims].index(TASK_FEATURE)
+    axis = task_axis(archive)
     per_task_cells = archive.n_cells // archive.dims[axis].n_bins
+    by_task: dict[int, list[float]] = {}
+    for e in archive.elites():
+        by_task.setdefault(int(e.cell[axis]), []).append(e.objective)
     out: dict[str, dict[str, float]] = {}
     for t in tasks.tasks:
-        objs = [e.objective for e in archive.elites() if e.cell[axis] == t.index]
+        objs = by_task.get(t.index, [])
         out[t.key] = {"qd_score": float(sum(o - archive.qd_offset for o in objs)),
                        "coverage": len(objs) / per_task_cells, "best": max(objs) if objs else float("nan"),
                        "n_elites": float(len(objs))}
@@ -203,7 +211,7 @@ def task_stats(archive: Any, tasks: TaskSet) -> dict[str, dict[str, float]]:
 def best_per_task(archive: Any, tasks: TaskSet) -> dict[int, Any]:
     """task index -> the archive's best elite of that task (highest objective, earliest added on ties); tasks
     without an elite are left out."""
-    axis = [d.name for d in archive.dims].index(TASK_FEATURE)
+    axis = task_axis(archive)
     best: dict[int, Any] = {}
     for e in archive.elites():
         t = int(e.cell[axis])
