@@ -22,6 +22,7 @@ op that hands torch tensors to it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +86,22 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
     return manifest
 
 
-def write_launcher_manifest(out: Path, workload: Any, manifest: dict[str, Any]) -> Path | None:
-    """``dispatch.json`` + ``launcher.py`` for ``archive.launcher`` from this module's manifest (buckets with a
-    cubin only); None when ``archive.launcher`` is not available in this checkout."""
-    try:
-        from archive.launcher import Bucket, buffer_specs, write_manifest
-    except ImportError:
-        return None
-    from evaluators.gpu.args import param_types
+def bucket_kernel(folder: str | Path, bucket: Mapping[str, Any]) -> Any:
+    """The ``population.kernel.Kernel`` of one manifest bucket: its PTX file (``bucket["ptx"]``, relative to the
+    dispatch ``folder``), entry and launch. Raises OSError for a missing PTX file, the parser's errors for bad PTX."""
     from population.kernel import Kernel, LaunchConfig
     from population.parser import parse_module
+
+    ptx = (Path(folder) / bucket["ptx"]).read_text()
+    return Kernel(module=parse_module(ptx, filename=bucket["ptx"]), entry=bucket["entry"],
+                  launch=LaunchConfig.from_json(bucket["launch"]))
+
+
+def write_launcher_manifest(out: Path, workload: Any, manifest: dict[str, Any]) -> Path:
+    """``dispatch.json`` + ``launcher.py`` for ``archive.launcher`` from this module's manifest (buckets with a
+    cubin only); returns the path ``archive.launcher.write_manifest`` wrote."""
+    from archive.launcher import Bucket, buffer_specs, write_manifest
+    from evaluators.gpu.args import param_types
 
     dims, _ = buffer_specs(workload)
     axis = dims[manifest.get("axis", -1)]
@@ -102,8 +109,7 @@ def write_launcher_manifest(out: Path, workload: Any, manifest: dict[str, Any]) 
     for b in manifest["buckets"]:
         if not b.get("cubin"):
             continue
-        kernel = Kernel(module=parse_module((out / b["ptx"]).read_text(), filename=b["ptx"]), entry=b["entry"],
-                        launch=LaunchConfig.from_json(b["launch"]))
+        kernel = bucket_kernel(out, b)
         info = {k: b.get(k) for k in ("task", "name", "candidate_id", "objective", "shapes", "card", "borrowed_from")}
         buckets.append(Bucket(name=f"bucket_{b['task']:02d}", cubin=b["cubin"], launch=b["launch"],
                               param_types=list(param_types(kernel)), when={axis: (b["lo"] + 1, b["hi"])}, info=info))

@@ -85,13 +85,10 @@ def load_dispatch(run_dir: Path) -> tuple[dict[str, Any], Any, Any]:
 def bucket_kernel(manifest: dict[str, Any], folder: Path, n: int) -> tuple[dict[str, Any], Any]:
     """(bucket, Kernel) of row length ``n``."""
     from archive.dispatch import bucket_for
-    from population.kernel import Kernel, LaunchConfig
-    from population.parser import parse_module
+    from archive.dispatch import bucket_kernel as kernel_of
 
     b = bucket_for(manifest, n)
-    ptx = (folder / b["ptx"]).read_text()
-    return b, Kernel(module=parse_module(ptx, filename=b["ptx"]), entry=b["entry"],
-                     launch=LaunchConfig.from_json(b["launch"]))
+    return b, kernel_of(folder, b)
 
 
 def shape_entry(res: Any, bucket: dict[str, Any], spec: Any) -> dict[str, Any]:
