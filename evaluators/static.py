@@ -189,11 +189,8 @@ class StaticEvaluator:
         shapes = [tuple(int(v) for v in s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         try:
             a = self._analyse(kernel, shapes)
-        except Rejected as r:
-            return r.result(estimate=True, eval_seconds=time.perf_counter() - start, prefix="estimate: ")
-        except _NoEstimate as e:
-            return EvalResult(status=Status.SKIPPED, reason=f"estimate: {e}", estimate=True,
-                              eval_seconds=time.perf_counter() - start)
+        except (Rejected, _NoEstimate) as e:
+            return failure_result(e, start)
         base = self.baseline_times(shapes)
         results = []
         for s in shapes:

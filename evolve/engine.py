@@ -255,7 +255,6 @@ class Engine:
                 raise ValueError(f"algorithm {algorithm.name!r} needs operator {name!r}; add it to "
                                  f"mutator.operators (configured: {sorted(self.operators)})")
         self.pending: deque[_Item] = deque()
-        self.buffer: list[CandidateRow] = []
         self.in_flight: set[str] = set()
         self.seeds_queued = False
         self.statuses: Counter[str] = Counter()
@@ -385,13 +384,10 @@ class Engine:
         row = CandidateRow(identity=f"{status}:{digest[:48]}", status=status, reason=reason[:2000],
                            parents=[parent.identity], operator=operator, edit_text=edit_text, entry=parent.entry,
                            island=island)
-        self.buffer.append(row)
         # Written at once (joining the tell's transaction when inside one), so a failing operator shows in the
         # store while it fails; rows after the last checkpoint are dropped and re-created on resume.
         with self.store.transaction() as tx:
-            for r in self.buffer:
-                tx.add_candidate(r)
-        self.buffer.clear()
+            tx.add_candidate(row)
         self.statuses[status] += 1
         self.budget.candidates += 1
         if not lesson:  # an infrastructure failure (e.g. the LLM endpoint) says nothing about the edit
@@ -474,19 +470,7 @@ class Engine:
                              timings={"propose": t1 - t0})
                 self._prepare(st, script)
                 return st
-            try:
-                child = self._apply(parent, script, name)
-            except Exception as e:
-                self._failure_row(parent, name, "apply_error", _short_exc(e), edit_text=text, island=ask.island)
-                self._reward(name, 0.0)
-                return None
-            if len(ask.parents) > 1:
-                child = replace(child, parents=tuple(self.kernel(p).identity for p in ask.parents))
-            item = _Item(ask=ask, operator=name, kernel=child, edit_kind=script_kind(script),
-                         repairs_left=self.settings.max_repairs,
-                         timings={"propose": t1 - t0, "apply": time.perf_counter() - t1}, task=task)
-            self.host_seconds["apply"] += time.perf_counter() - t1
-            return self._admit(item)
+            return self._child_item(ask, name, parent, script, text, task, {"propose": t1 - t0})
 
     def _untried_waiting(self) -> set[str]:
         """Arms the bandit has no reward for yet but whose proposal is already staged or evaluating, while
@@ -518,23 +502,29 @@ class Engine:
                 st.timings["instantiate"] = float(st.prep.result())
             except Exception:  # the apply below raises the same error in this thread, with its message
                 pass
+        self.host_seconds["wait_instantiation"] += time.perf_counter() - t0
+        return self._child_item(st.ask, st.operator, self.kernel(st.parent_id), None, st.script_text, st.task,
+                                st.timings)
+
+    def _child_item(self, ask: Ask, operator: str, parent: Kernel, script: Any, text: str, task: int | None,
+                    timings: dict[str, float]) -> _Item | None:
+        """Apply ``script`` (parsed from ``text`` when None) to ``parent`` and pass the child through the hash
+        cache; None when it failed to apply (an ``apply_error`` row, reward 0) or is a duplicate. timings: the
+        proposal's so far; ``"apply"`` is added."""
         t1 = time.perf_counter()
-        self.host_seconds["wait_instantiation"] += t1 - t0
-        parent = self.kernel(st.parent_id)
         try:
-            script = _parse_script(st.script_text)
-            child = self._apply(parent, script, st.operator)
+            script = _parse_script(text) if script is None else script
+            child = self._apply(parent, script, operator)
         except Exception as e:
-            self._failure_row(parent, st.operator, "apply_error", _short_exc(e), edit_text=st.script_text,
-                              island=st.ask.island)
-            self._reward(st.operator, 0.0)
+            self._failure_row(parent, operator, "apply_error", _short_exc(e), edit_text=text, island=ask.island)
+            self._reward(operator, 0.0)
             return None
-        if len(st.ask.parents) > 1:
-            child = replace(child, parents=tuple(self.kernel(p).identity for p in st.ask.parents))
+        if len(ask.parents) > 1:
+            child = replace(child, parents=tuple(self.kernel(p).identity for p in ask.parents))
         t2 = time.perf_counter()
         self.host_seconds["apply"] += t2 - t1
-        item = _Item(ask=st.ask, operator=st.operator, kernel=child, edit_kind=script_kind(script),
-                     repairs_left=self.settings.max_repairs, timings={**st.timings, "apply": t2 - t1}, task=st.task)
+        item = _Item(ask=ask, operator=operator, kernel=child, edit_kind=script_kind(script),
+                     repairs_left=self.settings.max_repairs, timings={**timings, "apply": t2 - t1}, task=task)
         return self._admit(item)
 
     def _task_best(self, task: int | None) -> float | None:
@@ -621,9 +611,6 @@ class Engine:
         if item.task is not None:
             result.features = {**result.features, TASK_FEATURE: float(item.task)}
         with self.store.transaction() as tx:
-            for row in self.buffer:
-                tx.add_candidate(row)
-            self.buffer.clear()
             row = CandidateRow.from_eval(item.kernel, result, timings=timings, island=item.ask.island)
             cid = tx.add_candidate(row)
             self._remember(cid, item.kernel, result)
@@ -690,9 +677,6 @@ class Engine:
         self._committed = False
 
     def _checkpoint(self, tx: Any) -> None:
-        for row in self.buffer:
-            tx.add_candidate(row)
-        self.buffer.clear()
         if self.lessons is not None:
             self.lessons.flush(tx)
         tx.save_checkpoint(CHECKPOINT, self.state_dict())
@@ -843,7 +827,7 @@ class Engine:
                 if not self.pending:
                     if ahead and self.staged and not self.budget.exhausted():
                         continue
-                    if self.buffer or self.tells_since_checkpoint:
+                    if self.tells_since_checkpoint:
                         with self.store.transaction() as tx:
                             self._checkpoint(tx)
                         self._after_commit()

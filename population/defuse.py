@@ -15,6 +15,7 @@ instructions. Register declarations with ``<N>`` ranges follow "Parameterized Va
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from population.ast import (
@@ -183,6 +184,18 @@ class DefUse:
     def registers(self) -> set[str]:
         """Every register written or read."""
         return set(self.defs) | set(self.uses)
+
+
+def definitions(fn: Function, writes: Callable[[Instruction], Iterable[str]] = destinations
+                ) -> dict[str, list[Instruction]]:
+    """Register name -> every instruction of ``fn`` that writes it, in program order (scopes flattened; PTX is
+    not SSA: loops redefine). Only the defs half of ``def_use``, as instructions. writes: the registers an
+    instruction writes (default ``destinations``; an instruction naming one twice is listed twice)."""
+    defs: dict[str, list[Instruction]] = {}
+    for ins in flat_instructions(fn):
+        for r in writes(ins):
+            defs.setdefault(r, []).append(ins)
+    return defs
 
 
 def def_use(fn: Function) -> DefUse:

@@ -39,6 +39,7 @@ import re
 import sys
 import types
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,17 @@ def _wrap(r: Any) -> Any:
 def count(kind: str, n: int = 1) -> None:
     if _COUNTING[0]:
         COUNTS[kind] += n
+
+
+def _host_scalar(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A DevArray conversion method (``__int__``...) that counts a synchronisation and applies ``convert`` to
+    the host value."""
+
+    def method(self: Any) -> Any:
+        count("sync")
+        return convert(self.view(np.ndarray))
+
+    return method
 
 
 class DevArray(np.ndarray):
@@ -121,21 +133,11 @@ class DevArray(np.ndarray):
         count("op")
         self.view(np.ndarray).fill(value)
 
-    def __bool__(self) -> bool:
-        count("sync")
-        return bool(self.view(np.ndarray))
-
-    def __int__(self) -> int:
-        count("sync")
-        return int(self.view(np.ndarray))
-
-    def __float__(self) -> float:
-        count("sync")
-        return float(self.view(np.ndarray))
-
-    def __index__(self) -> int:
-        count("sync")
-        return int(self.view(np.ndarray))
+    # Conversions to a host scalar copy the value back: each is counted as a synchronisation.
+    __bool__ = _host_scalar(bool)
+    __int__ = _host_scalar(int)
+    __float__ = _host_scalar(float)
+    __index__ = _host_scalar(int)
 
     def item(self, *a: Any) -> Any:
         count("sync")

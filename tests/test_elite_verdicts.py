@@ -3,9 +3,8 @@ the engine applies verdicts, records them in the store and waits for the last on
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
+from hash_evaluator import hash_result
 
 from archive.grid import GridArchive, default_dimensions
 from archive.store import Store
@@ -56,7 +55,7 @@ def test_parse_sanitizer_sums_every_error_summary():
 
 
 class VerdictEvaluator:
-    """The hash evaluator of tests/test_engine.py plus verdicts: every second kernel submitted fails."""
+    """``hash_evaluator.hash_result`` plus verdicts: every second kernel submitted fails."""
 
     capacity = 1
 
@@ -65,12 +64,7 @@ class VerdictEvaluator:
         self.submitted: list[int] = []
 
     def evaluate(self, kernel):
-        from evaluators.types import EvalResult
-
-        h = hashlib.sha256(kernel.identity.encode()).digest()
-        return EvalResult(Status.OK, objective=0.5 + h[1] / 255,
-                          features={"registers": 16 + h[2] % 100, "active_warps": h[3] % 64,
-                                    "traffic_ratio": 1 + h[4] / 80})
+        return hash_result(kernel.identity)
 
     def submit_verdict(self, key, kernel):
         self.submitted.append(key)

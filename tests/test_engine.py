@@ -3,7 +3,6 @@ a hash-derived one (deterministic, instant, for the loop's mechanics) and one th
 
 from __future__ import annotations
 
-import hashlib
 import random
 import threading
 import time
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hash_evaluator import hash_result
 
 from archive.grid import GridArchive, default_dimensions
 from archive.lessons import Lessons
@@ -44,12 +44,7 @@ class HashEvaluator:
             self.calls += 1
         if self.jitter:
             time.sleep(random.random() * 0.02)
-        h = hashlib.sha256(kernel.identity.encode()).digest()
-        if h[0] < 40:
-            return EvalResult(Status.WRONG_RESULT, reason="synthetic gate failure")
-        return EvalResult(Status.OK, objective=0.5 + h[1] / 255,
-                          features={"registers": 16 + h[2] % 100, "active_warps": h[3] % 64,
-                                    "traffic_ratio": 1 + h[4] / 80})
+        return hash_result(kernel.identity, fail_below=40)
 
     def close(self) -> None:
         pass

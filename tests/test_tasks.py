@@ -3,16 +3,16 @@ transfers to neighbouring tasks, per-task QD and resume; the best-library object
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 import pytest
+from hash_evaluator import hash_result
 
 from archive.grid import GridArchive, default_dimensions
 from archive.store import Store
 from evaluators.objective import ObjectiveSpec, best_library_speedups, evaluate_objective, reference_of
-from evaluators.types import EvalResult, ShapeResult, Status
+from evaluators.types import ShapeResult, Status
 from evolve.algorithms.map_elites import MapElites
 from evolve.budget import Budget
 from evolve.engine import CHECKPOINT, TRANSFER, Engine, EngineSettings
@@ -138,13 +138,7 @@ class ShapeHashEvaluator:
     def evaluate(self, kernel, *, shapes=None):
         shapes = tuple(tuple(s) for s in shapes)
         self.calls.append((kernel.identity, shapes))
-        h = hashlib.sha256(f"{kernel.identity}{shapes}".encode()).digest()
-        k = hashlib.sha256(kernel.identity.encode()).digest()
-        if k[0] < 30:
-            return EvalResult(Status.WRONG_RESULT, reason="synthetic gate failure")
-        return EvalResult(Status.OK, objective=0.5 + h[1] / 255,
-                          features={"registers": 16 + k[2] % 100, "active_warps": k[3] % 64,
-                                    "traffic_ratio": 1 + k[4] / 80})
+        return hash_result(kernel.identity, fail_below=30, objective_key=f"{kernel.identity}{shapes}")
 
     def close(self) -> None:
         pass

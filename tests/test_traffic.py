@@ -37,9 +37,20 @@ ELEMENTWISE = HEADER + """\
 }
 """
 
-# for (i = 4 * tid; i < n; i += 4 * 256) y[i..i+3] = x[i..i+3], with the zero-trip guard nvcc emits.
-VECTOR_LOOP = HEADER + """\
-.visible .entry copy4(
+def _unrolled(head: str, step: str, latch: str, exit_label: str, copies: int, tail: str) -> str:
+    """A loop whose body is ``step`` (ending in the exit test) written ``copies`` times, the way the ``unroll``
+    operator (and nvcc, for a run-time trip count) does it: each copy but the last leaves through
+    ``@!%p bra exit_label``, the last is the latch ``latch``; ``exit_label`` is placed after the loop when
+    ``copies`` > 1."""
+    pred = latch.split()[0].lstrip("@")
+    early = f"\t@!{pred} bra \t{exit_label};\n"
+    return head + (step + early) * (copies - 1) + step + latch + (f"{exit_label}:\n" if copies > 1 else "") + tail
+
+
+def _copy4(entry: str, copies: int) -> str:
+    """for (i = 4 * tid; i < n; i += 4 * 256) y[i..i+3] = x[i..i+3], with the zero-trip guard nvcc emits; the
+    loop body written ``copies`` times (``_unrolled``)."""
+    head = HEADER + f".visible .entry {entry}(" + """
 	.param .u64 x,
 	.param .u64 y,
 	.param .u32 n
@@ -60,43 +71,8 @@ VECTOR_LOOP = HEADER + """\
 	setp.ge.s32 	%p1, %r3, %r1;
 	@%p1 bra 	$L__done;
 $L__loop:
-	mul.wide.s32 	%rd5, %r3, 4;
-	add.s64 	%rd6, %rd3, %rd5;
-	ld.global.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd6];
-	add.s64 	%rd7, %rd4, %rd5;
-	st.global.v4.f32 	[%rd7], {%f1, %f2, %f3, %f4};
-	add.s32 	%r3, %r3, 1024;
-	setp.lt.s32 	%p2, %r3, %r1;
-	@%p2 bra 	$L__loop;
-$L__done:
-	ret;
-}
 """
-
-# VECTOR_LOOP unrolled twice the way the ``unroll`` operator (and nvcc, for a run-time trip count) does it: the
-# exit test after the first copy writes the same predicate register as the latch's test.
-VECTOR_LOOP_UNROLLED = HEADER + """\
-.visible .entry copy4u(
-	.param .u64 x,
-	.param .u64 y,
-	.param .u32 n
-)
-{
-	.reg .pred 	%p<3>;
-	.reg .b32 	%r<6>;
-	.reg .f32 	%f<5>;
-	.reg .b64 	%rd<10>;
-
-	ld.param.u64 	%rd1, [x];
-	ld.param.u64 	%rd2, [y];
-	ld.param.u32 	%r1, [n];
-	cvta.to.global.u64 	%rd3, %rd1;
-	cvta.to.global.u64 	%rd4, %rd2;
-	mov.u32 	%r2, %tid.x;
-	shl.b32 	%r3, %r2, 2;
-	setp.ge.s32 	%p1, %r3, %r1;
-	@%p1 bra 	$L__done;
-$L__loop:
+    step = """\
 	mul.wide.s32 	%rd5, %r3, 4;
 	add.s64 	%rd6, %rd3, %rd5;
 	ld.global.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd6];
@@ -104,24 +80,18 @@ $L__loop:
 	st.global.v4.f32 	[%rd7], {%f1, %f2, %f3, %f4};
 	add.s32 	%r3, %r3, 1024;
 	setp.lt.s32 	%p2, %r3, %r1;
-	@!%p2 bra 	$L__loop_x;
-	mul.wide.s32 	%rd5, %r3, 4;
-	add.s64 	%rd6, %rd3, %rd5;
-	ld.global.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd6];
-	add.s64 	%rd7, %rd4, %rd5;
-	st.global.v4.f32 	[%rd7], {%f1, %f2, %f3, %f4};
-	add.s32 	%r3, %r3, 1024;
-	setp.lt.s32 	%p2, %r3, %r1;
-	@%p2 bra 	$L__loop;
-$L__loop_x:
-$L__done:
-	ret;
-}
 """
+    return _unrolled(head, step, "\t@%p2 bra \t$L__loop;\n", "$L__loop_x", copies, "$L__done:\n\tret;\n}\n")
+
+
+VECTOR_LOOP = _copy4("copy4", 1)
+# VECTOR_LOOP unrolled twice: the exit test after the first copy writes the same predicate register as the
+# latch's test.
+VECTOR_LOOP_UNROLLED = _copy4("copy4u", 2)
 
 # for (it = 0; it < iters; ++it) y[row(it)][tid] = x[row(it)][tid] (one 256-float row per iteration), unrolled
 # twice with an exit test after each copy: a counted loop of ``iters`` iterations whose body holds two.
-ROW_LOOP_UNROLLED = HEADER + """\
+ROW_LOOP_UNROLLED = _unrolled(HEADER + """\
 .visible .entry rows2(
 	.param .u64 x,
 	.param .u64 y,
@@ -143,6 +113,7 @@ ROW_LOOP_UNROLLED = HEADER + """\
 	mul.lo.s32 	%r4, %r3, %r1;
 	mov.u32 	%r5, 0;
 $L__row:
+""", """\
 	add.s32 	%r6, %r4, %r5;
 	mad.lo.s32 	%r7, %r6, 256, %r2;
 	mul.wide.s32 	%rd5, %r7, 4;
@@ -152,21 +123,7 @@ $L__row:
 	st.global.f32 	[%rd7], %f1;
 	add.s32 	%r5, %r5, 1;
 	setp.lt.u32 	%p1, %r5, %r1;
-	@!%p1 bra 	$L__row_x;
-	add.s32 	%r6, %r4, %r5;
-	mad.lo.s32 	%r7, %r6, 256, %r2;
-	mul.wide.s32 	%rd5, %r7, 4;
-	add.s64 	%rd6, %rd3, %rd5;
-	ld.global.f32 	%f1, [%rd6];
-	add.s64 	%rd7, %rd4, %rd5;
-	st.global.f32 	[%rd7], %f1;
-	add.s32 	%r5, %r5, 1;
-	setp.lt.u32 	%p1, %r5, %r1;
-	@%p1 bra 	$L__row;
-$L__row_x:
-	ret;
-}
-"""
+""", "\t@%p1 bra \t$L__row;\n", "$L__row_x", 2, "\tret;\n}\n")
 
 # A generic load through a pointer parameter (counted) and one through a shared-memory address (not counted).
 GENERIC = HEADER + """\

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from evolve.operators.base import NoProposal
 from population.analysis import declared_registers, destinations, flat_instructions, sources
+from population.analysis import definitions as _definitions
 from population.ast import (
     Address,
     Function,
@@ -252,12 +253,9 @@ UNKNOWN_ROOT = "?"
 
 
 def definitions(fn: Function) -> dict[str, list[Instruction]]:
-    """Register name -> every instruction of ``fn`` that writes it (PTX is not SSA: loops redefine)."""
-    defs: dict[str, list[Instruction]] = {}
-    for ins in flat_instructions(fn):
-        for r in writes(ins):
-            defs.setdefault(r, []).append(ins)
-    return defs
+    """Register name -> every instruction of ``fn`` that writes it (PTX is not SSA: loops redefine), the carry
+    flag included (``writes``)."""
+    return _definitions(fn, writes)
 
 
 def pointer_roots(fn: Function, reg: str, defs: dict[str, list[Instruction]] | None = None) -> set[str]:
