@@ -24,6 +24,7 @@ Virtual resources (cc >= 10) are counted as unused because ptxas does not report
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 INT_MAX = 2**31 - 1
 
@@ -339,24 +340,13 @@ def occupancy_detail(
     )
 
 
-def occupancy(
-    threads_per_block: int,
-    registers_per_thread: int,
-    shared_bytes_per_block: int = 0,
-    *,
-    dynamic_shared_bytes: int = 0,
-    barriers: int = 1,
-    cc: tuple[int, int] = (9, 0),
-    max_dynamic_shared_bytes: int | None = None,
-    carveout_percent: int | None = None,
-) -> Occupancy:
-    """Theoretical occupancy as ``types.Occupancy``; arguments and errors as in ``occupancy_detail``.
+def occupancy(threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int = 0,
+              **options: Any) -> Occupancy:
+    """Theoretical occupancy as ``types.Occupancy``: ``occupancy_detail(...).to_occupancy()``; arguments (the
+    keyword-only ``options``: dynamic_shared_bytes, barriers, cc, max_dynamic_shared_bytes, carveout_percent,
+    with their defaults) and errors as in ``occupancy_detail`` (TypeError on an unknown option).
 
     ``shared_bytes_per_block`` is the static shared memory; pass launch-time dynamic shared memory as
     ``dynamic_shared_bytes`` (the two add up the same way, but the per-block opt-in rules see them apart).
     """
-    return occupancy_detail(
-        threads_per_block, registers_per_thread, shared_bytes_per_block,
-        dynamic_shared_bytes=dynamic_shared_bytes, barriers=barriers, cc=cc,
-        max_dynamic_shared_bytes=max_dynamic_shared_bytes, carveout_percent=carveout_percent,
-    ).to_occupancy()
+    return occupancy_detail(threads_per_block, registers_per_thread, shared_bytes_per_block, **options).to_occupancy()

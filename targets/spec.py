@@ -11,10 +11,6 @@ Sources, per field:
 - ``copy_fraction``: device-to-device copy bandwidth / datasheet bandwidth. Measured on the H200 here:
   4153 GB/s of 4800 GB/s = 0.865 (cupy copy, 32768 x 4096 bf16 read + write, median). The same fraction is
   assumed for the other GPUs.
-- ``dram_latency_ns``: load-to-use latency of an HBM access under light load, a model parameter of the
-  static evaluator's latency-hiding term (Little's law, V. Volkov, "Understanding Latency Hiding on GPUs",
-  PhD thesis, UC Berkeley 2016). Microbenchmarks of Hopper report a few hundred ns to about 700 ns
-  depending on load and address pattern; 600 ns is assumed, not measured here.
 
 B200 (cc 10.0, ``sm_100a``) is a compile-only target here: nothing has been run on one, so its numbers feed
 estimates and ptxas targets only.
@@ -36,10 +32,10 @@ class GPUSpec:
 
     name: short key (``"h200"``); marketing_name; cc: compute capability; arch: the ptxas target used for it;
     sm_count; dram_gbps: datasheet DRAM bandwidth in GB/s (1e9 bytes/s); dram_bytes: capacity in bytes;
-    l2_bytes; smem_per_sm: largest shared-memory carveout per SM in bytes; regs_per_sm: 32-bit registers;
-    max_warps_per_sm; boost_mhz: SM boost clock in MHz; copy_fraction: achievable fraction of dram_gbps for a
-    streaming copy; dram_latency_ns: assumed DRAM latency in ns; runnable: whether the project can run on it
-    (False: compile-only target); source: where the numbers come from.
+    l2_bytes; boost_mhz: SM boost clock in MHz; copy_fraction: achievable fraction of dram_gbps for a
+    streaming copy; runnable: whether the project can run on it
+    (False: compile-only target); source: where the numbers come from. The per-SM limits (smem_per_sm,
+    regs_per_sm, max_warps_per_sm) are properties read off the occupancy table of ``cc`` (``props``).
     """
 
     name: str
@@ -50,12 +46,8 @@ class GPUSpec:
     dram_gbps: float
     dram_bytes: int
     l2_bytes: int
-    smem_per_sm: int
-    regs_per_sm: int
-    max_warps_per_sm: int
     boost_mhz: float
     copy_fraction: float
-    dram_latency_ns: float
     runnable: bool
     source: str
 
@@ -65,33 +57,43 @@ class GPUSpec:
         return device_props(self.cc)
 
     @property
+    def smem_per_sm(self) -> int:
+        """Largest shared-memory carveout per SM in bytes (``props.shared_mem_per_sm``; 228 KiB on cc 9.0)."""
+        return self.props.shared_mem_per_sm
+
+    @property
+    def regs_per_sm(self) -> int:
+        """32-bit registers per SM (``props.regs_per_sm``; 65536)."""
+        return self.props.regs_per_sm
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        """Resident warps per SM (``props.max_warps_per_sm``; 64 on cc 9.0 and 10.0)."""
+        return self.props.max_warps_per_sm
+
+    @property
     def copy_gbps(self) -> float:
         """Achievable streaming bandwidth in GB/s: dram_gbps * copy_fraction."""
         return self.dram_gbps * self.copy_fraction
-
-    @property
-    def bytes_in_flight_needed(self) -> float:
-        """Bytes that must be outstanding GPU-wide to sustain ``copy_gbps`` (Little's law: bandwidth x latency)."""
-        return self.copy_gbps * 1e9 * self.dram_latency_ns * 1e-9
 
 
 GPUS: dict[str, GPUSpec] = {
     "h200": GPUSpec(
         name="h200", marketing_name="NVIDIA H200 SXM 141GB", cc=(9, 0), arch="sm_90", sm_count=132,
-        dram_gbps=4800.0, dram_bytes=141 * 10**9, l2_bytes=60 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
-        max_warps_per_sm=64, boost_mhz=1980.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=True,
+        dram_gbps=4800.0, dram_bytes=141 * 10**9, l2_bytes=60 * MiB, boost_mhz=1980.0,
+        copy_fraction=0.865, runnable=True,
         source="NVIDIA H200 datasheet (4.8 TB/s, 141 GB); cudaDeviceProp on the H200 (132 SMs, 60 MiB L2)",
     ),
     "h100": GPUSpec(
         name="h100", marketing_name="NVIDIA H100 SXM5 80GB", cc=(9, 0), arch="sm_90", sm_count=132,
-        dram_gbps=3350.0, dram_bytes=80 * 10**9, l2_bytes=50 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
-        max_warps_per_sm=64, boost_mhz=1980.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=True,
+        dram_gbps=3350.0, dram_bytes=80 * 10**9, l2_bytes=50 * MiB, boost_mhz=1980.0,
+        copy_fraction=0.865, runnable=True,
         source="NVIDIA H100 datasheet (SXM: 3.35 TB/s, 80 GB); H100 architecture whitepaper (132 SMs, 50 MB L2)",
     ),
     "b200": GPUSpec(
         name="b200", marketing_name="NVIDIA B200 180GB", cc=(10, 0), arch="sm_100a", sm_count=148,
-        dram_gbps=8000.0, dram_bytes=180 * 10**9, l2_bytes=126 * MiB, smem_per_sm=228 * 1024, regs_per_sm=65536,
-        max_warps_per_sm=64, boost_mhz=1965.0, copy_fraction=0.865, dram_latency_ns=600.0, runnable=False,
+        dram_gbps=8000.0, dram_bytes=180 * 10**9, l2_bytes=126 * MiB, boost_mhz=1965.0,
+        copy_fraction=0.865, runnable=False,
         source="NVIDIA DGX B200 datasheet (8 TB/s, 180 GB per GPU); 148 SMs and 126 MiB L2 as cudaDeviceProp "
                "reports them; compile-only here",
     ),

@@ -36,7 +36,6 @@ compare sampled rows of o with the float64 chunked reference on the GPU.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -44,7 +43,6 @@ import numpy as np
 
 from population.kernel import Kernel, LaunchConfig
 from workloads.base import ParamSpec, Shape
-from workloads.cuda_build import build_ptx
 from workloads.dtypes import from_float
 from workloads.kda.chunk_math import (
     CHUNK,
@@ -60,8 +58,6 @@ from workloads.kda.chunk_math import (
 )
 from workloads.kda.data import VARLEN, D, KDAData
 from workloads.pipeline import Intermediate, PipelineWorkload, Stage
-
-HERE = Path(__file__).resolve().parent
 
 BENCHMARK_SHAPES: list[Shape] = [s for h in (96, 64) for s in [(h, 8192), (h, *VARLEN), (h, *(1024,) * 8)]]
 SEARCH_SHAPES: list[Shape] = [(64, *(1024,) * 8), (96, *VARLEN)]
@@ -111,30 +107,17 @@ class KDAChunk(KDAData, PipelineWorkload):
         self.knob_space = {"bv": (16, 32, 64, 128), "min_blocks": (1, 2, 4)}
         self.default_knobs = {"bv": 32, "min_blocks": 1}
 
-    def options(self) -> dict[str, Any]:
-        return {}
-
-    def __repr__(self) -> str:
-        return "KDAChunk()"
-
     # ------------------------------------------------------------------------------------------------ kernels
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
         """The template (``kda_chunk_template.cu``) for ``knobs`` (missing ones default); block = (bv, 1, 1),
         the launch knob ``bv`` carried. ValueError on an invalid knob."""
-        from population.parser import parse_module
-
         k = self.check_knobs(knobs)
-        ptx = build_ptx(HERE / "kda_chunk_template.cu", {KNOB_MACROS[n]: v for n, v in k.items()})
-        return Kernel(module=parse_module(ptx, filename="kda_chunk_template.ptx"), entry=self.entry,
-                      launch=LaunchConfig(block=(k["bv"], 1, 1), knobs=tuple(k.items())))
+        return self._kernel("kda_chunk_template.cu", LaunchConfig(block=(k["bv"], 1, 1), knobs=tuple(k.items())),
+                            {KNOB_MACROS[n]: v for n, v in k.items()})
 
     def seeds(self) -> list[Kernel]:
         """[the naive seed (bv = 128), the template at the default knobs]."""
-        from population.parser import parse_module
-
-        naive = Kernel(module=parse_module(build_ptx(HERE / "kda_chunk_naive.cu"), filename="kda_chunk_naive.ptx"),
-                       entry=self.entry, launch=LaunchConfig(block=(D, 1, 1), knobs=(("bv", D),)))
-        return [naive, self.instantiate(self.default_knobs)]
+        return [self.naive_seed("kda_chunk_naive.cu"), self.instantiate(self.default_knobs)]
 
     # ------------------------------------------------------------------------------------ launch and roofline
     # launch_dims: KDAData's (one CTA per V-block, head and sequence)

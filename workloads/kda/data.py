@@ -24,17 +24,20 @@ relative; the rest is the output's bf16 rounding).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from population.kernel import LaunchConfig
+from population.kernel import Kernel, LaunchConfig
 from workloads.base import Dim3, OutputSpec, Shape
+from workloads.cuda_build import build_ptx
 from workloads.dtypes import from_float, to_float64
 from workloads.kda.chunk_math import CHUNK, kda_chunk_reference
 from workloads.kda.reference import LOWER_BOUND, kda_reference
 
+HERE = Path(__file__).resolve().parent
 D = 128  # dk = dv
 VARLEN = (1300, 547, 2048, 963, 271, 3063)
 # Token-heads above which ``reference_rows`` (the checked timed launches) uses the float64 chunked reference on
@@ -58,6 +61,29 @@ class KDAData:
     # normal: the typical case; gate_extremes: g_raw = +-30 (the decay at the lower bound exp(-5), or none at
     # all: the state only grows); beta_extremes: beta_raw = +-12 (beta ~ 6e-6 or 1 - 6e-6).
     distributions = ("normal", "gate_extremes", "beta_extremes")
+
+    entry: str
+
+    def options(self) -> dict[str, Any]:
+        """No constructor options: D = 128 and bf16 are fixed."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def _kernel(self, source: str, launch: LaunchConfig, defines: Mapping[str, int] | None = None) -> Kernel:
+        """The seed source ``source`` (a .cu file of this folder) compiled with ``defines``
+        (``workloads.cuda_build.build_ptx``) and parsed, as the Kernel of ``entry`` launched with ``launch``.
+        Raises what ``build_ptx`` and the parser raise."""
+        from population.parser import parse_module
+
+        ptx = build_ptx(HERE / source, defines)
+        return Kernel(module=parse_module(ptx, filename=Path(source).with_suffix(".ptx").name), entry=self.entry,
+                      launch=launch)
+
+    def naive_seed(self, source: str) -> Kernel:
+        """The naive seed ``source``: one CTA of D threads owning all D state columns (launch knob bv = D)."""
+        return self._kernel(source, LaunchConfig(block=(D, 1, 1), knobs=(("bv", D),)))
 
     @staticmethod
     def _split(shape: Shape) -> tuple[int, tuple[int, ...]]:

@@ -29,12 +29,10 @@ the gate's shapes are small enough to check every element.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from population.kernel import Kernel, LaunchConfig
 from workloads.base import ParamSpec, Shape, Workload
-from workloads.cuda_build import build_ptx
 from workloads.kda.data import VARLEN, D, KDAData
 
 __all__ = [
@@ -48,8 +46,6 @@ __all__ = [
     "decode_shapes",
     "scenario_shapes",
 ]
-
-HERE = Path(__file__).resolve().parent
 
 
 def scenario_shapes(h: int) -> list[Shape]:
@@ -99,12 +95,6 @@ class KDARecurrent(KDAData, Workload):
                            "min_blocks": (1, 2, 4)}
         self.default_knobs = {"cols": 4, "warps": 4, "prefetch": 1, "min_blocks": 1}
 
-    def options(self) -> dict[str, Any]:
-        return {}
-
-    def __repr__(self) -> str:
-        return "KDARecurrent()"
-
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
         """All knobs (defaults filled in) after validation (``Workload.check_knobs`` and cols * warps dividing
@@ -117,19 +107,13 @@ class KDARecurrent(KDAData, Workload):
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
         """The template for ``knobs`` (missing ones default). The launch knob ``bv`` a parent's launch carries
         is derived (cols * warps), so it is ignored here. ValueError on an invalid knob."""
-        from population.parser import parse_module
-
         k = self.check_knobs({n: v for n, v in knobs.items() if n != "bv"})
-        ptx = build_ptx(HERE / "kda_template.cu", {KNOB_MACROS[n]: v for n, v in k.items()})
         launch = LaunchConfig(block=(32 * k["warps"], 1, 1), knobs=(*k.items(), ("bv", k["cols"] * k["warps"])))
-        return Kernel(module=parse_module(ptx, filename="kda_template.ptx"), entry=self.entry, launch=launch)
+        return self._kernel("kda_template.cu", launch, {KNOB_MACROS[n]: v for n, v in k.items()})
 
     def seeds(self) -> list[Kernel]:
-        from population.parser import parse_module
-
-        naive = Kernel(module=parse_module(build_ptx(HERE / "kda_naive.cu"), filename="kda_naive.ptx"),
-                       entry=self.entry, launch=LaunchConfig(block=(D, 1, 1), knobs=(("bv", D),)))
-        return [naive, self.instantiate(self.default_knobs)]
+        """[the naive seed (bv = 128), the template at the default knobs]."""
+        return [self.naive_seed("kda_naive.cu"), self.instantiate(self.default_knobs)]
 
     # ------------------------------------------------------------------------------------ launch and roofline
     # launch_dims: KDAData's (one CTA per V-block, head and sequence)
