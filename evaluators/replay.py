@@ -165,12 +165,8 @@ class ReplayEvaluator:
         shapes = [tuple(s) for s in self.workload.search_shapes]
         try:
             a = self.static.analyse(kernel, shapes)
-        except Exception as e:
-            try:
-                r = failure_result(e, start, prefix="estimate: replay surrogate: ")
-            except Exception:
-                raise e from None
-            return r
+        except Exception as e:  # failure_result re-raises anything but a rejection or an unmodellable kernel
+            return failure_result(e, start, prefix="estimate: replay surrogate: ")
         self._fit()
         assert self._surrogate is not None and self._reference is not None
         kt = terms_of_analysis(a, kernel)
