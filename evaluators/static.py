@@ -189,8 +189,11 @@ class StaticEvaluator:
         shapes = [tuple(int(v) for v in s) for s in (self.workload.search_shapes if shapes is None else shapes)]
         try:
             a = self._analyse(kernel, shapes)
-        except (Rejected, _NoEstimate) as e:
-            return failure_result(e, start)
+        except Rejected as r:
+            return r.result(estimate=True, eval_seconds=time.perf_counter() - start, prefix="estimate: ")
+        except _NoEstimate as e:
+            return EvalResult(status=Status.SKIPPED, reason=f"estimate: {e}", estimate=True,
+                              eval_seconds=time.perf_counter() - start)
         base = self.baseline_times(shapes)
         results = []
         for s in shapes:
