@@ -21,6 +21,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from evaluators.objective import DEFAULT_FALLBACK, DEFAULT_LIBRARIES
 from targets.spec import GPUS, PTXAS_ARCHES
 
 
@@ -157,8 +158,8 @@ class ObjectiveConfig:
     model)."""
 
     baseline: str = "best"
-    libraries: list[str] = field(default_factory=lambda: ["torch_compile", "liger", "quack", "quack_tuned"])
-    fallback: list[str] = field(default_factory=lambda: ["torch", "naive"])
+    libraries: list[str] = field(default_factory=lambda: list(DEFAULT_LIBRARIES))
+    fallback: list[str] = field(default_factory=lambda: list(DEFAULT_FALLBACK))
 
 
 @dataclass
