@@ -720,7 +720,7 @@ class Engine:
                               edit_text=text, island=item.ask.island)
             return
         fixed = _Item(ask=item.ask, operator=item.operator, kernel=child, edit_kind=script_kind(script),
-                      repairs_left=item.repairs_left - 1, repair_of=cid,
+                      repairs_left=item.repairs_left - 1, repair_of=cid, task=item.task,
                       timings={"propose": t1 - t0, "apply": time.perf_counter() - t1})
         if self._admit(fixed) is not None:
             self._submit(fixed, pool)

@@ -12,7 +12,7 @@ from hash_evaluator import hash_result
 from archive.grid import GridArchive, default_dimensions
 from archive.store import Store
 from evaluators.objective import ObjectiveSpec, best_library_speedups, evaluate_objective, reference_of
-from evaluators.types import ShapeResult, Status
+from evaluators.types import EvalResult, ShapeResult, Status
 from evolve.algorithms.map_elites import MapElites
 from evolve.budget import Budget
 from evolve.engine import CHECKPOINT, TRANSFER, Engine, EngineSettings
@@ -180,6 +180,37 @@ def test_multitask_engine_evaluates_per_task_and_transfers(workload, tmp_path):
         assert sum(v["qd_score"] for v in snap.tasks.values()) == pytest.approx(snap.qd_score)
         assert "task/t00/qd_score" in snap.flat()
         assert TRANSFER not in eng.selector.counts
+
+
+class CompileGateEvaluator(ShapeHashEvaluator):
+    """ShapeHashEvaluator that rejects kernels holding the planted bogus instruction as compile errors."""
+
+    def evaluate(self, kernel, *, shapes=None):
+        if "bogus.instruction" in kernel.ptx:
+            return EvalResult(Status.COMPILE_ERROR, reason="ptxas: bogus.instruction")
+        return super().evaluate(kernel, shapes=shapes)
+
+
+def test_multitask_repaired_child_keeps_its_task(workload, tmp_path):
+    """A repair (the LLM operator's second try after a failure) is evaluated on the failed child's task."""
+    from test_engine import PlantedBug
+
+    tasks = build_tasks(BENCHMARK_SHAPES[:3])
+    op = PlantedBug()
+    archive = GridArchive([tasks.dimension(), *default_dimensions()])
+    with Store(tmp_path / "s.sqlite") as store:
+        eng = Engine(workload=workload, evaluator=CompileGateEvaluator(), algorithm=MapElites(archive),
+                     archive=archive, operators=[op], selector=OperatorSelector([op.name]), store=store,
+                     budget=Budget(max_evaluations=14), seed=0, settings=EngineSettings(), tasks=tasks)
+        eng.run()
+        rows = store.candidates(with_ptx=False)
+        failed = {r.id: r for r in rows if r.status == "compile_error"}
+        repaired = [r for r in rows if r.parent_ids and r.parent_ids[0] in failed
+                    and "transfer_from_task" not in r.timings]  # a new best is also tried on its neighbours
+        assert op.repairs and repaired
+        for r in repaired:
+            assert r.status == "ok", r.reason
+            assert int(r.features[TASK_FEATURE]) == int(failed[r.parent_ids[0]].features[TASK_FEATURE])
 
 
 def test_multitask_resume_matches_uninterrupted(workload, tmp_path):
