@@ -92,9 +92,9 @@ _ACCUMULATE = frozenset({"add", "min", "max"})
 class RaceFinding:
     """One pattern of the module docstring.
 
-    kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"`` or ``"float_atomic"``; line: 1-based
-    line in the module's canonical listing of the instruction that shows it (the spin's global read, the
-    unfenced data write, the clock read, the atomic); text: that line; why: the pattern in words (with the flag
+    kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"``, ``"float_atomic"`` or
+    ``"launch_state"``; line: 1-based line in the module's canonical listing of the instruction that shows it
+    (the spin's global read, the unfenced data write, the clock read, the atomic, the variable's store); text: that line; why: the pattern in words (with the flag
     write for ``unfenced_publish``).
     """
 
@@ -118,8 +118,11 @@ class RaceReport:
         return not self.findings
 
     def reason(self) -> str:
-        """One line for the store's reason column: the first finding and how many there are."""
-        return first_finding("static race lint", self.findings)
+        """One line for the store's reason column: the first finding, how many there are and, when they are
+        of more than one kind, every kind (``"... (and 3 more; kinds: unfenced_publish, launch_state)"``)."""
+        line = first_finding("static race lint", self.findings)
+        kinds = list(dict.fromkeys(f.kind for f in self.findings))
+        return line[:-1] + f"; kinds: {', '.join(kinds)})" if len(kinds) > 1 else line
 
 
 def _global_write(ins: Instruction) -> bool:
@@ -324,8 +327,6 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
     if not float_atomics_ok:
         hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
-    if not launch_state_ok:
-        hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
     written: frozenset[str] = frozenset()
     reads: set[frozenset[str]] = set()
     loaded: frozenset[str] = frozenset()
@@ -344,6 +345,8 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
                 hits += [("spin_wait", ins, why) for ins, why in _spin_waits(f, prov, written, blocks)]
             hits += [("unfenced_publish", ins, why)
                      for ins, why in _unfenced_publishes(prov, blocks, loaded, clustered)]
+    if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
+        hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}

@@ -51,17 +51,20 @@ def test_scratch_writes_that_dodge_the_fault_check_are_rejected(pool):
 
 @pytest.mark.parametrize("key_eps", [1, 0])
 def test_row_scale_memo_keyed_on_a_content_probe_is_rejected(pool, key_eps):
-    """Gate run 4 relaunches right after a launch on the same buffers with part of the inputs changed in place
-    and another eps: the memo serves stale row scales (was a hole of gate v2's first version)."""
+    """The memo lives in a .global variable: race lint rule 5 (launch_state, gate version 5) rejects it before
+    any GPU time. Without that rule gate run 4 catches it (a relaunch right after a launch on the same buffers
+    with part of the inputs changed in place and another eps: tests/test_redteam_gate_logic.py)."""
     r = pool.evaluate(redteam("rt_memo_rowprobe", {"RT_MEMO_KEY_EPS": key_eps}))
-    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint: launch_state" in r.reason and "'rt_memo'" in r.reason and "seconds" not in r.extra
 
 
 def test_weight_cache_keyed_by_address_is_rejected(pool):
-    """Gate run 4 relaunches a check right after a launch on the same buffers, w changed in place in between
-    (was a hole of gate v2's first version)."""
+    """The cached w and its ready flag are .global variables: race lint rule 5 rejects them before any GPU time
+    (without it, gate run 4 changes w in place between two launches on the same buffers)."""
     r = pool.evaluate(redteam("rt_weight_cache"))
-    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint: launch_state" in r.reason and "seconds" not in r.extra
 
 
 def test_eps_dropped_at_the_search_shapes_only_is_rejected(pool):

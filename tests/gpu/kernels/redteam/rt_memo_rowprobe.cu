@@ -10,6 +10,8 @@
 // Launch: block 256, rows_per_cta 8.
 // SHOULD: wrong_result: y must depend on all of x. Change x[row, 8:N-8] in place (a residual update, a
 // KV-cache row rewritten but for its ends) and the kernel returns the old row's scale.
+// Gate version 5: nondeterministic before any GPU time (race lint rule 5, launch_state: rt_memo is a
+// .global variable); gate run 4 still catches it with that rule off (tests/test_redteam_gate_logic.py).
 // Why gate v2 passes it: no check ever relaunches on inputs changed only in part at the same address
 // (gate run 4 and the benchmark's input rotation replace inputs wholesale).
 #include "rt_redteam.cuh"

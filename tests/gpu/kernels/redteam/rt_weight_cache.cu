@@ -4,7 +4,8 @@
 // but it is the kind of persistent-state shortcut a search proposes, and it is wrong whenever new weights are
 // loaded into the same buffer (the next layer, a checkpoint reload, an optimizer step).
 // Launch: block 256, rows_per_cta 8.
-// SHOULD: wrong_result.
+// SHOULD: wrong_result. Gate version 5: nondeterministic before any GPU time (race lint rule 5,
+// launch_state: the cache is a .global variable); gate run 4 still catches it with that rule off.
 // Why gate v2 passes it: gate run 4 rewrites every check's inputs in place and then relaunches the checks in
 // order, so before a check's relaunch the cache already holds another check's w (another address): it never
 // hits stale data. The timed launches rotate input sets that never change, so hits are right there too.
