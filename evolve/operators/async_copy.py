@@ -52,7 +52,6 @@ makes the kernel fail loudly instead of writing past the buffer.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -64,8 +63,10 @@ from evolve.operators.common import (
     entry_function,
     entry_sites,
     fresh_name,
+    line_edits,
     memory_effect,
     reads,
+    target_cc,
     used_names,
     writes,
 )
@@ -74,7 +75,6 @@ from population.ast import (
     Address,
     Immediate,
     Instruction,
-    Label,
     Predicate,
     Register,
     SpecialRegister,
@@ -83,7 +83,7 @@ from population.ast import (
     Vector,
 )
 from population.cfg import basic_blocks
-from population.edits import Edit, EditScript, Insert, Replace, Rewrite, register_rewrite
+from population.edits import Edit, EditScript, Rewrite, register_rewrite
 from population.kernel import Kernel
 from population.printer import print_statement
 from targets.occupancy import device_props
@@ -93,7 +93,6 @@ _VEC_TYPES = {"v4": ("b32", "u32", "s32", "f32"), "v2": ("b64", "u64", "s64", "f
 _CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "nc"})
 _DECL_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4,
                "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
-_ARCH = re.compile(r"^sm_(\d+)[af]?$")
 MIN_CC = (8, 0)  # cp.async: sm_80 and later
 
 
@@ -123,17 +122,6 @@ def copyable(ins: Instruction) -> bool:
     dst, addr = ins.operands
     return (isinstance(dst, Vector) and all(isinstance(e, Register) for e in dst.elements)
             and isinstance(addr, Address) and isinstance(addr.base, Register))
-
-
-def target_cc(kernel: Kernel) -> tuple[int, int]:
-    """Compute capability of the module's first ``.target`` (``sm_90`` -> (9, 0), ``sm_100a`` -> (10, 0)).
-    ValueError when no target names one."""
-    for t in kernel.module.target:
-        m = _ARCH.match(t.strip())
-        if m:
-            n = int(m.group(1))
-            return n // 10, n % 10
-    raise ValueError(f"module target {kernel.module.target} names no sm_XY architecture")
 
 
 def static_shared_bytes(kernel: Kernel) -> int:
@@ -323,17 +311,7 @@ def async_copy_edits(kernel: Kernel, line: int, count: int | None = None) -> lis
         typ = next(m for m in ld.modifiers if m in _VEC_TYPES[vec])
         reload.append(_ins("ld", ("shared", vec, typ), ld.operands[0], Address(slot, i * stride or None)))
     repl[p.use_site.line] = [*reload, ins_p]
-    sites = entry_sites(kernel)
-    first = next(k for k, s in enumerate(sites) if isinstance(s.node, Instruction))
-    edits: list[Edit] = []
-    if first > 0 and not isinstance(sites[first - 1].node, Label):
-        edits.append(Insert(sites[first - 1].line, tuple(print_statement(s) for s in setup)))
-    else:
-        line0 = sites[first].line
-        repl[line0] = [*setup, *repl.get(line0, [sites[first].node])]
-    for ln, stmts in sorted(repl.items()):
-        edits.append(Replace(ln, ln, tuple(x for s in stmts for x in print_statement(s).split("\n"))))
-    return edits
+    return line_edits(kernel, repl, setup)
 
 
 def _expand(kernel: Kernel, line: int, args: dict[str, int]) -> list[Edit]:
