@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import evolve.operators.async_copy
+import evolve.operators.cluster_split
 import evolve.operators.hoist
-import evolve.operators.vectorize  # noqa: F401  (registers REWRITE vectorize, hoist_loads, async_copy)
+import evolve.operators.vectorize  # noqa: F401  (registers the REWRITE kinds)
 from evolve.operators.base import Operator
 
 # name -> "module:Class"
@@ -34,6 +35,7 @@ OPERATORS: dict[str, str] = {
     "vectorize": "evolve.operators.vectorize:VectorizeOperator",
     "hoist": "evolve.operators.hoist:HoistLoadsOperator",
     "async_copy": "evolve.operators.async_copy:AsyncCopyOperator",
+    "cluster_split": "evolve.operators.cluster_split:ClusterSplitOperator",
     "crossover": "evolve.operators.crossover:CrossoverOperator",
     "llm": "evolve.operators.llm:LLMOperator",
 }
