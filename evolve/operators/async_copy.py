@@ -326,9 +326,10 @@ def _expand(kernel: Kernel, line: int, args: dict[str, int]) -> list[Edit]:
 register_rewrite("async_copy", _expand)
 
 
-def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
-    """Canonical lines where ``REWRITE async_copy <line> [count=]`` applies (the first load of each group)."""
-    out: list[int] = []
+def candidate_groups(kernel: Kernel, count: int | None = None) -> dict[int, int]:
+    """Canonical line -> number of copies, for each line where ``REWRITE async_copy <line> [count=]`` applies
+    (the first load of each group; a load inside an earlier group is not listed again)."""
+    out: dict[int, int] = {}
     covered: set[int] = set()
     for s in entry_sites(kernel):
         if not isinstance(s.node, Instruction) or s.line in covered or not copyable(s.node):
@@ -337,30 +338,45 @@ def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
             p = plan(kernel, s.line, count)
         except ValueError:
             continue
-        out.append(s.line)
+        out[s.line] = len(p.copies)
         covered |= {c.site.line for c in p.copies}
     return out
+
+
+def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
+    """The lines of ``candidate_groups``, in listing order."""
+    return sorted(candidate_groups(kernel, count))
 
 
 @dataclass
 class AsyncCopyOperator:
     """Propose ``REWRITE async_copy <line>`` for a group of 16-byte global loads (module docstring).
 
-    counts: values of ``count=`` drawn from (0: every load of the group); weight: sampling weight."""
+    counts: values of ``count=`` drawn from (0: every load of the group); min_copies: smallest group proposed
+    (a lone copy waited for at once only adds the shared-memory round trip); a group is drawn with probability
+    proportional to its copies (the row's kept chunks before the short groups of other paths); weight:
+    sampling weight."""
 
     name: str = "async_copy"
     weight: float = 1.0
     counts: tuple[int, ...] = (0,)
+    min_copies: int = 2
 
     def __post_init__(self) -> None:
         if not self.counts or any(c < 0 for c in self.counts):
             raise ValueError(f"async_copy operator: counts must be >= 0 (0 = all), got {list(self.counts)}")
+        if self.min_copies < 1:
+            raise ValueError(f"async_copy operator: min_copies must be >= 1, got {self.min_copies}")
 
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:
-        """One REWRITE edit. NoProposal when no group of 16-byte global loads of the entry can be copied."""
+        """One REWRITE edit. NoProposal when no group of at least ``min_copies`` 16-byte global loads of the
+        entry can be copied."""
         count = int(self.counts[int(rng.integers(len(self.counts)))]) or None
-        lines = candidate_lines(parent, count)
-        if not lines:
-            raise NoProposal(f"entry {parent.entry!r}: no group of 16-byte global loads can become cp.async copies")
-        line = lines[int(rng.integers(len(lines)))]
+        groups = {ln: n for ln, n in candidate_groups(parent, count).items() if n >= self.min_copies}
+        if not groups:
+            raise NoProposal(f"entry {parent.entry!r}: no group of {self.min_copies} or more 16-byte global loads "
+                             "can become cp.async copies")
+        lines = sorted(groups)
+        sizes = np.array([groups[ln] for ln in lines], dtype=float)
+        line = lines[int(rng.choice(len(lines), p=sizes / sizes.sum()))]
         return EditScript((Rewrite("async_copy", line, (("count", count),) if count else ()),))
