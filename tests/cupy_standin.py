@@ -5,8 +5,8 @@ paths on a machine without a GPU and to count what they enqueue.
 replaces the fused kernels of ``workloads.fused`` by numpy formulas of the same rules. Arrays are numpy arrays of
 a subclass (``DevArray``) that has ``.data.ptr`` and ``.get()`` and counts every array operation as one
 enqueued device operation, every conversion to a host value as a synchronisation (``COUNTS``). Kernels of
-``RawModule``/``RawKernel`` run their host twins (``evaluators.gpu.launch_prep.HOST_TWINS``; the L2 flush and the
-stream hold do nothing). ``cudaMemsetAsync``/``cudaMemcpyAsync`` write host memory at the given addresses.
+``RawModule``/``RawKernel`` run their host twins (``evaluators.gpu.launch_prep.HOST_TWINS``,
+``workloads.rmsnorm_check.HOST_TWINS``; the L2 flush and the stream hold do nothing). ``cudaMemsetAsync``/``cudaMemcpyAsync`` write host memory at the given addresses.
 
 The VMM driver is emulated with real address-space tricks (Linux): ``cuMemAddressReserve`` reserves inaccessible
 address space (mmap PROT_NONE), ``cuMemCreate`` makes a memfd, ``cuMemMap`` maps it at the reserved address
@@ -301,13 +301,14 @@ class _Function:
 
     def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         from evaluators.gpu.launch_prep import HOST_TWINS
+        from workloads.rmsnorm_check import HOST_TWINS as ROW_CHECK_TWINS
 
         count("kernel")
         count("op")
         check_launch(self.name, grid, block, args, self.signature)
         if self.name in ("l2_flush_read", "hold_stream"):
             return
-        twin = HOST_TWINS.get(self.name) or KERNELS.get(self.name)
+        twin = HOST_TWINS.get(self.name) or ROW_CHECK_TWINS.get(self.name) or KERNELS.get(self.name)
         if twin is None:
             raise NotImplementedError(f"cupy stand-in: no host twin for kernel {self.name!r}")
         _COUNTING[0] = False

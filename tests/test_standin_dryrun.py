@@ -137,6 +137,52 @@ def test_memo_on_a_row_probe_is_caught_on_the_device_path(cp):
     assert why is not None and "changed in part" in why
 
 
+def test_checked_launches_are_compared_by_the_fused_row_check_in_a_few_operations(cp):
+    """RMSNorm's fused reference-and-compare (workloads/rmsnorm_check.py) on the device path: per checked launch
+    its perturbation written in and back and one kernel; one counter and one synchronisation per shape. A
+    kernel that drops eps is caught at the checked launch on the tiny set, and the reason is the generic one."""
+    from evaluators.gpu.timed_checks import InputSets, timed_call, verify_checked
+
+    wl = RMSNorm("bf16")
+    sets = InputSets.make(wl, SHAPE, [11, 12, 13], cp, ["normal", "tiny", "nonfinite"], edge=True)
+    out = {"y": cp.empty(SHAPE, dtype=cp.uint16)}
+    call, checked = timed_call(wl, honest, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    sd.COUNTS.clear()
+    assert verify_checked(wl, sets, checked, SHAPE) is None
+    n, with_w = len(checked), sum("w" in c.perturbation.parts for c in checked)
+    assert n == 4 and with_w == 2
+    assert sd.COUNTS["kernel"] == n + 2 * n + 2 * with_w and sd.COUNTS["op"] == sd.COUNTS["kernel"] + 1
+    assert sd.COUNTS["sync"] == 1 and sd.COUNTS["alloc"] == 1
+
+    def no_eps(inputs, outputs, shape, params=None):
+        honest(inputs, outputs, shape, {"eps": 0.0})
+
+    call, checked = timed_call(wl, no_eps, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    why = verify_checked(wl, sets, checked, SHAPE)
+    assert why is not None and "(tiny" in why and "out of tolerance" in why, why
+    sets.close()
+
+
+def test_a_workload_that_changes_the_reference_keeps_the_generic_comparison(cp):
+    from evaluators.gpu.timed_checks import timed_call, verify_checked
+
+    class Doubled(RMSNorm):
+        def reference(self, inputs, xp=np, params=None):
+            return {"y": 2 * super().reference(inputs, xp, params)["y"]}
+
+    wl, sets, out = make_sets(cp)
+    wl = Doubled("bf16")
+    call, checked = timed_call(wl, honest, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    sd.COUNTS.clear()
+    why = verify_checked(wl, sets, checked, SHAPE)  # the honest RMSNorm is wrong for this workload
+    assert why is not None and "out of tolerance" in why
+    assert wl.count_bad_rows(sets.sets[0], cp.arange(2), {"y": out["y"][:2]}, cp.zeros(1, cp.uint64), cp) is False
+    sets.close()
+
+
 def test_benchmark_inputs_sit_at_unmapped_pages_read_only_with_a_writable_alias(cp):
     _, sets, _ = make_sets(cp)
     drv = sd.DRIVER[0]
@@ -271,6 +317,9 @@ def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_b
 
     launch_prep.warm()
     assert launch_prep._module() is launch_prep._module()  # built once
+    sd.COUNTS.clear()
+    worker_state(cp)._warm_row_check()  # RMSNorm's fused row check runs once at start (its kernel compiled)
+    assert sd.COUNTS["kernel"] == 1 and sd.COUNTS["sync"] == 0
     runtime = sd.CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
     assert _is_sticky(runtime) and _is_sticky(RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"))
     assert _is_sticky(RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))

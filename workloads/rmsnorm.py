@@ -364,6 +364,22 @@ class RMSNorm(Workload):
         """{"y": float64 (len(rows), N)}: the reference of the rows ``rows`` only (rows are independent)."""
         return self.reference({"x": inputs["x"][rows], "w": inputs["w"]}, xp, params)
 
+    def count_bad_rows(self, inputs: Mapping[str, Any], rows: Any, got: Mapping[str, Any], counter: Any,
+                       xp: ModuleType, params: Mapping[str, float] | None = None) -> bool:
+        """On the device, one kernel per call (``workloads.rmsnorm_check``): ``reference_rows`` and the gate's
+        comparator fused, no float64 row in memory. False on the host (the numpy reference stays the path the
+        tests read) and for subclasses that change ``reference`` or ``reference_rows`` (the kernel computes this
+        class's formula)."""
+        if xp is np or type(self).reference is not RMSNorm.reference or \
+                type(self).reference_rows is not RMSNorm.reference_rows:
+            return False
+        from workloads.rmsnorm_check import count_bad_rows
+
+        atol, rtol = self.tolerance
+        count_bad_rows(inputs["x"], inputs["w"], rows, got["y"], self._eps(params), self.dtype, atol, rtol, counter,
+                       xp)
+        return True
+
     @property
     def tolerance(self) -> tuple[float, float]:
         return TOLERANCES[self.dtype]

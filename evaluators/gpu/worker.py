@@ -226,10 +226,21 @@ class WorkerState:
         from evaluators.gpu import launch_prep
 
         launch_prep.warm()  # the refill and perturbation kernels, compiled inside the startup deadline
+        self._warm_row_check()
         for shape in config.get("warm_shapes", []):
             self._baselines_for(tuple(shape))
         if self.naive is not None:
             self._warm_gate()
+
+    def _warm_row_check(self) -> None:
+        """Run the workload's fused row check (``Workload.count_bad_rows``, if it has one) once on a gate shape
+        so its kernel is compiled now, inside the startup deadline, not inside the first checked launch's."""
+        cp, wl = self.cp, self.workload
+        shape = tuple(wl.gate_shapes[0])
+        inputs = wl.make_inputs(shape, 1, "normal", cp)
+        rows = cp.zeros(1, dtype=cp.int64)
+        got = {k: v[rows] for k, v in self._alloc_outputs(shape).items()}
+        wl.count_bad_rows(inputs, rows, got, cp.zeros(1, dtype=cp.uint64), cp)
 
     def _warm_gate(self) -> None:
         """Run the gate once on the naive seed so CuPy compiles its elementwise kernels now, inside the startup
