@@ -191,7 +191,10 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
 
 class WorkerState:
     """Everything a worker keeps between requests: the workload, the copy roofline, the L2 flusher,
-    benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too)."""
+    benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too), the fault
+    check's mappings (``vmm.FaultCheckSets``)."""
+
+    fault_sets: Any = None  # vmm.FaultCheckSets; None: the fault check makes and frees its mappings each time
 
     def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
@@ -223,6 +226,9 @@ class WorkerState:
             self.naive_types = config["naive_param_types"]
             self.naive_launch = config["naive_launch"]
         self.bench_seed = int(config.get("bench_seed", 12345))
+        from evaluators.gpu.vmm import FaultCheckSets
+
+        self.fault_sets = FaultCheckSets()
         from evaluators.gpu import launch_prep
 
         launch_prep.warm()  # the refill and perturbation kernels, compiled inside the startup deadline
@@ -423,13 +429,14 @@ class WorkerState:
         return results, None, Status.OK
 
     def _fault_check(self, run: Any, seed: int, reply: dict[str, Any]) -> str | None:
-        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows. A fault
+        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows, in mappings
+        kept across evaluations (``fault_sets``; None: made and freed per check). A fault
         becomes KernelFault(WRONG_RESULT, fatal: the context is gone); a driver that refuses the mappings leaves
         a note and no verdict."""
         from evaluators.gpu.vmm import VMMError, fault_check
 
         try:
-            bad, notes = fault_check(self.workload, run, seed)
+            bad, notes = fault_check(self.workload, run, seed, self.fault_sets)
         except KernelFault as f:
             raise edge_fault(f, "the fault check", always=True) from None
         except (VMMError, ImportError) as e:
