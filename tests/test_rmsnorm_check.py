@@ -24,6 +24,8 @@ from workloads.rmsnorm_check import (
     count_bad_rows_host,
     element_bad_host,
     element_value_host,
+    reference,
+    reference_rows_host,
 )
 
 BITS = {"bf16": np.uint16, "fp16": np.uint16, "fp32": np.uint32}
@@ -107,7 +109,28 @@ def test_twin_refuses_unknown_dtypes_and_skips_empty_samples():
     counter = np.zeros(1, dtype=np.uint64)
     count_bad_rows(np.zeros((2, 4), np.uint16), np.zeros(4, np.float32), np.zeros(0, np.int64),
                    np.zeros((0, 4), np.uint16), 1e-6, "bf16", 0.1, 0.1, counter, np)
-    assert counter[0] == 0 and set(HOST_TWINS) == {"rmsnorm_rows_bad_u16", "rmsnorm_rows_bad_u32"}
+    assert counter[0] == 0 and set(HOST_TWINS) == {"rmsnorm_rows_bad_u16", "rmsnorm_rows_bad_u32",
+                                                   "rmsnorm_reference_u16", "rmsnorm_reference_u32"}
+    with pytest.raises(ValueError):
+        reference(np.zeros((2, 2), np.uint16), np.zeros(2, np.float32), None, 1e-6, "fp8", np)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dist", ["nonfinite", "tiny", "large"])
+def test_reference_twin_is_the_workloads_reference(dtype, dist):
+    """The reference kernel's twin (every row, or the rows given) against RMSNorm.reference / reference_rows on
+    the host: equal to the last rounding of a double sum taken in another order, NaN where they have NaN."""
+    x, w, rows, _, e, wl, inputs = host_case(dtype, dist, shape=(50, 333), eps=1e-5)
+    want = wl.reference(inputs, np, {"eps": 1e-5})["y"]
+    whole = reference(inputs["x"], w, None, e, dtype, np)
+    part = reference_rows_host(x, w, rows, e, dtype)
+    np.testing.assert_allclose(whole, want, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(part, want[rows], rtol=1e-14, atol=0)
+    assert np.array_equal(np.isnan(whole), np.isnan(want)) and (dist != "nonfinite" or np.isnan(want).any())
+    y = np.empty((len(rows), 333))
+    HOST_TWINS[f"rmsnorm_reference_{'u32' if dtype == 'fp32' else 'u16'}"](
+        (len(rows),), (256,), (x, w, rows, np.int32(1), np.uint64(333), np.float64(e), np.int32(KIND[dtype]), y))
+    assert np.array_equal(y, part, equal_nan=True)
 
 
 def test_the_kernels_host_twin_adds_to_the_counter():
@@ -152,7 +175,8 @@ int main(int argc, char** argv) {
         for (u64 j = 0; j < n; ++j)
             bad += element_bad(element_value(g[r * n + j], kind), rms_reference(element_value(x[r * n + j], kind), d,
                                (double)w[j]), par[1], par[2], mant);
-        printf("row %%llu %%016llx\n", bad, d2u(d));
+        printf("row %%llu %%016llx %%016llx\n", bad, d2u(d),
+               d2u(rms_reference(element_value(x[r * n + n - 1], kind), d, (double)w[n - 1])));
     }
     for (u64 k = 0; k < pairs; ++k) printf("pair %%u %%016llx\n", element_bad(pr[2 * k], pr[2 * k + 1], par[1], par[2], mant),
                                            d2u(half_ulp(pr[2 * k + 1], mant)));
@@ -192,7 +216,7 @@ def _run(harness, dtype, x_rows, got, w, eps, atol, rtol, pairs):
     values = np.array([[_u2d(t) for t in ln.split()] for ln in lines[:65536]])
     rows = [ln.split()[1:] for ln in lines if ln.startswith("row ")]
     pair = [ln.split()[1:] for ln in lines if ln.startswith("pair ")]
-    return values, [(int(b), _u2d(s)) for b, s in rows], [(int(b), _u2d(h)) for b, h in pair]
+    return values, [(int(b), _u2d(s), _u2d(y)) for b, s, y in rows], [(int(b), _u2d(h)) for b, h in pair]
 
 
 @pytest.mark.parametrize("dtype,dist,eps", [("bf16", "nonfinite", 1e-6), ("bf16", "tiny", 1e-3),
@@ -213,10 +237,12 @@ def test_cuda_source_computes_what_the_numpy_twin_computes(harness, dtype, dist,
         assert np.array_equal(values[:, col], want, equal_nan=True)
     xr = element_value_host(x[rows], dtype)
     d_twin = np.sqrt((xr * xr).sum(axis=1) / xr.shape[1] + e)
-    for i, (bad, d) in enumerate(row_out):
+    ref = wl.reference_rows(inputs, rows, np, {"eps": eps})["y"]
+    for i, (bad, d, y_last) in enumerate(row_out):
         assert bad == count_bad_rows_host(x, w, rows[i:i + 1], got[i:i + 1], e, dtype, atol, rtol), i
         assert d == pytest.approx(d_twin[i], rel=1e-14, nan_ok=True)  # the sum's order alone differs
-    assert sum(b for b, _ in row_out) == generic_count(wl, inputs, rows, got, eps, dtype) > 0
+        assert y_last == pytest.approx(ref[i, -1], rel=1e-14, abs=0, nan_ok=True)
+    assert sum(r[0] for r in row_out) == generic_count(wl, inputs, rows, got, eps, dtype) > 0
     g, r = np.array(pairs).T
     from workloads.dtypes import half_ulp
 

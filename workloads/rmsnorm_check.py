@@ -76,14 +76,12 @@ __host__ __device__ inline u32 element_bad(double g, double r, double atol, doub
     return ok ? 0u : 1u;
 }
 
-// One CTA per sampled row b: row rows[b] of x (n elements), got row b (the gathered output), w (n floats).
+// d = sqrt(mean(x^2) + eps) of the n-element row xr, computed by the whole CTA (blockDim.x a multiple of 32,
+// at most 1024) and returned to every thread.
 template <typename T>
-__device__ void rows_bad(const T* x, const float* w, const long long* rows, const T* got, u64 n, double eps,
-                         double atol, double rtol, int kind, int mantissa_bits, u64* counter) {
+__device__ double block_row_scale(const T* xr, u64 n, double eps, int kind) {
     __shared__ double part[32];
     __shared__ double scale;
-    const T* xr = x + (u64)rows[blockIdx.x] * n;
-    const T* gr = got + (u64)blockIdx.x * n;
     double s = 0.0;
     for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
         double v = element_value((u32)xr[j], kind);
@@ -98,7 +96,17 @@ __device__ void rows_bad(const T* x, const float* w, const long long* rows, cons
         scale = rms_scale(t, n, eps);
     }
     __syncthreads();
-    double d = scale;
+    return scale;
+}
+
+// One CTA per sampled row b: row rows[b] of x (n elements), got row b (the gathered output), w (n floats); the
+// count of failing elements added to *counter.
+template <typename T>
+__device__ void rows_bad(const T* x, const float* w, const long long* rows, const T* got, u64 n, double eps,
+                         double atol, double rtol, int kind, int mantissa_bits, u64* counter) {
+    const T* xr = x + (u64)rows[blockIdx.x] * n;
+    const T* gr = got + (u64)blockIdx.x * n;
+    double d = block_row_scale<T>(xr, n, eps, kind);
     u32 bad = 0;
     for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
         double r = rms_reference(element_value((u32)xr[j], kind), d, (double)w[j]);
@@ -106,6 +114,16 @@ __device__ void rows_bad(const T* x, const float* w, const long long* rows, cons
     }
     for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xffffffffu, bad, o);
     if ((threadIdx.x & 31) == 0 && bad) atomicAdd(counter, (u64)bad);
+}
+
+// One CTA per row b of the reference y (n doubles a row): from row rows[b] of x (row b when use_rows is 0).
+template <typename T>
+__device__ void reference_rows(const T* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+                               int kind, double* y) {
+    const T* xr = x + (use_rows ? (u64)rows[blockIdx.x] : (u64)blockIdx.x) * n;
+    double* yr = y + (u64)blockIdx.x * n;
+    double d = block_row_scale<T>(xr, n, eps, kind);
+    for (u64 j = threadIdx.x; j < n; j += blockDim.x) yr[j] = rms_reference(element_value((u32)xr[j], kind), d, (double)w[j]);
 }
 
 extern "C" __global__ void rmsnorm_rows_bad_u16(const unsigned short* x, const float* w, const long long* rows,
@@ -117,6 +135,14 @@ extern "C" __global__ void rmsnorm_rows_bad_u32(const u32* x, const float* w, co
                                                 u64 n, double eps, double atol, double rtol, int kind,
                                                 int mantissa_bits, u64* counter) {
     rows_bad<u32>(x, w, rows, got, n, eps, atol, rtol, kind, mantissa_bits, counter);
+}
+extern "C" __global__ void rmsnorm_reference_u16(const unsigned short* x, const float* w, const long long* rows,
+                                                 int use_rows, u64 n, double eps, int kind, double* y) {
+    reference_rows<unsigned short>(x, w, rows, use_rows, n, eps, kind, y);
+}
+extern "C" __global__ void rmsnorm_reference_u32(const u32* x, const float* w, const long long* rows, int use_rows,
+                                                 u64 n, double eps, int kind, double* y) {
+    reference_rows<u32>(x, w, rows, use_rows, n, eps, kind, y);
 }
 """
 
@@ -165,12 +191,21 @@ def count_bad_rows_host(x_bits: np.ndarray, w: np.ndarray, rows: np.ndarray, got
     """The kernel's count in numpy: elements of ``got_bits`` ((len(rows), N) bits of ``dtype``) failing the
     gate's rule against ``x_bits[rows] / sqrt(mean(x^2) + eps) * w`` in float64 (``eps`` the float64 value of the
     float32 the kernel gets); ``x_bits`` (M, N) bits, ``w`` (N,) float32."""
-    x = element_value_host(np.asarray(x_bits).reshape(-1, np.asarray(got_bits).shape[-1])[np.asarray(rows)], dtype)
-    g = element_value_host(got_bits, dtype).reshape(x.shape)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        d = np.sqrt((x * x).sum(axis=1, keepdims=True) / x.shape[1] + eps)
-        r = x / d * np.asarray(w, dtype=np.float32).astype(np.float64)
+    r = reference_rows_host(np.asarray(x_bits).reshape(-1, np.asarray(got_bits).shape[-1]), w, rows, eps, dtype)
+    g = element_value_host(got_bits, dtype).reshape(r.shape)
     return int(element_bad_host(g, r, atol, rtol, dtype).sum())
+
+
+def _contiguous(a: Any, xp: ModuleType) -> Any:
+    """``a`` itself when C-contiguous (what the kernels index), else a contiguous copy."""
+    return a if a.flags.c_contiguous else xp.ascontiguousarray(a)
+
+
+def _int64_rows(rows: Any, xp: ModuleType) -> Any:
+    """``rows`` as the int64 device array the kernels read (unchanged when it is one; None stays None)."""
+    if rows is None or rows.dtype == np.int64:
+        return rows
+    return rows.astype(xp.int64)
 
 
 def _suffix(dtype: str) -> str:
@@ -195,9 +230,40 @@ def count_bad_rows(x: Any, w: Any, rows: Any, got: Any, eps: float, dtype: str, 
                                           atol, rtol)
         return
     _module().get_function(f"rmsnorm_rows_bad_{_suffix(dtype)}")(
-        (n_rows,), (BLOCK,), (x.view(bits), w, rows, got.view(bits), np.uint64(n), np.float64(eps),
-                              np.float64(atol), np.float64(rtol), np.int32(KIND[dtype]),
-                              np.int32(MANTISSA_BITS[dtype]), counter))
+        (n_rows,), (BLOCK,), (_contiguous(x, xp).view(bits), _contiguous(w, xp), _int64_rows(rows, xp),
+                              _contiguous(got, xp).view(bits), np.uint64(n), np.float64(eps), np.float64(atol),
+                              np.float64(rtol), np.int32(KIND[dtype]), np.int32(MANTISSA_BITS[dtype]), counter))
+
+
+def reference_rows_host(x_bits: np.ndarray, w: np.ndarray, rows: np.ndarray | None, eps: float,
+                        dtype: str) -> np.ndarray:
+    """The reference kernel's output in numpy: float64 (len(rows), N) (every row of ``x_bits`` when ``rows`` is
+    None), ``x / sqrt(mean(x^2) + eps) * w``."""
+    x = element_value_host(x_bits if rows is None else np.asarray(x_bits)[np.asarray(rows)], dtype)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        d = np.sqrt((x * x).sum(axis=1, keepdims=True) / x.shape[1] + eps)
+        return x / d * np.asarray(w, dtype=np.float32).astype(np.float64)
+
+
+def reference(x: Any, w: Any, rows: Any, eps: float, dtype: str, xp: ModuleType) -> Any:
+    """float64 (len(rows), N): the RMSNorm reference of the rows ``rows`` (1-D int64 of ``xp``; None: every row)
+    of ``x`` ((M, N), ``dtype`` storage) with ``w`` ((N,) float32) and ``eps`` (the float64 value of the kernel's
+    float32 eps): on the device one kernel into a new array (no float64 temporaries), on the host
+    ``reference_rows_host``. ValueError for an unknown dtype."""
+    if dtype not in KIND:
+        raise ValueError(f"reference: dtype must be one of {sorted(KIND)}, got {dtype!r}")
+    bits = np.uint32 if dtype == "fp32" else np.uint16
+    if xp is np:
+        return reference_rows_host(np.asarray(x).view(bits), w, rows, eps, dtype)
+    x = _contiguous(x, xp)
+    rows = _int64_rows(rows, xp)
+    m, n = (int(x.shape[0]) if rows is None else int(rows.shape[0])), int(x.shape[-1])
+    y = xp.empty((m, n), dtype=xp.float64)
+    if m and n:
+        _module().get_function(f"rmsnorm_reference_{_suffix(dtype)}")(
+            (m,), (BLOCK,), (x.view(bits), _contiguous(w, xp), y if rows is None else rows,
+                             np.int32(rows is not None), np.uint64(n), np.float64(eps), np.int32(KIND[dtype]), y))
+    return y
 
 
 def _rows_bad_twin(grid: tuple, block: tuple, args: tuple) -> None:
@@ -208,7 +274,16 @@ def _rows_bad_twin(grid: tuple, block: tuple, args: tuple) -> None:
                                                   float(eps), dtype, float(atol), float(rtol))
 
 
+def _reference_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    x, w, rows, use_rows, n, eps, kind, y = args
+    dtype = {v: k for k, v in KIND.items()}[int(kind)]
+    assert block[0] % 32 == 0 and grid[0] == y.reshape(-1, int(n)).shape[0]
+    y.reshape(-1, int(n))[...] = reference_rows_host(x.reshape(-1, int(n)), w, rows if int(use_rows) else None,
+                                                     float(eps), dtype)
+
+
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
 # arrays: what the CPU stand-in for CuPy (tests/cupy_standin.py) runs for these kernels.
 HOST_TWINS: dict[str, Callable[[tuple, tuple, tuple], None]] = {
-    "rmsnorm_rows_bad_u16": _rows_bad_twin, "rmsnorm_rows_bad_u32": _rows_bad_twin}
+    "rmsnorm_rows_bad_u16": _rows_bad_twin, "rmsnorm_rows_bad_u32": _rows_bad_twin,
+    "rmsnorm_reference_u16": _reference_twin, "rmsnorm_reference_u32": _reference_twin}
