@@ -140,3 +140,17 @@ def test_operator_and_llm_edit_kind():
     g = focused_edit_grammar(GrammarSpec(lines=(3, 4), instruction_lines=(4,), entries=("k",), kinds=("REWRITE",)))
     assert '"cluster_split " rwln (" cluster=" ("2" | "4" | "8"))?' in g
     assert "REWRITE cluster_split n cluster=4" in FORMAT_HELP
+
+
+def test_constrained_grammar_accepts_exactly_the_parameterised_forms():
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    from evolve.llm.constrained import GrammarSpec, focused_edit_grammar
+
+    g = xgr.Grammar.from_ebnf(focused_edit_grammar(
+        GrammarSpec(lines=(3, 4), instruction_lines=(4,), entries=("k",), kinds=("REWRITE",))))
+    ok = ["REWRITE cluster_split 4 cluster=4\n", "REWRITE cluster_split 4\n", "REWRITE async_copy 4 count=8\n",
+          "REWRITE async_copy 4\n"]
+    bad = ["REWRITE cluster_split 4 cluster=3\n", "REWRITE async_copy 4 count=0\n", "REWRITE cluster_split 3\n"]
+    assert [_is_grammar_accept_string(g, s) for s in ok + bad] == [True] * len(ok) + [False] * len(bad)
