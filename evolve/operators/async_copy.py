@@ -70,6 +70,7 @@ from evolve.operators.common import (
     used_names,
     writes,
 )
+from evolve.operators.vectorize import TYPE_BYTES
 from population.analysis import flat_instructions
 from population.ast import (
     Address,
@@ -91,8 +92,6 @@ from targets.occupancy import device_props
 COPY_BYTES = 16
 _VEC_TYPES = {"v4": ("b32", "u32", "s32", "f32"), "v2": ("b64", "u64", "s64", "f64")}
 _CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "nc"})
-_DECL_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4,
-               "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 MIN_CC = (8, 0)  # cp.async: sm_80 and later
 
 
@@ -133,7 +132,7 @@ def static_shared_bytes(kernel: Kernel) -> int:
         if d.state_space != "shared" or "extern" in d.linkage or any(x is None for x in d.dims):
             continue
         n = int(np.prod(d.dims)) if d.dims else 1
-        total += n * _DECL_BYTES.get(d.type, 4)
+        total += n * TYPE_BYTES.get(d.type, 4)
     return total
 
 
