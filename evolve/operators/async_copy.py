@@ -38,7 +38,10 @@ at most ``count`` of them; the scan stops at any store, barrier, atomic, fence o
   what the register would hold: a path that skips a copy leaves slot and register equally stale);
 - on every control-flow path from a copied load, ``P`` comes before any reader of its registers, before the
   same load again (two copies in flight into one slot are unordered), before any store, barrier, atomic,
-  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search);
+  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search). A
+  loop may reissue the copy after ``P``: the thread's ``ld.shared`` of the slot happens before the next copy's
+  write, as an asynchronous copy is performed as if by a new thread started at its issue (libcu++ memory model,
+  "Asynchronous operations");
 - the entry has no indirect branch (``brx``), the module targets sm_80 or later, the launch block is
   ``(T, 1, 1)``;
 - the entry's static shared memory plus the new buffer (``count * T * 16`` bytes) plus the launch's dynamic
