@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluators.pipeline import prepare
-from evolve.operators.async_copy import AsyncCopyOperator, candidate_lines, plan
+from evolve.operators.async_copy import AsyncCopyOperator, candidate_groups, candidate_lines, plan
 from evolve.operators.base import NoProposal, OperatorContext
 from evolve.operators.registry import build_operators
 from population.edit_script import parse_edit_script
@@ -84,7 +84,7 @@ def test_every_candidate_of_the_template_compiles():
 
 def test_refuses_what_it_cannot_rewrite():
     # the naive seed loads 2-byte elements: nothing to copy
-    with pytest.raises(NoProposal, match="no group of 16-byte"):
+    with pytest.raises(NoProposal, match="no group of 2 or more 16-byte"):
         AsyncCopyOperator().propose(NAIVE, OperatorContext(workload=WL), np.random.default_rng(0))
     from population.printer import listing
 
@@ -207,6 +207,14 @@ def test_registered_as_operator_and_rewrite():
     rewrite(TEMPLATE, script.to_text())
     with pytest.raises(ValueError, match="counts"):
         AsyncCopyOperator(counts=(-1,))
+    # groups of the template: the 8 kept chunks, w's float4 pairs of the store phase, the streaming path's
+    # triples, and lone loads (never proposed: a copy waited for at once gains nothing)
+    groups = candidate_groups(TEMPLATE)
+    assert groups[FIRST] == 8 and sorted(groups.values()).count(1) == 3 and max(groups.values()) == 8
+    picks = [AsyncCopyOperator().propose(TEMPLATE, OperatorContext(workload=WL), np.random.default_rng(s)).edits[0].line
+             for s in range(12)]
+    assert all(groups[ln] >= 2 for ln in picks)
+    assert FIRST in picks  # drawn with probability 8 / 33 (its copies over those of the groups of 2 or more)
 
 
 def test_offered_to_the_llm_as_an_edit_kind():

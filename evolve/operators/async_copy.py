@@ -38,7 +38,10 @@ at most ``count`` of them; the scan stops at any store, barrier, atomic, fence o
   what the register would hold: a path that skips a copy leaves slot and register equally stale);
 - on every control-flow path from a copied load, ``P`` comes before any reader of its registers, before the
   same load again (two copies in flight into one slot are unordered), before any store, barrier, atomic,
-  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search);
+  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search). A
+  loop may reissue the copy after ``P``: the thread's ``ld.shared`` of the slot happens before the next copy's
+  write, as an asynchronous copy is performed as if by a new thread started at its issue (libcu++ memory model,
+  "Asynchronous operations");
 - the entry has no indirect branch (``brx``), the module targets sm_80 or later, the launch block is
   ``(T, 1, 1)``;
 - the entry's static shared memory plus the new buffer (``count * T * 16`` bytes) plus the launch's dynamic
@@ -70,6 +73,7 @@ from evolve.operators.common import (
     used_names,
     writes,
 )
+from evolve.operators.vectorize import TYPE_BYTES
 from population.analysis import flat_instructions
 from population.ast import (
     Address,
@@ -91,8 +95,6 @@ from targets.occupancy import device_props
 COPY_BYTES = 16
 _VEC_TYPES = {"v4": ("b32", "u32", "s32", "f32"), "v2": ("b64", "u64", "s64", "f64")}
 _CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "nc"})
-_DECL_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4,
-               "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 MIN_CC = (8, 0)  # cp.async: sm_80 and later
 
 
@@ -133,7 +135,7 @@ def static_shared_bytes(kernel: Kernel) -> int:
         if d.state_space != "shared" or "extern" in d.linkage or any(x is None for x in d.dims):
             continue
         n = int(np.prod(d.dims)) if d.dims else 1
-        total += n * _DECL_BYTES.get(d.type, 4)
+        total += n * TYPE_BYTES.get(d.type, 4)
     return total
 
 
@@ -326,9 +328,10 @@ def _expand(kernel: Kernel, line: int, args: dict[str, int]) -> list[Edit]:
 register_rewrite("async_copy", _expand)
 
 
-def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
-    """Canonical lines where ``REWRITE async_copy <line> [count=]`` applies (the first load of each group)."""
-    out: list[int] = []
+def candidate_groups(kernel: Kernel, count: int | None = None) -> dict[int, int]:
+    """Canonical line -> number of copies, for each line where ``REWRITE async_copy <line> [count=]`` applies
+    (the first load of each group; a load inside an earlier group is not listed again)."""
+    out: dict[int, int] = {}
     covered: set[int] = set()
     for s in entry_sites(kernel):
         if not isinstance(s.node, Instruction) or s.line in covered or not copyable(s.node):
@@ -337,30 +340,45 @@ def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
             p = plan(kernel, s.line, count)
         except ValueError:
             continue
-        out.append(s.line)
+        out[s.line] = len(p.copies)
         covered |= {c.site.line for c in p.copies}
     return out
+
+
+def candidate_lines(kernel: Kernel, count: int | None = None) -> list[int]:
+    """The lines of ``candidate_groups``, in listing order."""
+    return sorted(candidate_groups(kernel, count))
 
 
 @dataclass
 class AsyncCopyOperator:
     """Propose ``REWRITE async_copy <line>`` for a group of 16-byte global loads (module docstring).
 
-    counts: values of ``count=`` drawn from (0: every load of the group); weight: sampling weight."""
+    counts: values of ``count=`` drawn from (0: every load of the group); min_copies: smallest group proposed
+    (a lone copy waited for at once only adds the shared-memory round trip); a group is drawn with probability
+    proportional to its copies (the row's kept chunks before the short groups of other paths); weight:
+    sampling weight."""
 
     name: str = "async_copy"
     weight: float = 1.0
     counts: tuple[int, ...] = (0,)
+    min_copies: int = 2
 
     def __post_init__(self) -> None:
         if not self.counts or any(c < 0 for c in self.counts):
             raise ValueError(f"async_copy operator: counts must be >= 0 (0 = all), got {list(self.counts)}")
+        if self.min_copies < 1:
+            raise ValueError(f"async_copy operator: min_copies must be >= 1, got {self.min_copies}")
 
     def propose(self, parent: Kernel, ctx: OperatorContext, rng: np.random.Generator) -> EditScript:
-        """One REWRITE edit. NoProposal when no group of 16-byte global loads of the entry can be copied."""
+        """One REWRITE edit. NoProposal when no group of at least ``min_copies`` 16-byte global loads of the
+        entry can be copied."""
         count = int(self.counts[int(rng.integers(len(self.counts)))]) or None
-        lines = candidate_lines(parent, count)
-        if not lines:
-            raise NoProposal(f"entry {parent.entry!r}: no group of 16-byte global loads can become cp.async copies")
-        line = lines[int(rng.integers(len(lines)))]
+        groups = {ln: n for ln, n in candidate_groups(parent, count).items() if n >= self.min_copies}
+        if not groups:
+            raise NoProposal(f"entry {parent.entry!r}: no group of {self.min_copies} or more 16-byte global loads "
+                             "can become cp.async copies")
+        lines = sorted(groups)
+        sizes = np.array([groups[ln] for ln in lines], dtype=float)
+        line = lines[int(rng.choice(len(lines), p=sizes / sizes.sum()))]
         return EditScript((Rewrite("async_copy", line, (("count", count),) if count else ()),))
