@@ -20,6 +20,7 @@ twin for the CPU stand-in of CuPy (tests/cupy_standin.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
@@ -33,7 +34,8 @@ SOURCE = r"""
 typedef unsigned long long u64;
 typedef unsigned int u32;
 
-// Element kinds: 0 bf16 bits, 1 fp16 bits, 2 fp32 bits.
+// Element kinds: 0 bf16 bits, 1 fp16 bits, 2 fp32 bits (a template argument of the kernels: one kernel per
+// element type, the other kinds' code folded away).
 __host__ __device__ inline float u32_as_f32(u32 b) {
     union { u32 u; float f; } c;
     c.u = b;
@@ -76,16 +78,31 @@ __host__ __device__ inline u32 element_bad(double g, double r, double atol, doub
     return ok ? 0u : 1u;
 }
 
+// Elements each thread loads before it uses them: independent loads in flight, so one CTA per row reads at
+// near copy rate (a thread's 2-byte loads one at a time keep too few bytes in flight per SM).
+#define UNROLL 8
+// The kernels run 256 threads a CTA (BLOCK in the Python module), at least 4 CTAs an SM (64 registers).
+
 // d = sqrt(mean(x^2) + eps) of the n-element row xr, computed by the whole CTA (blockDim.x a multiple of 32,
 // at most 1024) and returned to every thread.
-template <typename T>
-__device__ double block_row_scale(const T* xr, u64 n, double eps, int kind) {
+template <typename T, int kind>
+__device__ double block_row_scale(const T* __restrict__ xr, u64 n, double eps) {
     __shared__ double part[32];
     __shared__ double scale;
     double s = 0.0;
-    for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
-        double v = element_value((u32)xr[j], kind);
-        s += v * v;
+    const u64 step = (u64)UNROLL * blockDim.x;
+    for (u64 j0 = threadIdx.x; j0 < n; j0 += step) {
+        u32 v[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            u64 j = j0 + (u64)k * blockDim.x;
+            v[k] = j < n ? (u32)xr[j] : 0u;  // bits 0: +0.0, adds nothing
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            double e = element_value(v[k], kind);
+            s += e * e;
+        }
     }
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
@@ -101,48 +118,93 @@ __device__ double block_row_scale(const T* xr, u64 n, double eps, int kind) {
 
 // One CTA per sampled row b: row rows[b] of x (n elements), got row b (the gathered output), w (n floats); the
 // count of failing elements added to *counter.
-template <typename T>
-__device__ void rows_bad(const T* x, const float* w, const long long* rows, const T* got, u64 n, double eps,
-                         double atol, double rtol, int kind, int mantissa_bits, u64* counter) {
+template <typename T, int kind>
+__device__ void rows_bad(const T* __restrict__ x, const float* __restrict__ w, const long long* __restrict__ rows,
+                         const T* __restrict__ got, u64 n, double eps, double atol, double rtol, int mantissa_bits,
+                         u64* counter) {
     const T* xr = x + (u64)rows[blockIdx.x] * n;
     const T* gr = got + (u64)blockIdx.x * n;
-    double d = block_row_scale<T>(xr, n, eps, kind);
+    double d = block_row_scale<T, kind>(xr, n, eps);
     u32 bad = 0;
-    for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
-        double r = rms_reference(element_value((u32)xr[j], kind), d, (double)w[j]);
-        bad += element_bad(element_value((u32)gr[j], kind), r, atol, rtol, mantissa_bits);
+    const u64 step = (u64)UNROLL * blockDim.x;
+    for (u64 j0 = threadIdx.x; j0 < n; j0 += step) {
+        u32 xv[UNROLL], gv[UNROLL];
+        float wv[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            u64 j = j0 + (u64)k * blockDim.x;
+            bool in = j < n;
+            xv[k] = in ? (u32)xr[j] : 0u;
+            gv[k] = in ? (u32)gr[j] : 0u;
+            wv[k] = in ? w[j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            if (j0 + (u64)k * blockDim.x < n) {
+                double r = rms_reference(element_value(xv[k], kind), d, (double)wv[k]);
+                bad += element_bad(element_value(gv[k], kind), r, atol, rtol, mantissa_bits);
+            }
+        }
     }
     for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xffffffffu, bad, o);
     if ((threadIdx.x & 31) == 0 && bad) atomicAdd(counter, (u64)bad);
 }
 
 // One CTA per row b of the reference y (n doubles a row): from row rows[b] of x (row b when use_rows is 0).
-template <typename T>
-__device__ void reference_rows(const T* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-                               int kind, double* y) {
+template <typename T, int kind>
+__device__ void reference_rows(const T* __restrict__ x, const float* __restrict__ w,
+                               const long long* __restrict__ rows, int use_rows, u64 n, double eps,
+                               double* __restrict__ y) {
     const T* xr = x + (use_rows ? (u64)rows[blockIdx.x] : (u64)blockIdx.x) * n;
     double* yr = y + (u64)blockIdx.x * n;
-    double d = block_row_scale<T>(xr, n, eps, kind);
-    for (u64 j = threadIdx.x; j < n; j += blockDim.x) yr[j] = rms_reference(element_value((u32)xr[j], kind), d, (double)w[j]);
+    double d = block_row_scale<T, kind>(xr, n, eps);
+    const u64 step = (u64)UNROLL * blockDim.x;
+    for (u64 j0 = threadIdx.x; j0 < n; j0 += step) {
+        u32 xv[UNROLL];
+        float wv[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            u64 j = j0 + (u64)k * blockDim.x;
+            xv[k] = j < n ? (u32)xr[j] : 0u;
+            wv[k] = j < n ? w[j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            u64 j = j0 + (u64)k * blockDim.x;
+            if (j < n) yr[j] = rms_reference(element_value(xv[k], kind), d, (double)wv[k]);
+        }
+    }
 }
 
-extern "C" __global__ void rmsnorm_rows_bad_u16(const unsigned short* x, const float* w, const long long* rows,
-                                                const unsigned short* got, u64 n, double eps, double atol,
-                                                double rtol, int kind, int mantissa_bits, u64* counter) {
-    rows_bad<unsigned short>(x, w, rows, got, n, eps, atol, rtol, kind, mantissa_bits, counter);
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_rows_bad_bf16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
+    double atol, double rtol, int mantissa_bits, u64* counter) {
+    rows_bad<unsigned short, 0>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
 }
-extern "C" __global__ void rmsnorm_rows_bad_u32(const u32* x, const float* w, const long long* rows, const u32* got,
-                                                u64 n, double eps, double atol, double rtol, int kind,
-                                                int mantissa_bits, u64* counter) {
-    rows_bad<u32>(x, w, rows, got, n, eps, atol, rtol, kind, mantissa_bits, counter);
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_reference_bf16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+    double* y) {
+    reference_rows<unsigned short, 0>(x, w, rows, use_rows, n, eps, y);
 }
-extern "C" __global__ void rmsnorm_reference_u16(const unsigned short* x, const float* w, const long long* rows,
-                                                 int use_rows, u64 n, double eps, int kind, double* y) {
-    reference_rows<unsigned short>(x, w, rows, use_rows, n, eps, kind, y);
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_rows_bad_fp16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
+    double atol, double rtol, int mantissa_bits, u64* counter) {
+    rows_bad<unsigned short, 1>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
 }
-extern "C" __global__ void rmsnorm_reference_u32(const u32* x, const float* w, const long long* rows, int use_rows,
-                                                 u64 n, double eps, int kind, double* y) {
-    reference_rows<u32>(x, w, rows, use_rows, n, eps, kind, y);
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_reference_fp16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+    double* y) {
+    reference_rows<unsigned short, 1>(x, w, rows, use_rows, n, eps, y);
+}
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_rows_bad_fp32(const u32* x, const float* w, const long long* rows, const u32* got, u64 n, double eps,
+    double atol, double rtol, int mantissa_bits, u64* counter) {
+    rows_bad<u32, 2>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
+}
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_reference_fp32(const u32* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+    double* y) {
+    reference_rows<u32, 2>(x, w, rows, use_rows, n, eps, y);
 }
 """
 
@@ -208,10 +270,6 @@ def _int64_rows(rows: Any, xp: ModuleType) -> Any:
     return rows.astype(xp.int64)
 
 
-def _suffix(dtype: str) -> str:
-    return "u32" if dtype == "fp32" else "u16"
-
-
 def count_bad_rows(x: Any, w: Any, rows: Any, got: Any, eps: float, dtype: str, atol: float, rtol: float,
                    counter: Any, xp: ModuleType) -> None:
     """Add to ``counter`` (a 1-element uint64 array of ``xp``) the elements of ``got`` ((len(rows), N), ``dtype``
@@ -229,10 +287,10 @@ def count_bad_rows(x: Any, w: Any, rows: Any, got: Any, eps: float, dtype: str, 
         counter[0] += count_bad_rows_host(np.asarray(x).view(bits), w, rows, np.asarray(got).view(bits), eps, dtype,
                                           atol, rtol)
         return
-    _module().get_function(f"rmsnorm_rows_bad_{_suffix(dtype)}")(
+    _module().get_function(f"rmsnorm_rows_bad_{dtype}")(
         (n_rows,), (BLOCK,), (_contiguous(x, xp).view(bits), _contiguous(w, xp), _int64_rows(rows, xp),
                               _contiguous(got, xp).view(bits), np.uint64(n), np.float64(eps), np.float64(atol),
-                              np.float64(rtol), np.int32(KIND[dtype]), np.int32(MANTISSA_BITS[dtype]), counter))
+                              np.float64(rtol), np.int32(MANTISSA_BITS[dtype]), counter))
 
 
 def reference_rows_host(x_bits: np.ndarray, w: np.ndarray, rows: np.ndarray | None, eps: float,
@@ -260,23 +318,21 @@ def reference(x: Any, w: Any, rows: Any, eps: float, dtype: str, xp: ModuleType)
     m, n = (int(x.shape[0]) if rows is None else int(rows.shape[0])), int(x.shape[-1])
     y = xp.empty((m, n), dtype=xp.float64)
     if m and n:
-        _module().get_function(f"rmsnorm_reference_{_suffix(dtype)}")(
+        _module().get_function(f"rmsnorm_reference_{dtype}")(
             (m,), (BLOCK,), (x.view(bits), _contiguous(w, xp), y if rows is None else rows,
-                             np.int32(rows is not None), np.uint64(n), np.float64(eps), np.int32(KIND[dtype]), y))
+                             np.int32(rows is not None), np.uint64(n), np.float64(eps), y))
     return y
 
 
-def _rows_bad_twin(grid: tuple, block: tuple, args: tuple) -> None:
-    x, w, rows, got, n, eps, atol, rtol, kind, mantissa_bits, counter = args
-    dtype = {v: k for k, v in KIND.items()}[int(kind)]
+def _rows_bad_twin(dtype: str, grid: tuple, block: tuple, args: tuple) -> None:
+    x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter = args
     assert grid[0] == len(rows) and int(mantissa_bits) == MANTISSA_BITS[dtype] and block[0] % 32 == 0
     counter.reshape(-1)[0] += count_bad_rows_host(x.reshape(-1, int(n)), w, rows, got.reshape(-1, int(n)),
                                                   float(eps), dtype, float(atol), float(rtol))
 
 
-def _reference_twin(grid: tuple, block: tuple, args: tuple) -> None:
-    x, w, rows, use_rows, n, eps, kind, y = args
-    dtype = {v: k for k, v in KIND.items()}[int(kind)]
+def _reference_twin(dtype: str, grid: tuple, block: tuple, args: tuple) -> None:
+    x, w, rows, use_rows, n, eps, y = args
     assert block[0] % 32 == 0 and grid[0] == y.reshape(-1, int(n)).shape[0]
     y.reshape(-1, int(n))[...] = reference_rows_host(x.reshape(-1, int(n)), w, rows if int(use_rows) else None,
                                                      float(eps), dtype)
@@ -285,5 +341,5 @@ def _reference_twin(grid: tuple, block: tuple, args: tuple) -> None:
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
 # arrays: what the CPU stand-in for CuPy (tests/cupy_standin.py) runs for these kernels.
 HOST_TWINS: dict[str, Callable[[tuple, tuple, tuple], None]] = {
-    "rmsnorm_rows_bad_u16": _rows_bad_twin, "rmsnorm_rows_bad_u32": _rows_bad_twin,
-    "rmsnorm_reference_u16": _reference_twin, "rmsnorm_reference_u32": _reference_twin}
+    **{f"rmsnorm_rows_bad_{d}": functools.partial(_rows_bad_twin, d) for d in KIND},
+    **{f"rmsnorm_reference_{d}": functools.partial(_reference_twin, d) for d in KIND}}

@@ -38,7 +38,10 @@ at most ``count`` of them; the scan stops at any store, barrier, atomic, fence o
   what the register would hold: a path that skips a copy leaves slot and register equally stale);
 - on every control-flow path from a copied load, ``P`` comes before any reader of its registers, before the
   same load again (two copies in flight into one slot are unordered), before any store, barrier, atomic,
-  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search);
+  fence or call, and before the thread ends (``population.cfg`` basic blocks, instruction-level search). A
+  loop may reissue the copy after ``P``: the thread's ``ld.shared`` of the slot happens before the next copy's
+  write, as an asynchronous copy is performed as if by a new thread started at its issue (libcu++ memory model,
+  "Asynchronous operations");
 - the entry has no indirect branch (``brx``), the module targets sm_80 or later, the launch block is
   ``(T, 1, 1)``;
 - the entry's static shared memory plus the new buffer (``count * T * 16`` bytes) plus the launch's dynamic
@@ -70,6 +73,7 @@ from evolve.operators.common import (
     used_names,
     writes,
 )
+from evolve.operators.vectorize import TYPE_BYTES
 from population.analysis import flat_instructions
 from population.ast import (
     Address,
@@ -91,8 +95,6 @@ from targets.occupancy import device_props
 COPY_BYTES = 16
 _VEC_TYPES = {"v4": ("b32", "u32", "s32", "f32"), "v2": ("b64", "u64", "s64", "f64")}
 _CACHE_OPS = frozenset({"ca", "cg", "cs", "lu", "nc"})
-_DECL_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "b32": 4, "u32": 4,
-               "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 MIN_CC = (8, 0)  # cp.async: sm_80 and later
 
 
@@ -133,7 +135,7 @@ def static_shared_bytes(kernel: Kernel) -> int:
         if d.state_space != "shared" or "extern" in d.linkage or any(x is None for x in d.dims):
             continue
         n = int(np.prod(d.dims)) if d.dims else 1
-        total += n * _DECL_BYTES.get(d.type, 4)
+        total += n * TYPE_BYTES.get(d.type, 4)
     return total
 
 
