@@ -222,6 +222,51 @@ def test_the_dynamic_side_holes_pass_every_static_check(wl, name, knobs):
     assert judge(redteam(name, knobs), wl) is None
 
 
+CHILD_LAUNCH = """.version 8.0
+.target sm_90
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) cudaLaunchDeviceV2
+(
+\t.param .b64 cudaLaunchDeviceV2_param_0,
+\t.param .b64 cudaLaunchDeviceV2_param_1
+)
+;
+
+.visible .entry k(
+\t.param .u64 k_param_0
+)
+{
+\t.reg .b32 %r<2>;
+\t.reg .b64 %rd<2>;
+
+\tld.param.u64 %rd1, [k_param_0];
+\t{
+\t.param .b64 param0;
+\tst.param.b64 [param0+0], %rd1;
+\t.param .b64 param1;
+\tst.param.b64 [param1+0], %rd1;
+\t.param .b32 retval0;
+\tcall.uni (retval0), cudaLaunchDeviceV2, (param0, param1);
+\tld.param.b32 %r1, [retval0+0];
+\t}
+\tret;
+}
+"""
+
+
+def test_a_child_grid_launched_from_the_kernel_does_not_assemble():
+    """Work moved into a child grid (CUDA dynamic parallelism: ``cudaLaunchDeviceV2``, what nvcc -rdc emits for
+    ``<<<>>>`` in device code) needs the device runtime linked in; the toolchain assembles one PTX module with
+    ptxas and links nothing, so such a kernel is a compile error before any GPU time (and a parent grid counts
+    as complete only when its children are, so the timed interval would hold their work anyway)."""
+    from evaluators.toolchain import CompileError, compile_ptx
+
+    k = Kernel(parse_module(CHILD_LAUNCH), "k", LaunchConfig(block=(32, 1, 1)))
+    with pytest.raises(CompileError, match="Unresolved extern function 'cudaLaunchDeviceV2'"):
+        compile_ptx(k, "sm_90")
+
+
 # -------------------------------------------------------------------------- 32-bit indices: no shape that large
 def _checked_shapes(wl: RMSNorm) -> list[tuple[int, int]]:
     from evaluators.gpu.sanitizer import SANITIZER_SHAPES
