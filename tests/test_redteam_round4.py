@@ -13,8 +13,9 @@ tests/gpu/test_gate_redteam4.py.
 - rt_edge_race, rt_index32: holes of the dynamic checks (placement of the replay's inputs; no shape of 2^31
   elements or more); nothing static sees them.
 - rt_softmax_sampled_max: softmax shifted by the max of the row's first 256 elements, not of the row: right for
-  every input the softmax workload draws (perturbed or not), NaN on a left-padded row. A hole of the workload's
-  distributions (strict xfail). Its first version, shifted by x[r, 0], is caught by gate run 4.
+  every input the softmax workload drew (perturbed or not), NaN on a left-padded row. Was: a hole of the
+  workload's distributions. Now: a "masked" distribution (a front of up to half the row at -1e4). Its first
+  version, shifted by x[r, 0], was caught by gate run 4 already.
 """
 
 from __future__ import annotations
@@ -302,14 +303,15 @@ def shifted_softmax(sample: int):
     return launch
 
 
-def test_the_sampled_shift_is_right_on_every_softmax_input_and_nan_on_a_left_padded_row():
+def test_the_sampled_shift_is_right_on_the_normal_and_shifted_inputs_and_nan_on_a_left_padded_row():
+    """What let it through gate v5: the softmax workload's distributions were "normal" and "shifted" only."""
     from evaluators.gpu.gate import compare
     from workloads.softmax import Softmax
 
     sm, launch = Softmax(rows=64), shifted_softmax(256)
     atol, rtol = sm.tolerance
     for shape in [*sm.gate_shapes, *sm.search_shapes, *sm.heldout_shapes]:
-        for d in sm.distributions:
+        for d in ("normal", "shifted"):
             inp = sm.make_inputs(shape, 5, d)
             y = np.empty(shape, dtype=np.float32)
             launch(inp, {"y": y}, shape)
@@ -357,8 +359,26 @@ def test_a_softmax_shifted_by_the_rows_first_element_is_caught_by_gate_run_4():
     assert why is not None and "NaN" in why and "run 4" in why, why
 
 
-@pytest.mark.xfail(strict=True, reason="hole (rt_softmax_sampled_max): every softmax input distribution, perturbed or "
-                   "not, keeps a row's maximum within 88 of the max of its first 256 elements")
 @pytest.mark.parametrize("seed", [3, 4])
 def test_the_gate_rejects_a_softmax_shifted_by_the_max_of_the_rows_front(seed):
-    assert _gate_and_timed(shifted_softmax(256), seed) is not None
+    """Was: every softmax input distribution, perturbed or not, kept a row's maximum within 88 of the max of its
+    first 256 elements. Now the "masked" distribution sets a front of up to half of each row to -1e4 (left
+    padding): rows masked past their 256th element are NaN, at the gate shapes of N >= 1000."""
+    why = _gate_and_timed(shifted_softmax(256), seed)
+    assert why is not None and "masked" in why and "NaN" in why, why
+
+
+def test_the_masked_softmax_inputs_leave_the_seed_right():
+    from evaluators.gpu.gate import run_gate
+    from workloads.softmax import Softmax
+
+    def seed_like(inputs, outputs, shape, params=None):  # the seed's math in fp32: exp(x - row max) / sum
+        x = inputs["x"].astype(np.float32)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        outputs["y"][...] = e / e.sum(axis=1, dtype=np.float32, keepdims=True)
+
+    sm = Softmax(rows=64)
+    x = sm.make_inputs((7, 1000), 11, "masked")["x"]
+    front = (x == np.float32(-1e4)).argmin(axis=1)  # each row's masked prefix length
+    assert front.max() > 256 and (x[:, 500:] != np.float32(-1e4)).all()
+    assert run_gate(sm, seed_like, seed=5).passed
