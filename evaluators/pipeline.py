@@ -129,7 +129,8 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
         stores = check_input_stores(kernel, workload)
         if not stores.ok:
             raise Rejected(Status.INPUT_MUTATED, stores.reason(), "input_stores", {"resources": ru})
-        if not (races := race_lint(kernel, stores.provenance, workload.uses_atomics, workload.uses_atomics)).ok:
+        if not (races := race_lint(kernel, stores.provenance, workload.uses_atomics, workload.uses_atomics,
+                                    workload.uses_atomics)).ok:
             raise Rejected(Status.NONDETERMINISTIC, races.reason(), "race_lint", {"resources": ru})
     dims = {}
     for s in shapes:

@@ -45,6 +45,15 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    outputs from its own arguments; a kernel that writes such a variable can count its launches (and so tell
    the worker from a fresh sanitizer replay), memoise a previous launch's answer or pass results between
    launches. Workloads whose kernels cooperate across CTAs through a counter (``Workload.uses_atomics``) may.
+6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
+   9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
+   ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
+   Each is a clock without a clock register: a warp that sleeps while another counts how often it can bump a
+   shared counter measures how fast the kernel runs, so it can tell a launch under compute-sanitizer (every
+   shared access instrumented, tens of times slower) from a native one and keep a barrier only there
+   (``rt_sleep_dodge``). A kernel of a deterministic workload has nothing to wait for but barriers; a backoff
+   in a spin on a counter (``Workload.uses_atomics``) may sleep. A ``try_wait`` without the hint (the retry
+   loop of a TMA pipeline) is left alone: its time limit is the system's, and it decides only when to retry.
 
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
@@ -84,6 +93,8 @@ _RESTRICTED_FENCE = frozenset({"mbarrier_init", "op_restrict", "proxy"})
 _TIME_REGISTERS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo",
                              "%globaltimer_hi", "%smid", "%warpid", "%gridid"} | {f"%pm{i}" for i in range(8)}
                             | {f"%pm{i}_64" for i in range(8)})
+# Operand count of ``mbarrier.try_wait`` with a suspendTimeHint (waitComplete, [addr], state|parity, hint).
+_TRY_WAIT_WITH_HINT = 4
 _FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3x2", "e5m2x2"})
 _ACCUMULATE = frozenset({"add", "min", "max"})
 
@@ -92,8 +103,8 @@ _ACCUMULATE = frozenset({"add", "min", "max"})
 class RaceFinding:
     """One pattern of the module docstring.
 
-    kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"``, ``"float_atomic"`` or
-    ``"launch_state"``; line: 1-based line in the module's canonical listing of the instruction that shows it
+    kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"``, ``"float_atomic"``,
+    ``"launch_state"`` or ``"wall_clock_wait"``; line: 1-based line in the module's canonical listing of the instruction that shows it
     (the spin's global read, the unfenced data write, the clock read, the atomic, the variable's store); text: that line; why: the pattern in words (with the flag
     write for ``unfenced_publish``).
     """
@@ -288,6 +299,20 @@ def _float_atomics(prov: Provenance) -> list[tuple[Instruction, str]]:
     return out
 
 
+def _wall_clock_waits(prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 6 (module docstring): every ``nanosleep`` and every ``mbarrier.try_wait`` with a suspendTimeHint."""
+    out = []
+    for ins in prov.instructions:
+        if ins.opcode == "nanosleep":
+            out.append((ins, "sleeps for a wall-clock time: with anything that counts meanwhile it is a clock (a kernel "
+                             "can tell an instrumented, slow launch from a native one; the workload declares no atomics)"))
+        elif (ins.opcode == "mbarrier" and ins.modifiers and ins.modifiers[0] == "try_wait"
+              and len(ins.operands) >= _TRY_WAIT_WITH_HINT):
+            out.append((ins, "waits on an mbarrier with a suspend-time hint: its result says whether that many "
+                             "nanoseconds passed, a clock (the workload declares no atomics)"))
+    return out
+
+
 def _global_variables(kernel: Kernel) -> frozenset[str]:
     """Roots (``"s:<name>"``) of the module's ``.global`` variables and of those declared inside functions."""
     names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "global"}
@@ -313,18 +338,20 @@ def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruc
 
 
 def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True,
-              launch_state_ok: bool = True) -> RaceReport:
+              launch_state_ok: bool = True, waits_ok: bool = True) -> RaceReport:
     """Lint ``kernel``'s entry, and every function it calls, for the patterns of the module docstring.
 
     prov: the entry's provenance when already computed (``InputStoreReport.provenance``), else computed here;
-    float_atomics_ok / launch_state_ok: rule 4 / rule 5 off (the default, for kernels of no workload); the
-    evaluation pipeline passes ``Workload.uses_atomics`` for both.
+    float_atomics_ok / launch_state_ok / waits_ok: rule 4 / rule 5 / rule 6 off (the default, for kernels of no
+    workload); the evaluation pipeline passes ``Workload.uses_atomics`` for all three.
     Returns a RaceReport (lines in the module's canonical listing); ValueError when the entry has no body.
     """
     fn = kernel.module.function(kernel.entry)
     prov = prov if prov is not None else provenance(kernel)
     hits: list[tuple[str, Instruction, str]] = []
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
+    if not waits_ok:
+        hits += [("wall_clock_wait", ins, why) for ins, why in _wall_clock_waits(prov)]
     if not float_atomics_ok:
         hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
     written: frozenset[str] = frozenset()

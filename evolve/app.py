@@ -199,6 +199,18 @@ def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = N
     return kind
 
 
+def takes_shapes(evaluator: Any) -> bool:
+    """Whether ``evaluator.evaluate`` accepts the ``shapes=`` keyword a multi-task run passes (engine.py: a
+    candidate is evaluated on one task's shapes). False when its signature cannot be read."""
+    import inspect
+
+    try:
+        params = inspect.signature(evaluator.evaluate).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "shapes" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: Any = None) -> tuple[Any, bool]:
     """The evaluator for ``cfg.evaluator`` and whether its results are estimates. ``auto`` picks the GPU
     evaluator when CuPy sees a GPU (and the hardware is not compile-only), else static. gpu: the run's
@@ -356,12 +368,24 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
     gpu = gpu_from_config(cfg.hardware)
     tasks = make_tasks(cfg.tasks, workload) if "tasks" in cfg else None
     estimate = False
+    created_here = evaluator is None
     if evaluator is None:
+        if tasks is not None and (str(cfg.evaluator.kind) == "replay" or str(cfg.evaluator.backend) == "ray"):
+            # Refused before a Ray cluster starts or a record is loaded; the check below covers the rest.
+            which = "evaluator=replay" if str(cfg.evaluator.kind) == "replay" else "evaluator.backend=ray"
+            raise ConfigError(f"tasks.enabled=true with {which}: this evaluator measures only its fixed shapes, "
+                              "not a task's shapes; use evaluator=gpu or evaluator=static, or tasks.enabled=false")
         evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
         kind = str(cfg.evaluator.kind) if str(cfg.evaluator.kind) != "auto" else ("static" if estimate else "gpu")
     else:
         estimate = bool(getattr(evaluator, "estimate", False))
         kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))
+    if tasks is not None and not takes_shapes(evaluator):
+        if created_here and callable(getattr(evaluator, "close", None)):
+            evaluator.close()
+        raise ConfigError(f"tasks.enabled=true: {type(evaluator).__name__}.evaluate takes no shapes= argument, so it "
+                          "cannot evaluate a candidate on one task's shapes; use evaluator=gpu or evaluator=static, "
+                          "or tasks.enabled=false")
     objective = objective_definition(cfg, tasks, evaluator, estimate)
     provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator,
                                 objective=objective)
@@ -395,7 +419,8 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
                               reward_validity=float(cfg.mutator.reward_validity),
                               reward_improvement=float(cfg.mutator.reward_improvement),
                               log_every=int(cfg.logger.get("log_every", 10)),
-                              ahead=int(cfg.engine.get("ahead", 0) or 0))
+                              ahead=int(cfg.engine.get("ahead", 0) or 0),
+                              max_evaluator_crashes=int(cfg.engine.get("max_evaluator_crashes", 20)))
 
     store = _open_store(store_path)
     knowledge = None

@@ -219,7 +219,9 @@ class EngineConfig:
     the best kernels at the end; ahead: proposals made beyond ``capacity`` whose template instantiations (nvcc) run
     on a compile executor meanwhile (0: in the engine's thread); compile_executor: ``process``, ``thread``,
     ``inline`` or ``ray`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1);
-    lock: hold an exclusive lock on the run dir (``evolve.rundir``)."""
+    lock: hold an exclusive lock on the run dir (``evolve.rundir``); max_evaluator_crashes: stop the run (its
+    stop reason says why; the store stays resumable) after this many evaluations in a row on which the evaluator
+    itself raised (0: never), so a broken evaluator does not spend a whole budget on ``crash`` rows."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -232,6 +234,7 @@ class EngineConfig:
     compile_executor: str = "process"
     compile_workers: int | None = None
     lock: bool = True
+    max_evaluator_crashes: int = 20
 
 
 @dataclass
@@ -347,6 +350,8 @@ def validate(cfg: DictConfig) -> None:
 
     t = cfg.tasks
     _need(0.0 <= t.neighbour_rate <= 1.0, "tasks.neighbour_rate", f"must be in [0, 1], got {t.neighbour_rate}")
+    _need(int(cfg.engine.get("max_evaluator_crashes", 0)) >= 0, "engine.max_evaluator_crashes",
+          f"must be >= 0, got {cfg.engine.get('max_evaluator_crashes')}")
     _need(t.radius >= 1, "tasks.radius", f"must be >= 1, got {t.radius}")
     _need(t.transfer >= 0, "tasks.transfer", f"must be >= 0, got {t.transfer}")
     o = cfg.objective

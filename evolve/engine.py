@@ -82,7 +82,8 @@ class EngineSettings:
     (``evolve.selection.operator_reward``); log_every: evaluations between metric snapshots; ahead: proposals
     made beyond ``capacity`` whose template instantiations (nvcc) run on the engine's compile executor while
     earlier candidates are evaluated (0: every child is built in the engine's thread when proposed; needs a
-    ``compile_executor``)."""
+    ``compile_executor``); max_evaluator_crashes: halt after this many evaluations in a row on which the
+    evaluator itself raised (``crash`` rows whose reason starts "evaluator raised"; 0: never)."""
 
     capacity: int = 1
     ordered: bool = True
@@ -94,6 +95,7 @@ class EngineSettings:
     reward_improvement: float = 0.8
     log_every: int = 10
     ahead: int = 0
+    max_evaluator_crashes: int = 20
 
 
 @dataclass
@@ -267,7 +269,8 @@ class Engine:
         self._session_evals0 = 0
         self.resumed = False
         self._committed = False
-        self.halted: str | None = None  # why the run stopped before its budget (every operator switched off)
+        self.halted: str | None = None  # why the run stopped before its budget (operators off, evaluator broken)
+        self.evaluator_crashes = 0  # evaluations in a row on which the evaluator raised
 
     # ---------------------------------------------------------------------------------------- lookups
     def kernel(self, cid: CandidateId) -> Kernel:
@@ -615,6 +618,7 @@ class Engine:
             self._remember(cid, item.kernel, result)
             status = str(result.status)
             self.statuses[status] += 1
+            self._count_evaluator_crash(result)
             valid = result.status == Status.OK and result.objective is not None
             added, cell = "invalid", None
             if valid:
@@ -652,6 +656,20 @@ class Engine:
             if self.tells_since_checkpoint >= self.settings.checkpoint_every:
                 self._checkpoint(tx)
         self._after_commit()
+
+    def _count_evaluator_crash(self, result: EvalResult) -> None:
+        """Count evaluations in a row on which the evaluator raised (``_timed_evaluate``); at
+        ``settings.max_evaluator_crashes`` set ``halted``, so the run stops with that reason instead of spending
+        its budget on crash rows (a resumed run starts counting afresh)."""
+        if result.status == Status.CRASH and (result.reason or "").startswith("evaluator raised"):
+            self.evaluator_crashes += 1
+        else:
+            self.evaluator_crashes = 0
+        limit = self.settings.max_evaluator_crashes
+        if limit and self.evaluator_crashes >= limit and not self.halted:
+            self.halted = (f"the evaluator raised on {self.evaluator_crashes} evaluations in a row "
+                           f"(engine.max_evaluator_crashes={limit}), the last: {result.reason[:400]}")
+            log.error("stopping: %s", self.halted)
 
     def _apply_verdicts(self, wait: bool = False, timeout: float | None = None) -> None:
         """Apply the evaluator's finished elite verdicts (compute-sanitizer): a failed one takes the elite out of

@@ -2,6 +2,8 @@
 # On the GPU machine (no network): install the carried wheels, print versions, run the gpu tests and the GPU
 # experiments, and keep logs/tables under $OUT when set.
 #   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability] [loop]   (no argument: the first three)
+# tests: every gpu test (about 9 min on an H200 as of 2026-12-01: more than one 600 s device command takes), or
+# the same set in two halves, one command each: gate_tests (tests/gpu/test_gate*.py), other_tests (the rest).
 # Each step is cut at its own limit (seconds): TESTS_S (540), BASELINES_S (540), THROUGHPUT_S (300), COST_S (300),
 # STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
 # loop: the whole search loop's evaluations/s, `python -m evolve experiment=rmsnorm_h200 budget.seconds=$LOOP_S
@@ -53,7 +55,17 @@ PY
 rc=0
 for step in "${steps[@]}"; do
   case $step in
-    tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest_gpu.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
+    # -v: a run cut by its limit still shows in the log which tests passed
+    tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests 2>&1 \
+             | tee "$out/pytest_gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED|passed|failed" | tail -40
+           rc=$((rc | ${PIPESTATUS[0]})) ;;
+    gate_tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests/gpu/test_gate*.py \
+                  2>&1 | tee "$out/pytest_gpu_gate.log" | grep -E "FAILED|ERROR|XFAIL|XPASS|passed|failed" | tail -40
+                rc=$((rc | ${PIPESTATUS[0]})) ;;
+    other_tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests \
+                   --ignore-glob='tests/gpu/test_gate*.py' 2>&1 | tee "$out/pytest_gpu_other.log" \
+                   | grep -E "FAILED|ERROR|XFAIL|XPASS|passed|failed" | tail -40
+                 rc=$((rc | ${PIPESTATUS[0]})) ;;
     baselines) timeout -k 10 "${BASELINES_S:-540}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
     throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \
@@ -88,7 +100,7 @@ print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} 
       + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/")))
 PY
           done ;;
-    *) echo "unknown step $step (tests | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
+    *) echo "unknown step $step (tests | gate_tests | other_tests | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
   esac
 done
 exit $rc

@@ -4,9 +4,10 @@ paths on a machine without a GPU and to count what they enqueue.
 ``install(monkeypatch)`` puts a module named ``cupy`` in ``sys.modules`` (and ``cuda.bindings.driver``) and
 replaces the fused kernels of ``workloads.fused`` by numpy formulas of the same rules. Arrays are numpy arrays of
 a subclass (``DevArray``) that has ``.data.ptr`` and ``.get()`` and counts every array operation as one
-enqueued device operation, every conversion to a host value as a synchronisation (``COUNTS``). Kernels of
-``RawModule``/``RawKernel`` run their host twins (``evaluators.gpu.launch_prep.HOST_TWINS``; the L2 flush and the
-stream hold do nothing). ``cudaMemsetAsync``/``cudaMemcpyAsync`` write host memory at the given addresses.
+enqueued device operation, every conversion to a host value as a synchronisation, every call of the VMM driver
+API as ``vmm`` (``COUNTS``). Kernels of ``RawModule``/``RawKernel`` run their host twins
+(``evaluators.gpu.launch_prep.HOST_TWINS``, ``workloads.rmsnorm_check.HOST_TWINS``; the L2 flush and the stream
+hold do nothing). ``cudaMemsetAsync``/``cudaMemcpyAsync`` write host memory at the given addresses.
 
 The VMM driver is emulated with real address-space tricks (Linux): ``cuMemAddressReserve`` reserves inaccessible
 address space (mmap PROT_NONE), ``cuMemCreate`` makes a memfd, ``cuMemMap`` maps it at the reserved address
@@ -301,13 +302,14 @@ class _Function:
 
     def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         from evaluators.gpu.launch_prep import HOST_TWINS
+        from workloads.rmsnorm_check import HOST_TWINS as ROW_CHECK_TWINS
 
         count("kernel")
         count("op")
         check_launch(self.name, grid, block, args, self.signature)
         if self.name in ("l2_flush_read", "hold_stream"):
             return
-        twin = HOST_TWINS.get(self.name) or KERNELS.get(self.name)
+        twin = HOST_TWINS.get(self.name) or ROW_CHECK_TWINS.get(self.name) or KERNELS.get(self.name)
         if twin is None:
             raise NotImplementedError(f"cupy stand-in: no host twin for kernel {self.name!r}")
         _COUNTING[0] = False
@@ -472,14 +474,6 @@ def _patch_fused(monkeypatch: Any) -> None:
         return _wrap(np.frombuffer(h[:8], dtype=np.uint64).copy())
 
     def elementwise(name, in_params, out_params, body):
-        if name.startswith("rmsnorm_reference_"):
-            dtype = name.rsplit("_", 1)[1]
-
-            def ref(x, d, w):
-                count("op")
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    return _wrap(_f64(x, dtype) / _raw(d) * _raw(w).astype(np.float64))
-            return ref
         raise NotImplementedError(f"cupy stand-in: no numpy form of elementwise kernel {name!r}")
 
     for name, fn in [("count_bad_array", count_bad_array), ("count_bad", count_bad),
@@ -530,9 +524,11 @@ class Driver(types.SimpleNamespace):
         return types.SimpleNamespace(location=None, flags=None)
 
     def cuMemGetAllocationGranularity(self, prop: Any, flags: Any) -> tuple[int, int]:
+        count("vmm")
         return 0, GRANULARITY
 
     def cuMemAddressReserve(self, size: int, align: int, addr: int, flags: int) -> tuple[int, int]:
+        count("vmm")
         if int(size) <= 0 or int(size) % GRANULARITY:
             return 1, 0  # CUDA_ERROR_INVALID_VALUE: whole granules only
         size, align = int(size), max(int(align), mmap.PAGESIZE)
@@ -548,6 +544,7 @@ class Driver(types.SimpleNamespace):
         return 0, base
 
     def cuMemCreate(self, size: int, prop: Any, flags: int) -> tuple[int, int]:
+        count("vmm")
         if int(size) <= 0 or int(size) % GRANULARITY:
             return 1, 0
         fd = os.memfd_create("standin-vmm")
@@ -556,6 +553,7 @@ class Driver(types.SimpleNamespace):
         return 0, fd
 
     def cuMemMap(self, addr: int, size: int, offset: int, handle: int, flags: int) -> tuple[int]:
+        count("vmm")
         if int(handle) not in self.handles:
             return (1,)
         fd, hsize = self.handles[int(handle)]
@@ -570,6 +568,7 @@ class Driver(types.SimpleNamespace):
         return (0,)
 
     def cuMemSetAccess(self, addr: int, size: int, descs: Any, count_: int) -> tuple[int]:
+        count("vmm")
         if self.access.get(int(addr), (None,))[0] != int(size):
             return (1,)  # the range must be a mapped range (here: exactly one cuMemMap's)
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if descs[0].flags == 3 else 0)
@@ -581,16 +580,19 @@ class Driver(types.SimpleNamespace):
         return (0,)
 
     def cuMemUnmap(self, addr: int, size: int) -> tuple[int]:
+        count("vmm")
         _libc.mmap(int(addr), int(size), 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0)
         self.access.pop(int(addr), None)
         return (0,)
 
     def cuMemRelease(self, handle: int) -> tuple[int]:
+        count("vmm")
         fd, _ = self.handles.pop(int(handle))
         os.close(fd)
         return (0,)
 
     def cuMemAddressFree(self, addr: int, size: int) -> tuple[int]:
+        count("vmm")
         if self.reserved.get(int(addr)) != int(size) or any(
                 int(addr) <= a < int(addr) + int(size) for a in self.access):
             return (1,)  # the size reserved, and nothing mapped in it any more

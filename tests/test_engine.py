@@ -292,3 +292,40 @@ def test_operator_state_is_checkpointed_and_restored(workload, tmp_path):
     resumed = make_engine(workload, store, budget=12, ops=[], extra_ops=[second])
     assert resumed.try_resume()
     assert second.proposals == first.proposals
+
+
+class BreaksAfter(HashEvaluator):
+    """Answers the first ``good`` calls, then raises on every call (``every``: only on every second one)."""
+
+    def __init__(self, good: int, every: int = 1) -> None:
+        super().__init__()
+        self.good, self.every = good, every
+
+    def evaluate(self, kernel):
+        with self.lock:
+            self.calls += 1
+            n = self.calls
+        if n > self.good and (n - self.good) % self.every == 0:
+            raise RuntimeError(f"device lost on call {n}")
+        return hash_result(kernel.identity, fail_below=0)
+
+
+@pytest.mark.parametrize("every, rows, halted", [(1, 2 + 5, True), (2, 40, False)])
+def test_an_evaluator_that_keeps_raising_halts_the_run(workload, tmp_path, every, rows, halted):
+    """engine.max_evaluator_crashes: 5 evaluator exceptions in a row stop the run with a reason naming the last
+    one; crashes interleaved with answers never do."""
+    from evolve.runinfo import stop_reason
+
+    with Store(tmp_path / "s.sqlite") as store:
+        eng = make_engine(workload, store, budget=40, evaluator=BreaksAfter(2, every))
+        eng.settings.max_evaluator_crashes = 5
+        snap = eng.run()
+        got = store.candidates(with_ptx=False)
+        assert len(got) == rows
+        if halted:
+            assert [r.status for r in got[2:]] == ["crash"] * 5
+            assert eng.halted.startswith("the evaluator raised on 5 evaluations in a row")
+            assert "RuntimeError: device lost on call 7" in eng.halted
+            assert stop_reason(eng.budget, snap, eng.halted).startswith("errors: the evaluator raised on 5")
+        else:
+            assert eng.halted is None and sum(r.status == "crash" for r in got) == 19

@@ -261,6 +261,9 @@ def test_worker_evaluates_the_pipeline_on_the_cupy_standin(monkeypatch, breach):
     st.bench_sets, st.bench_outputs, st.set_builds, st.edge_sets = OrderedDict(), {}, 0, True
     st.timing_lock, st.baseline_us, st.baseline_fns, st.notes = contextlib.nullcontext(), {}, {}, {}
     st.naive, st.bench_seed = None, 7
+    from evaluators.gpu.vmm import FaultCheckSets
+
+    st.fault_sets = FaultCheckSets()  # the worker's: an inout buffer (the state) in a kept, writable mapping
     seed = wl.seeds()[1]
     from evaluators.gpu.args import param_types
 

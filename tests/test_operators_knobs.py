@@ -125,7 +125,7 @@ def test_registry_builds_configured_operators(workload):
 
 
 def test_registry_errors_name_the_problem(workload):
-    with pytest.raises(ValueError, match="allowed: cma, crossover, hints, hoist, jump, launch, llm, mathops, prefetch"):
+    with pytest.raises(ValueError, match="allowed: async_copy, cluster_split, cma, crossover, hints, hoist, jump, launch, llm, mathops, prefetch"):
         build_operators([{"name": "bogus"}], workload)
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['colour'\]"):
         build_operators([{"name": "hints", "colour": 1}], workload)

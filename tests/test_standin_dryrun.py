@@ -137,6 +137,52 @@ def test_memo_on_a_row_probe_is_caught_on_the_device_path(cp):
     assert why is not None and "changed in part" in why
 
 
+def test_checked_launches_are_compared_by_the_fused_row_check_in_a_few_operations(cp):
+    """RMSNorm's fused reference-and-compare (workloads/rmsnorm_check.py) on the device path: per checked launch
+    its perturbation written in and back and one kernel; one counter and one synchronisation per shape. A
+    kernel that drops eps is caught at the checked launch on the tiny set, and the reason is the generic one."""
+    from evaluators.gpu.timed_checks import InputSets, timed_call, verify_checked
+
+    wl = RMSNorm("bf16")
+    sets = InputSets.make(wl, SHAPE, [11, 12, 13], cp, ["normal", "tiny", "nonfinite"], edge=True)
+    out = {"y": cp.empty(SHAPE, dtype=cp.uint16)}
+    call, checked = timed_call(wl, honest, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    sd.COUNTS.clear()
+    assert verify_checked(wl, sets, checked, SHAPE) is None
+    n, with_w = len(checked), sum("w" in c.perturbation.parts for c in checked)
+    assert n == 4 and with_w == 2
+    assert sd.COUNTS["kernel"] == n + 2 * n + 2 * with_w and sd.COUNTS["op"] == sd.COUNTS["kernel"] + 1
+    assert sd.COUNTS["sync"] == 1 and sd.COUNTS["alloc"] == 1
+
+    def no_eps(inputs, outputs, shape, params=None):
+        honest(inputs, outputs, shape, {"eps": 0.0})
+
+    call, checked = timed_call(wl, no_eps, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    why = verify_checked(wl, sets, checked, SHAPE)
+    assert why is not None and "(tiny" in why and "out of tolerance" in why, why
+    sets.close()
+
+
+def test_a_workload_that_changes_the_reference_keeps_the_generic_comparison(cp):
+    from evaluators.gpu.timed_checks import timed_call, verify_checked
+
+    class Doubled(RMSNorm):
+        def reference(self, inputs, xp=np, params=None):
+            return {"y": 2 * super().reference(inputs, xp, params)["y"]}
+
+    wl, sets, out = make_sets(cp)
+    wl = Doubled("bf16")
+    call, checked = timed_call(wl, honest, sets, out, SHAPE, np.random.default_rng(4), repeats=20)
+    drive(call, 20)
+    sd.COUNTS.clear()
+    why = verify_checked(wl, sets, checked, SHAPE)  # the honest RMSNorm is wrong for this workload
+    assert why is not None and "out of tolerance" in why
+    assert wl.count_bad_rows(sets.sets[0], cp.arange(2), {"y": out["y"][:2]}, cp.zeros(1, cp.uint64), cp) is False
+    sets.close()
+
+
 def test_benchmark_inputs_sit_at_unmapped_pages_read_only_with_a_writable_alias(cp):
     _, sets, _ = make_sets(cp)
     drv = sd.DRIVER[0]
@@ -193,6 +239,9 @@ def worker_state(cp):
     st.bench_sets, st.bench_outputs, st.set_builds, st.edge_sets = OrderedDict(), {}, 0, True
     st.timing_lock, st.baseline_us, st.baseline_fns, st.notes = contextlib.nullcontext(), {}, {}, {}
     st.naive, st.bench_seed = None, 7
+    from evaluators.gpu.vmm import FaultCheckSets
+
+    st.fault_sets = FaultCheckSets()
     return st
 
 
@@ -229,6 +278,77 @@ def test_a_read_past_x_only_at_a_large_benchmark_shape_faults_and_restarts_the_w
     assert len(reply["shapes"]) == 0 or reply["shapes"][0]["shape"] == [2048, 64]
 
 
+def _launcher(cp, name):
+    from evaluators.gpu.args import param_types
+    from evaluators.gpu.worker import make_launcher
+
+    seed = RMSNorm("bf16").seeds()[1]
+    return make_launcher(RMSNorm("bf16"), cp, sd._Function(name), param_types(seed), seed.launch.to_json())
+
+
+def test_the_fault_check_keeps_its_mappings_and_refills_them_with_fresh_inputs(cp):
+    """With the worker's FaultCheckSets the second fault check at a shape makes no VMM driver call and one
+    synchronisation fewer; the kernel still sees fresh inputs, read-only, ending at an unmapped page, and a read
+    past x still faults there."""
+    from evaluators.gpu.vmm import FaultCheckSets, fault_check, fault_check_shape
+    from evaluators.gpu.worker import KernelFault
+
+    wl = RMSNorm("bf16")
+    seen = []
+
+    def spy(grid, block, args):
+        x_ptr, m, n = int(args[0]), int(args[3]), int(args[4])
+        seen.append((x_ptr, sd.host_view(x_ptr, (m, n), np.uint16).copy(), sd.writable(x_ptr, 2),
+                     sd.readable(x_ptr + m * n * 2, 1) if (m * n * 2) % 16 == 0 else None))
+        kernel_twin()(grid, block, args)
+
+    sd.KERNELS["spy"] = spy
+    run = _launcher(cp, "spy")
+    pool = {fault_check_shape(wl, s) for s in range(64)}
+    s0 = next(s for s in range(64) if fault_check_shape(wl, s) == (7, 192))
+    s1 = next(s for s in range(s0 + 1, 256) if fault_check_shape(wl, s) == (7, 192))
+    cache = FaultCheckSets()
+    counts = []
+    for seed in (s0, s1):
+        sd.COUNTS.clear()
+        bad, notes = fault_check(wl, run, seed, cache)
+        assert bad is None and notes["read_only"] and notes["shape"] == [7, 192]
+        counts.append(dict(sd.COUNTS))
+    # first use: per input the granularity, a reserve, a create, a map and an access for each of its two
+    # mappings, the read-only access; then nothing
+    assert counts[0]["vmm"] == 2 * 9 and counts[1].get("vmm", 0) == 0 and counts[1]["sync"] == counts[0]["sync"] - 1
+    assert len(pool) >= 8 and len(cache.sets) == 1
+    (p0, x0, w0, past0), (p1, x1, w1, past1) = seen
+    assert p0 == p1 and not w0 and not w1 and past0 is False and past1 is False  # same placement, read-only
+    fresh = wl.make_inputs((7, 192), s1, "normal", cp)["x"].view(np.ndarray)
+    assert np.array_equal(x1, fresh) and not np.array_equal(x0, x1)  # the second seed's inputs, not the first's
+    sd.COUNTS.clear()
+    fault_check(wl, run, s0)  # without the cache: per input 6 calls to make the mapping, 3 to free it
+    assert sd.COUNTS["vmm"] == 2 * 9 and sd.COUNTS["sync"] == counts[0]["sync"] and len(cache.sets) == 1
+    sd.KERNELS["past"] = kernel_twin(cheat_past_end_from_rows=1)
+    with pytest.raises(KernelFault):
+        fault_check(wl, _launcher(cp, "past"), s1, cache)
+
+
+def test_the_fault_check_frees_the_least_recently_used_mappings_past_its_limit(cp):
+    from evaluators.gpu.vmm import FaultCheckSets, fault_check, fault_check_shape
+
+    wl = RMSNorm("bf16")
+    sd.KERNELS["honest"] = kernel_twin()
+    run = _launcher(cp, "honest")
+    seeds = {}
+    for s in range(64):
+        seeds.setdefault(fault_check_shape(wl, s), s)
+    a, b = list(seeds.values())[:2]
+    cache = FaultCheckSets(limit=1)
+    fault_check(wl, run, a, cache)
+    first = set(sd.DRIVER[0].access)
+    fault_check(wl, run, b, cache)
+    assert len(cache.sets) == 1 and not first & set(sd.DRIVER[0].access)  # the first shape's mappings are gone
+    cache.close()
+    assert sd.DRIVER[0].access == {}
+
+
 def test_v1_cost_reference_times_plain_launches_and_audits_one_shape(cp):
     sd.KERNELS["honest"] = kernel_twin()
     st = worker_state(cp)
@@ -262,6 +382,7 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
                              gate_shapes=[(1, 192), (7, 760), (199, 192), (3, 4096)])
     assert "run_gate, rotating schedule" in text and "Per candidate, gate + audit" in text
     assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
+    assert "the worker's kept mappings" in text and "made and freed per check" in text
 
 
 def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_by_their_runtime_names(cp):
@@ -271,6 +392,9 @@ def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_b
 
     launch_prep.warm()
     assert launch_prep._module() is launch_prep._module()  # built once
+    sd.COUNTS.clear()
+    worker_state(cp)._warm_row_check()  # RMSNorm's fused row check runs once at start (its kernel compiled)
+    assert sd.COUNTS["kernel"] == 1 and sd.COUNTS["sync"] == 0
     runtime = sd.CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
     assert _is_sticky(runtime) and _is_sticky(RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"))
     assert _is_sticky(RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))
@@ -290,8 +414,9 @@ def test_input_sets_evicted_past_the_budget_free_their_mappings(cp, monkeypatch)
     monkeypatch.setattr(worker, "BENCH_BYTES_BUDGET", 30 << 20)  # room for one shape's five sets (2 MiB a buffer)
     reply, _ = st.evaluate(request(b"honest", bench=((2048, 64),)))
     first = st.bench_sets[(2048, 64)]
-    mapped = dict(sd.DRIVER[0].access)
-    assert reply["status"] == "ok" and first.edges
+    mapped = {b.base for e in first.edges for b in e.buffers.values()}
+    assert reply["status"] == "ok" and first.edges and mapped <= set(sd.DRIVER[0].access)
     reply, _ = st.evaluate(request(b"honest", bench=((3000, 64),)))
     assert reply["status"] == "ok" and list(st.bench_sets) == [(3000, 64)]
-    assert first.edges == [] and not set(mapped) & set(sd.DRIVER[0].access)  # the evicted mappings are gone
+    gone = not mapped & set(sd.DRIVER[0].access)  # (a failing assert's report would read the freed mappings)
+    assert first.edges == [] and gone  # the evicted mappings are gone; the fault check's stay

@@ -4,6 +4,8 @@ transfers to neighbouring tasks, per-task QD and resume; the best-library object
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -321,3 +323,41 @@ def test_dispatch_export_covers_every_row_length(workload, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="unbounded"):
         load_manifest(tmp_path / "bad.json")
+
+
+def _mt_cfg(tmp_path, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    from evolve.config import register
+
+    register()
+    conf = str(Path(__file__).resolve().parents[1] / "conf")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        return compose("config", overrides=["tasks.enabled=true", "logger=none", f"run_dir={tmp_path / 'run'}",
+                                            "budget.evaluations=4", *overrides])
+
+
+@pytest.mark.parametrize("override, which", [("evaluator=replay", "evaluator=replay"),
+                                             ("evaluator=ray", "evaluator.backend=ray")])
+def test_multitask_refuses_evaluators_of_fixed_shapes_before_building_them(tmp_path, override, which):
+    """Replay answers only the recorded search shapes and the Ray evaluator takes no shapes=: a multi-task run
+    with either used to record every candidate as a crash; now it is a ConfigError before the record is loaded
+    or a cluster starts."""
+    from evolve.app import run
+    from evolve.config import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^tasks\.enabled=true with {re.escape(which)}: .*fixed shapes"):
+        run(_mt_cfg(tmp_path, override))
+
+
+def test_multitask_refuses_a_given_evaluator_without_shapes(tmp_path):
+    from evolve.app import run, takes_shapes
+    from evolve.config import ConfigError
+
+    class FixedShapes(ShapeHashEvaluator):
+        def evaluate(self, kernel):  # no shapes=: evaluates its own fixed shapes only
+            return super().evaluate(kernel)
+
+    assert takes_shapes(ShapeHashEvaluator()) and not takes_shapes(FixedShapes())
+    with pytest.raises(ConfigError, match=r"^tasks\.enabled=true: FixedShapes\.evaluate takes no shapes="):
+        run(_mt_cfg(tmp_path, "evaluator=static"), evaluator=FixedShapes())

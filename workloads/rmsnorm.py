@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from population.kernel import Kernel, LaunchConfig
-from workloads import fused
+from workloads import rmsnorm_check
 from workloads.base import Dim3, OutputSpec, ParamSpec, Shape, Workload
 from workloads.cuda_build import SEEDS_DIR, build_ptx
 from workloads.dtypes import ELEMENT_BYTES, check_dtype, from_float, to_float64
@@ -89,12 +89,6 @@ def _generator(seed: int, xp: ModuleType) -> Any:
     on an H200 for each generator, which the gate creates per check)."""
     philox = getattr(xp.random, "Philox4x3210", None) if xp is not np else None
     return xp.random.Generator(philox(seed)) if philox is not None else xp.random.default_rng(seed)
-
-
-def _reference_kernel(dtype: str) -> Any:
-    """y = x / d * w in float64, d = sqrt(mean(x^2) + eps) per row (M, 1), w float32 (N,): numpy's order."""
-    return fused.elementwise(f"rmsnorm_reference_{dtype}", f"{fused.STORAGE_TYPE[dtype]} x, float64 d, float32 w",
-                             "float64 y", f"y = {fused.as_double('x', dtype)} / d * (double)w")
 
 
 def _seed_file(kind: str, dtype: str) -> str:
@@ -339,10 +333,8 @@ class RMSNorm(Workload):
         which is what torch.nn.functional.rms_norm gives."""
         x = inputs["x"]
         eps = self._eps(params)
-        if xp is not np:  # two fused kernels instead of a chain of float64 temporaries
-            ms = fused.row_sum_squares(x, self.dtype) / x.shape[1]
-            d = xp.sqrt(ms + eps)[:, None]
-            return {"y": _reference_kernel(self.dtype)(x, d, inputs["w"])}
+        if xp is not np:  # one kernel instead of a chain of float64 temporaries (workloads.rmsnorm_check)
+            return {"y": rmsnorm_check.reference(x, inputs["w"], None, eps, self.dtype, xp)}
         with np.errstate(invalid="ignore", over="ignore"):
             x = to_float64(x, self.dtype, xp)
             w = inputs["w"].astype(xp.float64)
@@ -361,8 +353,25 @@ class RMSNorm(Workload):
 
     def reference_rows(self, inputs: Mapping[str, Any], rows: Any, xp: ModuleType = np,
                        params: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """{"y": float64 (len(rows), N)}: the reference of the rows ``rows`` only (rows are independent)."""
+        """{"y": float64 (len(rows), N)}: the reference of the rows ``rows`` only (rows are independent; on the
+        device one kernel reads them in place, no gather)."""
+        if xp is not np and type(self).reference is RMSNorm.reference:
+            return {"y": rmsnorm_check.reference(inputs["x"], inputs["w"], rows, self._eps(params), self.dtype, xp)}
         return self.reference({"x": inputs["x"][rows], "w": inputs["w"]}, xp, params)
+
+    def count_bad_rows(self, inputs: Mapping[str, Any], rows: Any, got: Mapping[str, Any], counter: Any,
+                       xp: ModuleType, params: Mapping[str, float] | None = None) -> bool:
+        """On the device, one kernel per call (``workloads.rmsnorm_check``): ``reference_rows`` and the gate's
+        comparator fused, no float64 row in memory. False on the host (the numpy reference stays the path the
+        tests read) and for subclasses that change ``reference`` or ``reference_rows`` (the kernel computes this
+        class's formula)."""
+        if xp is np or type(self).reference is not RMSNorm.reference or \
+                type(self).reference_rows is not RMSNorm.reference_rows:
+            return False
+        atol, rtol = self.tolerance
+        rmsnorm_check.count_bad_rows(inputs["x"], inputs["w"], rows, got["y"], self._eps(params), self.dtype, atol, rtol, counter,
+                       xp)
+        return True
 
     @property
     def tolerance(self) -> tuple[float, float]:

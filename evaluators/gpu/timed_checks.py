@@ -498,23 +498,35 @@ def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs:
 def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLaunch], shape: Shape) -> str | None:
     """Compare each checked timed launch's output rows, and its inout buffers' sampled final rows, with the
     float64 reference of the inputs (its set, with its perturbation re-applied for the moment) and scalars it saw;
-    None when all are right, else the reason for the first wrong one. The counts of bad elements stay on the
-    device until the last launch is compared (one synchronisation per shape); a failure is then described launch
-    by launch."""
+    None when all are right, else the reason for the first wrong one. A workload with a fused form
+    (``Workload.count_bad_rows``: RMSNorm) compares each launch in one pass without float64 rows in memory; the
+    others through ``reference_rows``. The counts of bad elements stay on the device until the last launch is
+    compared (one synchronisation per shape); a failure is then described launch by launch from
+    ``reference_rows``."""
     xp = sets.xp
     atol, rtol = workload.tolerance
     specs = workload.outputs(shape) + (_inout_specs(workload, sets.sets[0]) if sets.inout else [])
     refs: list[dict[str, Any]] = []
     bad: Any = 0
+    counter = xp.zeros(1, dtype=xp.uint64) if xp is not np and checked and not sets.inout else None
     for c in checked:
-        ref = _checked_reference(workload, sets, c)
+        ref = _checked_reference(workload, sets, c, counter)
+        if ref is None:  # counted into ``counter`` by the workload's fused form
+            refs.append({})
+            continue
         for s in specs:
             bad = bad + bad_count(c.got[s.name], ref[s.name], s.dtype, atol, rtol, xp)
         refs.append(ref if xp is np else {})  # device references are recomputed on a failure (memory)
-    if not checked or int(bad) == 0:
+    if not checked:
+        return None
+    n_bad = int(counter[0]) if counter is not None else 0  # the one synchronisation of the shape
+    if not isinstance(bad, int) or bad:
+        n_bad += int(bad)  # the generic path's counts (a second synchronisation only where both ran)
+    if n_bad == 0:
         return None
     for c, ref in zip(checked, refs):
         ref = ref or _checked_reference(workload, sets, c)
+        assert ref is not None
         for s in specs:
             got = c.got[s.name]
             cmp = compare(got, ref[s.name], s.dtype, atol, rtol, xp)
@@ -531,12 +543,15 @@ def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLau
     return None
 
 
-def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch) -> dict[str, Any]:
+def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch,
+                       counter: Any = None) -> dict[str, Any] | None:
     """The float64 reference of checked launch ``c`` at what it compares: each output at its sampled rows, each
     inout buffer's final value at its sampled ``flat_rows``; from its set with its perturbation applied for the
     moment (and its inout buffers at their initial value), its scalars. ``Workload.reference_rows`` gives the
     inout buffers' final values whole; a workload whose ``reference_rows`` leaves them out gets them from
-    ``reference``."""
+    ``reference``. With ``counter`` (a 1-element uint64 device array) the workload's fused form is tried first
+    (``Workload.count_bad_rows``: the reference and the comparison in one pass, no float64 rows in memory): when
+    it has one, the failing elements are added to ``counter`` and None is returned."""
     xp = sets.xp
     rows = c.rows_dev if c.rows_dev is not None else (c.rows if xp is np else xp.asarray(c.rows))
     if c.perturbation is not None:
@@ -545,6 +560,8 @@ def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch) ->
         sets.reset_inout(c.set_index)
     try:
         inputs = sets.sets[c.set_index]
+        if counter is not None and workload.count_bad_rows(inputs, rows, c.got, counter, xp, c.params):
+            return None
         ref = dict(workload.reference_rows(inputs, rows, xp, c.params) if c.params
                    else workload.reference_rows(inputs, rows, xp))
         missing = [k for k in sets.inout if k not in ref]

@@ -19,8 +19,10 @@ The same placement (``place_at_edges``) holds the benchmark input sets (``timed_
 which the evaluator refills and perturbs them, so a read past an input or a store into one faults at every
 benchmarked shape's timed launches too.
 
-Costs a few driver calls and one launch at a small gate shape (about a millisecond); for the benchmark sets, the
-buffers rounded up to whole granules (2 MiB on an H200). Cannot catch: reads before the start of an input (they
+Costs one launch at a small gate shape, its inputs and reference (about a millisecond) once the worker holds the
+mappings (``FaultCheckSets``: made at the first use of a shape, then refilled); making and freeing them per check
+cost about 5 ms more on an H200. For the benchmark sets, the buffers rounded up to whole granules (2 MiB on an
+H200). Cannot catch: reads before the start of an input (they
 land in the head of the mapping, filled with NaN, unless the buffer fills whole granules) and out-of-bounds reads
 at shapes that are neither the fault check's nor benchmarked.
 """
@@ -245,9 +247,53 @@ def place_at_edges(arrays: dict[str, Any], protect: list[str], alias: bool = Fal
     return out
 
 
-def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[str, Any]]:
+class FaultCheckSets:
+    """The fault check's mappings, kept across evaluations: one EdgeSet per input layout (names, shapes, dtypes:
+    one per fault-check shape), inputs read-only where the driver allows, each buffer with a read-write alias
+    through which every evaluation writes its fresh inputs (``EdgeSet.fill``: the padding before each buffer set
+    to NaN again, then the inputs). The placement and protection a kernel sees are those of a fresh
+    ``place_at_edges``; what is saved is the driver work of making and freeing the mappings (per input
+    cuMemAddressReserve, cuMemCreate, cuMemMap, two cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree:
+    about 5 ms of the fault check's 6.2 ms on an H200, experiments/results/gate_v5_h200_2026-12-01/gate_cost.md)
+    and a synchronisation. The least recently used layout is freed past ``limit`` (RMSNorm's fault check draws
+    among ten shapes; an H200 maps 2 MiB granules: 2 inputs x 2 MiB each)."""
+
+    def __init__(self, limit: int = 16) -> None:
+        from collections import OrderedDict
+
+        self.limit = int(limit)
+        self.sets: OrderedDict[tuple, EdgeSet] = OrderedDict()
+
+    def edges(self, workload: Any, arrays: dict[str, Any]) -> EdgeSet:
+        """An EdgeSet holding ``arrays`` (CuPy, name -> array): the cached one of their layout refilled (no
+        synchronisation), else a new one (``place_at_edges`` with aliases). VMMError as ``place_at_edges``."""
+        key = tuple((k, tuple(v.shape), str(v.dtype)) for k, v in arrays.items())
+        e = self.sets.get(key)
+        if e is not None:
+            self.sets.move_to_end(key)
+            e.fill(arrays)
+            return e
+        e = self.sets[key] = place_at_edges(arrays, read_only_buffers(workload, arrays), alias=True)
+        while len(self.sets) > self.limit:
+            import cupy as cp
+
+            _, old = self.sets.popitem(last=False)
+            cp.cuda.get_current_stream().synchronize()  # nothing may still read the mappings freed
+            old.close()
+        return e
+
+    def close(self) -> None:
+        """Free every mapping (after the stream is idle)."""
+        for e in self.sets.values():
+            e.close()
+        self.sets.clear()
+
+
+def fault_check(workload: Any, run: Any, seed: int,
+                cache: FaultCheckSets | None = None) -> tuple[str | None, dict[str, Any]]:
     """Run the kernel once (``run(inputs, outputs, shape, params)``, synchronised) on inputs in EdgeBuffers,
-    read-only where the driver allows, and compare the output with the reference.
+    read-only where the driver allows, and compare the output with the reference. ``cache``: the worker's
+    mappings kept across evaluations (``FaultCheckSets``); None makes and frees them here.
 
     Returns (reason when the output is wrong, else None; notes: shape, read_only, refused). KernelFault from
     ``run`` (the kernel read past an input or wrote into one) propagates: the caller owns the process. VMMError
@@ -260,7 +306,7 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
     params = workload.draw_params(seed)
     host = workload.make_inputs(shape, seed, "normal", cp)
     notes: dict[str, Any] = {"shape": list(shape)}
-    edges = place_at_edges(host, read_only_buffers(workload, host))
+    edges = cache.edges(workload, host) if cache is not None else place_at_edges(host, read_only_buffers(workload, host))
     try:
         inputs = edges.views
         notes.update(read_only=not edges.refused, refused=edges.refused[:1])
@@ -277,4 +323,5 @@ def fault_check(workload: Any, run: Any, seed: int) -> tuple[str | None, dict[st
                         f"{c.n_poison} never written)"), notes
         return None, notes
     finally:
-        edges.close()
+        if cache is None:
+            edges.close()

@@ -191,7 +191,10 @@ def audit_output(workload: Any, cp: Any, run: Any, inputs: dict[str, Any], shape
 
 class WorkerState:
     """Everything a worker keeps between requests: the workload, the copy roofline, the L2 flusher,
-    benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too)."""
+    benchmark inputs and baseline medians per shape, the naive seed's function (a baseline too), the fault
+    check's mappings (``vmm.FaultCheckSets``)."""
+
+    fault_sets: Any = None  # vmm.FaultCheckSets; None: the fault check makes and frees its mappings each time
 
     def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
@@ -223,13 +226,27 @@ class WorkerState:
             self.naive_types = config["naive_param_types"]
             self.naive_launch = config["naive_launch"]
         self.bench_seed = int(config.get("bench_seed", 12345))
+        from evaluators.gpu.vmm import FaultCheckSets
+
+        self.fault_sets = FaultCheckSets()
         from evaluators.gpu import launch_prep
 
         launch_prep.warm()  # the refill and perturbation kernels, compiled inside the startup deadline
+        self._warm_row_check()
         for shape in config.get("warm_shapes", []):
             self._baselines_for(tuple(shape))
         if self.naive is not None:
             self._warm_gate()
+
+    def _warm_row_check(self) -> None:
+        """Run the workload's fused row check (``Workload.count_bad_rows``, if it has one) once on a gate shape
+        so its kernel is compiled now, inside the startup deadline, not inside the first checked launch's."""
+        cp, wl = self.cp, self.workload
+        shape = tuple(wl.gate_shapes[0])
+        inputs = wl.make_inputs(shape, 1, "normal", cp)
+        rows = cp.zeros(1, dtype=cp.int64)
+        got = {k: v[rows] for k, v in self._alloc_outputs(shape).items()}
+        wl.count_bad_rows(inputs, rows, got, cp.zeros(1, dtype=cp.uint64), cp)
 
     def _warm_gate(self) -> None:
         """Run the gate once on the naive seed so CuPy compiles its elementwise kernels now, inside the startup
@@ -412,13 +429,14 @@ class WorkerState:
         return results, None, Status.OK
 
     def _fault_check(self, run: Any, seed: int, reply: dict[str, Any]) -> str | None:
-        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows. A fault
+        """``vmm.fault_check``: inputs ending at an unmapped page, read-only where the driver allows, in mappings
+        kept across evaluations (``fault_sets``; None: made and freed per check). A fault
         becomes KernelFault(WRONG_RESULT, fatal: the context is gone); a driver that refuses the mappings leaves
         a note and no verdict."""
         from evaluators.gpu.vmm import VMMError, fault_check
 
         try:
-            bad, notes = fault_check(self.workload, run, seed)
+            bad, notes = fault_check(self.workload, run, seed, self.fault_sets)
         except KernelFault as f:
             raise edge_fault(f, "the fault check", always=True) from None
         except (VMMError, ImportError) as e:

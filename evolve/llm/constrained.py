@@ -177,7 +177,8 @@ def focused_edit_grammar(spec: GrammarSpec) -> str:
         rules.append("nreg ::= " + _alts(str(n) for n in (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 255)))
     if "REWRITE" in kinds:
         # The named structural rewrites (population.edits.register_rewrite), at an instruction line of the focus.
-        rules.append('rewrite ::= "REWRITE " ("vectorize " rwln (" width=" ("2" | "4"))? | "hoist_loads " rwln)')
+        rules.append('rewrite ::= "REWRITE " ("vectorize " rwln (" width=" ("2" | "4"))? | "hoist_loads " rwln '
+                     '| "async_copy " rwln (" count=" [1-8])? | "cluster_split " rwln (" cluster=" ("2" | "4" | "8"))?)')
         rules.append("rwln ::= " + _alts(str(n) for n in sorted(set(spec.instruction_lines))))
     if "KNOBS" in kinds:
         # Each knob at most once, in a fixed order: alternative i starts at knob i, the rest optional.

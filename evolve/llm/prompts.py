@@ -37,6 +37,8 @@ DIRECTIVE entry .maxnreg 64   set a performance directive
 KNOBS name=value       re-instantiate the kernel template with these knobs
 REWRITE vectorize n width=4   combine the adjacent scalar loads/stores starting at line n into one vector access
 REWRITE hoist_loads n  issue every load of the block holding line n before the arithmetic that uses it
+REWRITE async_copy n count=8   turn the 16-byte loads from line n on into cp.async copies into shared memory
+REWRITE cluster_split n cluster=4   split each CTA's row over a 4-CTA cluster; n is the reduction's bar.sync line
 Registers you introduce are declared automatically."""
 
 _CONTROL = re.compile(r"<\|[^|>]*\|>|<\/?(?:s|im_start|im_end|system|user|assistant)>", re.IGNORECASE)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -32,7 +33,7 @@ from population.ast import (
     Statement,
     Symbol,
 )
-from population.edits import Replace
+from population.edits import Edit, Insert, Replace
 from population.kernel import Kernel
 from population.printer import Listing, listing, print_statement
 
@@ -310,6 +311,38 @@ def address_roots(fn: Function, instr: Instruction, defs: dict[str, list[Instruc
     if isinstance(addr.base, Register):
         return pointer_roots(fn, addr.base.name, defs)
     return {UNKNOWN_ROOT}
+
+
+_ARCH = re.compile(r"^sm_(\d+)[af]?$")
+
+
+def target_cc(kernel: Kernel) -> tuple[int, int]:
+    """Compute capability of the module's first ``.target`` naming one (``sm_90`` -> (9, 0), ``sm_100a`` ->
+    (10, 0)). ValueError when no target names one."""
+    for t in kernel.module.target:
+        m = _ARCH.match(t.strip())
+        if m:
+            n = int(m.group(1))
+            return n // 10, n % 10
+    raise ValueError(f"module target {kernel.module.target} names no sm_XY architecture")
+
+
+def line_edits(kernel: Kernel, repl: dict[int, list[Statement]], prologue: Sequence[Statement] = ()) -> list[Edit]:
+    """Line edits of the entry: canonical line -> the statements replacing that line's statement (one REPLACE
+    each), and ``prologue`` placed before the entry's first instruction (after its declarations; merged into
+    that line's replacement when a label or nothing precedes it)."""
+    sites = entry_sites(kernel)
+    repl = dict(repl)
+    edits: list[Edit] = []
+    if prologue:
+        first = next(k for k, s in enumerate(sites) if isinstance(s.node, Instruction))
+        if first > 0 and not isinstance(sites[first - 1].node, Label):
+            edits.append(Insert(sites[first - 1].line, print_lines(prologue)))
+        else:
+            line0 = sites[first].line
+            repl[line0] = [*prologue, *repl.get(line0, [sites[first].node])]
+    edits += [Replace(ln, ln, print_lines(stmts)) for ln, stmts in sorted(repl.items())]
+    return edits
 
 
 def fresh_name(taken: set[str], stem: str) -> str:

@@ -15,8 +15,10 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import evolve.operators.async_copy
+import evolve.operators.cluster_split
 import evolve.operators.hoist
-import evolve.operators.vectorize  # noqa: F401  (registers REWRITE vectorize)
+import evolve.operators.vectorize  # noqa: F401  (registers the REWRITE kinds)
 from evolve.operators.base import Operator
 
 # name -> "module:Class"
@@ -32,6 +34,8 @@ OPERATORS: dict[str, str] = {
     "cma": "evolve.operators.knob_es:KnobESOperator",
     "vectorize": "evolve.operators.vectorize:VectorizeOperator",
     "hoist": "evolve.operators.hoist:HoistLoadsOperator",
+    "async_copy": "evolve.operators.async_copy:AsyncCopyOperator",
+    "cluster_split": "evolve.operators.cluster_split:ClusterSplitOperator",
     "crossover": "evolve.operators.crossover:CrossoverOperator",
     "llm": "evolve.operators.llm:LLMOperator",
 }

@@ -32,13 +32,44 @@ def test_bf16_rounding_matches_ml_dtypes(cp):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
-def test_reference_matches_numpy(cp, dtype):
+@pytest.mark.parametrize("dist", ["large", "tiny", "nonfinite"])
+def test_reference_matches_numpy(cp, dtype, dist):
+    """RMSNorm's reference kernel (workloads/rmsnorm_check.py), every row and sampled rows, against numpy."""
     wl = RMSNorm(dtype)
-    host = wl.make_inputs((37, 1001), 3, "large")
+    host = wl.make_inputs((37, 1001), 3, dist)
     dev = {k: cp.asarray(v.view(bits_dtype(dtype)) if dtype == "bf16" and k == "x" else v) for k, v in host.items()}
-    want = wl.reference(host)["y"]
-    got = wl.reference(dev, cp)["y"].get()
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    want = wl.reference(host, np, {"eps": 1e-3})["y"]
+    got = wl.reference(dev, cp, {"eps": 1e-3})["y"].get()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)  # NaN where numpy has NaN
+    rows = np.array([0, 1, 5, 36])
+    part = wl.reference_rows(dev, cp.asarray(rows), cp, {"eps": 1e-3})["y"].get()
+    np.testing.assert_allclose(part, want[rows], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dist", ["normal", "tiny", "nonfinite", "zero_rows"])
+def test_fused_row_check_counts_what_numpy_counts(cp, dtype, dist):
+    """The checked timed launches' fused reference-and-compare (RMSNorm.count_bad_rows) against reference_rows +
+    gate.compare on the host, with a correct output and one with wrong elements."""
+    wl = RMSNorm(dtype)
+    atol, rtol = wl.tolerance
+    host = wl.make_inputs((300, 4099), 6, dist)
+    dev = {k: cp.asarray(v.view(bits_dtype(dtype)) if dtype == "bf16" and k == "x" else v) for k, v in host.items()}
+    rows = np.sort(np.random.default_rng(1).choice(300, 100, replace=False))
+    for eps in (1e-6, 1e-3):
+        ref = wl.reference_rows(host, rows, np, {"eps": eps})["y"]
+        good = from_float(ref, dtype)
+        bad = good.copy()
+        bits = bad.view(bits_dtype(dtype))
+        bits[3, :40] ^= bits_dtype(dtype).type(1 << (8 * bits_dtype(dtype).itemsize - 1))  # sign flips
+        bits[7, 5] = np.iinfo(bits_dtype(dtype)).max  # a NaN
+        for arr in (good, bad):
+            want = compare(arr, ref, dtype, atol, rtol, np).n_bad
+            counter = cp.zeros(1, dtype=cp.uint64)
+            got = cp.asarray(arr.view(bits_dtype(dtype)) if dtype == "bf16" else arr)
+            assert wl.count_bad_rows(dev, cp.asarray(rows), {"y": got}, counter, cp, {"eps": eps})
+            assert int(counter[0]) == want
+        assert want > 0
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
