@@ -15,8 +15,8 @@ compiled with ptxas, then
    repeats, L2 flush + stream hold) plain (one set, no refill), with the per-launch refill and input rotation
    only, and with everything gate v2 adds (refill, rotation, perturbed and checked launches); the kernel median
    of the plain and the full loop (must agree: the work is outside the timed interval); the verification of the
-   checked launches; the inputs check (``InputSets.mutated``); gate v1's full-output audit; the sets' build
-   time and device memory.
+   checked launches (with the workload's fused row check, and through the float64 reference rows); the inputs
+   check (``InputSets.mutated``); gate v1's full-output audit; the sets' build time and device memory.
 
 Ends with the per-candidate gate + audit cost against gate v1's (budget 1.5x) and the timing loop's wall time
 against gate v2's first version. Prints markdown tables (ms, median of ``--repeats`` runs) and writes them to
@@ -45,6 +45,21 @@ V1_GATE_MS, V1_AUDIT_MS = 35.0, 15.0
 # Gate v2's first version on an H200 (experiments/results/gate_v2_h200_2026-12-01/gate_cost.md): the timing
 # loop's wall time over the four search shapes, plain and with the per-launch refill and rotation, ms.
 V2_FIRST_LOOP_MS = (109.7, 362.2)
+
+
+class Unfused:
+    """``workload`` without its fused row check (``Workload.count_bad_rows``): ``verify_checked`` then builds the
+    float64 reference rows and compares them (the path of workloads without one), for the "reference rows"
+    column."""
+
+    def __init__(self, workload: Any):
+        self._workload = workload
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._workload, name)
+
+    def count_bad_rows(self, *args: Any, **kwargs: Any) -> bool:
+        return False
 
 
 def med(v: list[float]) -> float:
@@ -144,8 +159,8 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
               f"{med(g['fault check, mappings made and freed']):.1f} |", ""]
 
     bench = ["| search shape | sets (MiB) | build ms | plain loop ms | refill + rotation ms | all of v2 ms | kernel µs "
-             "plain | kernel µs v2 | verify ms | inputs check ms | v1 audit ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "plain | kernel µs v2 | verify ms | verify ms, reference rows | inputs check ms | v1 audit ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     checks_ms, loop_ms = 0.0, defaultdict(float)
     for i, shape in enumerate(bench_shapes):
         probe = wl.make_inputs(shape, 0, "normal", cp)
@@ -175,6 +190,8 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
             m["kernel full"].append(med(times["c"]))
             bad = timed(m, "verify", verify_checked, wl, sets, checked, shape)
             assert bad is None, bad
+            bad = timed(m, "verify unfused", verify_checked, Unfused(wl), sets, checked, shape)
+            assert bad is None, bad
             assert timed(m, "mutated", sets.mutated) == []
             bad = timed(m, "audit", audit_output, wl, cp, run, sets.sets[0], shape)
             assert bad is None, bad
@@ -184,7 +201,8 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
         bench.append(f"| {'x'.join(map(str, shape))} | {sets.nbytes / 2**20:.0f} ({k} sets, read-only "
                      f"{sets.read_only}) | {build:.0f} | {med(m['plain']):.1f} | {med(m['refill']):.1f} | "
                      f"{med(m['full']):.1f} | {med(m['kernel plain']):.1f} | {med(m['kernel full']):.1f} | "
-                     f"{med(m['verify']):.1f} | {med(m['mutated']):.1f} | {med(m['audit']):.1f} |")
+                     f"{med(m['verify']):.1f} | {med(m['verify unfused']):.1f} | {med(m['mutated']):.1f} | "
+                     f"{med(m['audit']):.1f} |")
         sync()
         sets.close()
         del sets, out, answer

@@ -383,6 +383,7 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
     assert "run_gate, rotating schedule" in text and "Per candidate, gate + audit" in text
     assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
     assert "the worker's kept mappings" in text and "made and freed per check" in text
+    assert "verify ms, reference rows" in text
 
 
 def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_by_their_runtime_names(cp):

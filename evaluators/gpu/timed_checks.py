@@ -509,9 +509,11 @@ def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLau
     refs: list[dict[str, Any]] = []
     bad: Any = 0
     counter = xp.zeros(1, dtype=xp.uint64) if xp is not np and checked and not sets.inout else None
+    fused = False
     for c in checked:
         ref = _checked_reference(workload, sets, c, counter)
         if ref is None:  # counted into ``counter`` by the workload's fused form
+            fused = True
             refs.append({})
             continue
         for s in specs:
@@ -519,7 +521,7 @@ def verify_checked(workload: Workload, sets: InputSets, checked: list[CheckedLau
         refs.append(ref if xp is np else {})  # device references are recomputed on a failure (memory)
     if not checked:
         return None
-    n_bad = int(counter[0]) if counter is not None else 0  # the one synchronisation of the shape
+    n_bad = int(counter[0]) if fused else 0  # the one synchronisation of the shape
     if not isinstance(bad, int) or bad:
         n_bad += int(bad)  # the generic path's counts (a second synchronisation only where both ran)
     if n_bad == 0:
