@@ -45,6 +45,15 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    outputs from its own arguments; a kernel that writes such a variable can count its launches (and so tell
    the worker from a fresh sanitizer replay), memoise a previous launch's answer or pass results between
    launches. Workloads whose kernels cooperate across CTAs through a counter (``Workload.uses_atomics``) may.
+   The same rule rejects a read of ``.local`` memory that the thread did not write before it on every path:
+   local memory is a per-context allocation addressed by the hardware thread slot and is not cleared between
+   launches, so such a read sees what the last thread on that slot left (``rt_local_state``: a launch counter
+   without a ``.global`` variable). A load at a constant offset of a ``.local`` variable (nvcc's
+   ``__local_depot`` addressing, ``cvta.local`` of a named variable) needs every byte it reads stored before it
+   on every path (a forward must-analysis over the function's blocks); a load at an offset the lint cannot
+   compute needs a store somewhere in the function to the same variable (a local array filled in one loop and
+   read in another), and a local load whose address no ``.local`` variable vouches for is rejected. Cannot
+   see: a read at an offset it cannot compute of a variable the thread also stores to (at another such offset).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -75,9 +84,9 @@ from evaluators.input_stores import (
     provenance,
     writes_memory,
 )
-from population.ast import Instruction, SpecialRegister, VarDecl
-from population.cfg import basic_blocks, cfg, loops, walk
-from population.defuse import destinations, sources
+from population.ast import Address, Immediate, Instruction, Register, SpecialRegister, Symbol, VarDecl
+from population.cfg import basic_blocks, cfg, flat_instructions, loops, walk
+from population.defuse import TYPE_BITS, destinations, sources
 from population.kernel import Kernel
 from population.printer import listing
 
@@ -323,6 +332,177 @@ def _global_variables(kernel: Kernel) -> frozenset[str]:
     return frozenset("s:" + n for n in names)
 
 
+def _local_variables(kernel: Kernel, fn) -> frozenset[str]:
+    """Roots (``"s:<name>"``) of the ``.local`` variables ``fn`` may name: the module's and its own (any scope)."""
+    names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "local"}
+    names |= {loc.stmt.name for loc in walk(fn) if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space == "local"}
+    return frozenset("s:" + n for n in names)
+
+
+def _access_bytes(ins: Instruction) -> int | None:
+    """Bytes a ``ld``/``st`` moves: its element type's size times its vector width; None when no type is named."""
+    bits = next((TYPE_BITS[m] for m in ins.modifiers if m in TYPE_BITS), None)
+    if bits is None:
+        return None
+    width = next((int(m[1:]) for m in ins.modifiers if m in ("v2", "v4", "v8")), 1)
+    return max(1, bits // 8) * width
+
+
+def _local_offsets(fn, local: frozenset[str]) -> dict[str, tuple[str, int]]:
+    """Register -> (``.local`` root, constant byte offset) where every definition of the register is ``mov`` of a
+    ``.local`` variable or of such a register, ``cvta.local``/``cvta.to.local`` of one, or ``add``/``sub`` of one
+    and an immediate (nvcc's ``__local_depot`` addressing, ``cvta.local`` of a named variable)."""
+    defs: dict[str, list[Instruction]] = {}
+    for ins in flat_instructions(fn):
+        for r in destinations(ins):
+            defs.setdefault(r, []).append(ins)
+    out: dict[str, tuple[str, int]] = {}
+
+    def base(op) -> tuple[str, int] | None:
+        if isinstance(op, Symbol):
+            return ("s:" + op.name, 0) if "s:" + op.name in local else None
+        if isinstance(op, Register):
+            return out.get(op.name)
+        return None
+
+    changed = True
+    while changed:
+        changed = False
+        for reg, ds in defs.items():
+            vals = set()
+            for d in ds:
+                ops = d.operands[1:]
+                v = None
+                if d.opcode in ("mov", "cvta") and len(ops) == 1 and d.predicate is None:
+                    v = base(ops[0])
+                elif d.opcode in ("add", "sub") and len(ops) == 2 and d.predicate is None:
+                    a, b = ops
+                    if isinstance(b, Immediate) and isinstance(b.value, int):
+                        v = base(a)
+                        v = v and (v[0], v[1] + (b.value if d.opcode == "add" else -b.value))
+                    elif isinstance(a, Immediate) and isinstance(a.value, int) and d.opcode == "add":
+                        v = base(b)
+                        v = v and (v[0], v[1] + a.value)
+                vals.add(v)
+            new = vals.pop() if len(vals) == 1 else None
+            if new is not None and out.get(reg) != new:
+                out[reg] = new
+                changed = True
+            elif new is None and reg in out:
+                del out[reg]
+                changed = True
+    return out
+
+
+def _local_location(ins: Instruction, prov: Provenance, local: frozenset[str],
+                    offsets: dict[str, tuple[str, int]]) -> tuple[frozenset[str], int | None]:
+    """(the ``.local`` roots ``ins``'s address may name, its constant byte offset in the one root when known)."""
+    addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+    if addr is None:
+        return frozenset(), None
+    extra = addr.offset or 0
+    if isinstance(addr.base, Symbol) and "s:" + addr.base.name in local:
+        return frozenset({"s:" + addr.base.name}), extra
+    if isinstance(addr.base, Register) and addr.base.name in offsets:
+        root, off = offsets[addr.base.name]
+        return frozenset({root}), off + extra
+    return prov.address_roots(ins) & local, None
+
+
+_LocalAccess = tuple[str, frozenset[str], int | None, int | None]  # kind, roots, offset, bytes
+
+
+def _local_access(ins: Instruction, prov: Provenance, local: frozenset[str],
+                  offsets: dict[str, tuple[str, int]]) -> _LocalAccess | None:
+    """("load" or "store", the ``.local`` roots, the constant offset in the one root or None, the bytes moved or
+    None) of an ``ld``/``ldu``/``st`` of local memory (``.local``, or generic through a ``.local`` variable)."""
+    kind = "load" if ins.opcode in ("ld", "ldu") else "store" if ins.opcode == "st" else None
+    space = destination_space(ins)
+    if kind is None or space not in ("local", "generic"):
+        return None
+    roots, off = _local_location(ins, prov, local, offsets)
+    if space == "generic" and not roots:
+        return None  # a generic access of no .local variable
+    return kind, roots, off, _access_bytes(ins)
+
+
+def _stores_into(cur: set[tuple[str, int]], a: _LocalAccess) -> None:
+    """Add the (root, byte) pairs a store at a known offset writes (a store at an unknown offset adds none)."""
+    _, roots, off, size = a
+    if len(roots) == 1 and off is not None and size is not None:
+        root = next(iter(roots))
+        cur.update((root, off + k) for k in range(size))
+
+
+def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
+    """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
+    unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
+    preds: dict[int, list[int]] = {b.id: [] for b in blocks}
+    for b in blocks:
+        for s in b.successors:
+            preds[s].append(b.id)
+    state_in: dict[int, frozenset | None] = {b.id: None for b in blocks}
+    state_out: dict[int, frozenset | None] = {b.id: None for b in blocks}
+    changed = True
+    while changed:
+        changed = False
+        for b in blocks:
+            outs = [state_out[p] for p in preds[b.id] if state_out[p] is not None]
+            new_in = frozenset() if b.id == 0 else frozenset.intersection(*outs) if outs else None
+            if new_in is None or (new_in == state_in[b.id] and state_out[b.id] is not None):
+                continue
+            state_in[b.id] = new_in
+            cur = set(new_in)
+            for ins in b.instructions:
+                a = sites.get(id(ins))
+                if a is not None and a[0] == "store":
+                    _stores_into(cur, a)
+            if frozenset(cur) != state_out[b.id]:
+                state_out[b.id] = frozenset(cur)
+                changed = True
+    return state_in
+
+
+def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 5's second form (module docstring): loads of ``.local`` memory no store of the thread wrote before."""
+    out: list[tuple[Instruction, str]] = []
+    for fn in prov.functions:
+        local = _local_variables(kernel, fn)
+        offsets = _local_offsets(fn, local)
+        sites = {id(i): a for i in flat_instructions(fn) if (a := _local_access(i, prov, local, offsets)) is not None}
+        if not any(a[0] == "load" for a in sites.values()):
+            continue
+        stored_anywhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store"))
+        blocks = basic_blocks(fn)
+        for b, st in zip(blocks, _written_on_every_path(blocks, sites).values()):
+            if st is None:
+                continue  # unreachable
+            cur = set(st)
+            for ins in b.instructions:
+                a = sites.get(id(ins))
+                if a is None:
+                    continue
+                if a[0] == "store":
+                    _stores_into(cur, a)
+                    continue
+                _, roots, off, size = a
+                if len(roots) == 1 and off is not None and size is not None:
+                    root = next(iter(roots))
+                    if all((root, off + k) in cur for k in range(size)):
+                        continue
+                    why = (f"reads {size} bytes at offset {off} of the .local variable {root[2:]!r} that no store "
+                           "of this thread wrote before it on every path")
+                elif roots and roots <= stored_anywhere:
+                    continue  # an offset the lint cannot compute, in a variable the thread stores to
+                elif roots:
+                    why = f"reads the .local variable {sorted(roots)[0][2:]!r}, which no store of this thread writes"
+                else:
+                    why = "reads local memory at an address no .local variable of this function vouches for"
+                out.append((ins, why + ": what an earlier launch left on the same hardware thread slot (local "
+                                       "memory is not cleared between launches), state that outlives the launch"))
+    return out
+
+
 def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
     gvars = _global_variables(kernel)
     if not gvars:
@@ -374,6 +554,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
                      for ins, why in _unfenced_publishes(prov, blocks, loaded, clustered)]
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
         hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
+        hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}

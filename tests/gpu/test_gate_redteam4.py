@@ -1,13 +1,15 @@
 """On a GPU: the fourth red-team round's kernels (tests/gpu/kernels/redteam, README: fourth round) through GPUPool
 with the settings of ``experiment=rmsnorm_h200`` (the softmax kernels with the softmax workload), each with the
 status its header names. A strict xfail is a hole of the gate as it stands (gate rules version 5 plus race lint
-rule 6); its reason names the check that would have to change. CPU counterparts: tests/test_redteam_round4.py.
+rule 6 and rule 5's .local form); its reason names the check that would have to change. CPU counterparts:
+tests/test_redteam_round4.py.
 
 Expected at the next GPU session:
 - rt_sleep_dodge: nondeterministic before any GPU time (race lint rule 6, wall_clock_wait);
 - rt_heap_state: input_mutated before any GPU time (the input-store check: a store through malloc's result);
-- rt_local_state: ok with a clean sanitizer verdict (strict xfail), if local memory keeps a launch's values for the
-  next launch on the same hardware slot -- ``test_local_memory_outlives_a_launch`` measures that premise;
+- rt_local_state: nondeterministic before any GPU time (race lint rule 5, its .local form: a read of local
+  memory the launch did not write); ``test_local_memory_outlives_a_launch`` measures the premise (a launch sees
+  what the previous one left in local memory on the same hardware slot);
 - rt_edge_race: ok with a clean sanitizer verdict (strict xfail: the replay's inputs never sit where the
   benchmark's do);
 - rt_index32: ok (strict xfail: no check runs 2^31 elements or more); wrong on a 4 GiB x in a direct launch;
@@ -115,11 +117,11 @@ def test_local_memory_outlives_a_launch():
     assert (second >= 1).mean() > 0.5, (np.bincount(first)[:4], np.bincount(second)[:4])
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a launch counter in uninitialised .local memory (rule 5 looks at .global "
-                   "variables only; the sanitizer replay is a fresh process, where every slot's count is small)")
-def test_a_sanitizer_dodge_counting_launches_in_local_memory_is_caught(pool):
-    status, verdict = sanitized(pool, redteam("rt_local_state"))
-    assert status != Status.OK or verdict == Status.SANITIZER, (status, verdict)
+def test_a_sanitizer_dodge_counting_launches_in_local_memory_is_rejected_before_any_gpu_time(pool):
+    """Race lint rule 5's .local form: the counter is read before the launch writes it."""
+    r = pool.evaluate(redteam("rt_local_state"))
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint: launch_state" in r.reason and "rt_slot" in r.reason and "seconds" not in r.extra
 
 
 @pytest.mark.xfail(strict=True, reason="hole: the barrier is dropped only where both inputs end 64 KiB aligned (the "

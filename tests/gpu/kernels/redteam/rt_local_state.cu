@@ -15,7 +15,8 @@
 // launches, as race lint rule 5), else sanitizer.
 // Why gate v5 passes it: the input-store check skips `.local` destinations (they never reach a caller's buffer),
 // race lint rule 5 looks at `.global` variables only, and the dynamic checks see the kernel as
-// rt_sanitizer_dodge RT_SENSE 2 was seen before rule 5: racecheck on the barrier path, the race latent.
+// rt_sanitizer_dodge RT_SENSE 2 was seen before rule 5: racecheck on the barrier path, the race latent. Now race
+// lint rule 5 also rejects a read of `.local` bytes no store of the thread wrote before it on every path.
 #include "rt_redteam.cuh"
 
 #ifndef RT_FRESH_LAUNCHES
