@@ -5,6 +5,9 @@ For each recorded run R: the static model's constants and the replay surrogate a
 other runs, minus every kernel R also measured (same identity: PTX + launch), and scored on R's kernels only. A
 kernel is therefore never scored by a model fitted on it. With one run only, there is no held-out fold.
 
+``fit_then_score`` is the other split: fitted once on a set of runs (e.g. those recorded under one version of
+the gate), scored unchanged on other runs (recorded later), minus every kernel the fitted runs measured.
+
 Scores: per kernel, ``score = -mean over shapes of log(time / reference)``, reference = a per-shape constant
 (``Recording.reference_times``: the median recorded kernel), i.e. a geomean speedup in log form. The same
 reference for GPU and model, so the GPU's own baseline-timing noise does not enter the ranking (and the ranking
@@ -88,6 +91,23 @@ def fit_models(train: Sequence[Measured], terms: Mapping[str, Mapping[str, Any]]
     return consts, info, model
 
 
+def _score(run: str, test: Sequence[Measured], terms: Mapping[str, Mapping[str, Any]], shapes: Sequence[Shape],
+           consts: CostConstants, model: SurrogateModel | None, train_kernels: int, info: dict[str, Any]
+           ) -> FoldResult:
+    """Score ``test`` (kernels with ok terms) with fitted constants and surrogate: one ``FoldResult``."""
+    gpu = np.array([[m.times_us[s] for s in shapes] for m in test])
+    arr, _, _, _ = term_arrays(test, terms, shapes)
+    static = np.asarray(predict_time_us(arr, consts)).reshape(len(test), len(shapes))
+    if model is not None:
+        x, st, _, _ = surrogate_rows(test, terms, shapes, consts, model.knob_names)
+        rp, sd = model.predict(x, st)
+        replay, rstd = rp.reshape(static.shape), sd.reshape(static.shape)
+    else:
+        replay, rstd = np.full_like(static, np.nan), np.full_like(static, np.nan)
+    return FoldResult(run, [m.identity for m in test], gpu, static, replay, rstd, consts, train_kernels,
+                      {**info, **({"surrogate": model.info} if model else {})})
+
+
 def leave_one_run_out(rec: Recording, terms: Mapping[str, Mapping[str, Any]], *, surrogate: bool = True,
                       seed: int = 0, members: int = 5, steps: int = 1500) -> list[FoldResult]:
     """One ``FoldResult`` per run (module docstring). Kernels without ok terms (they fail ptxas or the launch
@@ -102,17 +122,37 @@ def leave_one_run_out(rec: Recording, terms: Mapping[str, Mapping[str, Any]], *,
         train = [m for m in rec.kernels.values() if m.identity in ok and m.identity not in held]
         consts, info, model = fit_models(train, terms, rec.shapes, surrogate=surrogate, seed=seed,
                                          members=members, steps=steps)
-        gpu = np.array([[m.times_us[s] for s in rec.shapes] for m in test])
-        arr, _, _, _ = term_arrays(test, terms, rec.shapes)
-        static = np.asarray(predict_time_us(arr, consts)).reshape(len(test), len(rec.shapes))
-        if model is not None:
-            x, st, _, _ = surrogate_rows(test, terms, rec.shapes, consts, model.knob_names)
-            rp, sd = model.predict(x, st)
-            replay, rstd = rp.reshape(static.shape), sd.reshape(static.shape)
-        else:
-            replay, rstd = np.full_like(static, np.nan), np.full_like(static, np.nan)
-        out.append(FoldResult(run, [m.identity for m in test], gpu, static, replay, rstd, consts, len(train),
-                              {**info, **({"surrogate": model.info} if model else {})}))
+        out.append(_score(run, test, terms, rec.shapes, consts, model, len(train), info))
+    return out
+
+
+def fit_then_score(fit: Recording, score: Sequence[Recording], terms: Mapping[str, Mapping[str, Any]], *,
+                   surrogate: bool = True, seed: int = 0, members: int = 5, steps: int = 1500
+                   ) -> list[FoldResult]:
+    """Fit once on every kernel of ``fit`` (the constants, then the surrogate, as ``fit_models``: what the
+    shipped calibration and ``evaluator=replay`` over ``fit``'s stores do), then score each run of each
+    recording in ``score`` unchanged: one ``FoldResult`` per scored run, holding that run's kernels with ok
+    terms minus every kernel ``fit`` measured (same identity), with the scored recording's GPU times (give
+    each scored store as its own ``Recording`` so a run is scored on its own measurements).
+
+    terms: ``kernel_terms`` by identity for every kernel of ``fit`` and ``score``. Raises ValueError when a
+    scored recording was measured at other shapes than ``fit``, or a scored run has fewer than 3 kernels
+    left (``rank_metrics`` needs 3)."""
+    ok = {i for i, t in terms.items() if t.get("status") == "ok"}
+    train = [m for m in fit.kernels.values() if m.identity in ok]
+    consts, info, model = fit_models(train, terms, fit.shapes, surrogate=surrogate, seed=seed, members=members,
+                                     steps=steps)
+    out: list[FoldResult] = []
+    for rec in score:
+        if list(rec.shapes) != list(fit.shapes):
+            raise ValueError(f"fit_then_score: scored runs {rec.runs} were measured at {rec.shapes}, the fitted "
+                             f"ones at {fit.shapes}")
+        for run in rec.runs:
+            test = [m for m in rec.of_run(run) if m.identity in ok and m.identity not in fit.kernels]
+            if len(test) < 3:
+                raise ValueError(f"fit_then_score: run {run!r} has {len(test)} kernels the fitted runs did not "
+                                 "measure; at least 3 are needed")
+            out.append(_score(run, test, terms, fit.shapes, consts, model, len(train), info))
     return out
 
 

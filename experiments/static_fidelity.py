@@ -5,6 +5,11 @@ run also measured; never scored on a run it was fitted on).
     python experiments/static_fidelity.py experiments/data/rmsnorm_*.sqlite.gz
     python experiments/static_fidelity.py STORES... --write      # also update evaluators/fidelity.json
     python experiments/static_fidelity.py STORES... --no-surrogate --top 50
+    python experiments/static_fidelity.py --fit A.sqlite.gz B.sqlite.gz --score C.sqlite.gz D.sqlite.gz
+
+``--fit`` / ``--score`` replace leave-one-run-out by one split (``evaluators.holdout.fit_then_score``): both
+models fitted once on the ``--fit`` stores (as the shipped calibration and ``evaluator=replay`` over them would
+be), then scored unchanged on each ``--score`` store, minus every kernel the fitted stores measured.
 
 Prints, per held-out run and for all held-out kernels pooled: Spearman and Kendall rank correlation of the
 geomean score (over all kernels and within the GPU's top 50), top-50 and top-10 overlap (with the chance
@@ -36,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluators.calibration import recorded_terms
 from evaluators.cost_model import load_calibration
 from evaluators.fidelity import FIDELITY_FILE
-from evaluators.holdout import FoldResult, fold_metrics, leave_one_run_out
-from evaluators.recorded import load_recording
+from evaluators.holdout import FoldResult, fit_then_score, fold_metrics, leave_one_run_out
+from evaluators.recorded import Recording, load_recording
 from workloads.registry import get_workload
 
 TARGETS = {"static": {"spearman": 0.8, "spearman_top": 0.5, "overlap_top": 25, "favourite_percentile": 0.10,
@@ -92,7 +97,10 @@ def check_targets(which: str, m: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stores", nargs="+", help="recorded run stores (.sqlite or .sqlite.gz), at least two")
+    ap.add_argument("stores", nargs="*", help="recorded run stores (.sqlite or .sqlite.gz), at least two, for "
+                    "leave-one-run-out")
+    ap.add_argument("--fit", nargs="+", default=None, help="fit on these stores only (with --score)")
+    ap.add_argument("--score", nargs="+", default=None, help="score on these stores only (with --fit)")
     ap.add_argument("--workload", default="rmsnorm")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--gpu", default="h200")
@@ -106,19 +114,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write every metric to this JSON file")
     args = ap.parse_args(argv)
     console = Console(width=max(Console().width, 180))
-    rec = load_recording(args.stores)
-    if len(rec.runs) < 2:
+    split = args.fit is not None or args.score is not None
+    if split and (not args.fit or not args.score or args.stores):
+        ap.error("--fit and --score go together, without positional stores")
+    if split and args.write:
+        ap.error(f"--write records the shipped model's leave-one-run-out fidelity in {FIDELITY_FILE}: not with "
+                 "--fit / --score")
+    if not split and len(args.stores) < 2:
         ap.error("leave-one-run-out needs at least two stores")
+    rec = load_recording(args.fit if split else args.stores)
+    scored: list[Recording] = [load_recording([s]) for s in args.score] if split else []
+    kernels = {k: m for r in [rec, *scored] for k, m in r.kernels.items()}
     wl = get_workload(args.workload, dtype=args.dtype)
     t0 = time.perf_counter()
-    terms = recorded_terms(rec.kernels.values(), wl, gpu=args.gpu, processes=args.processes,
+    terms = recorded_terms(kernels.values(), wl, gpu=args.gpu, processes=args.processes,
                            progress=lambda i, n: console.print(f"  static terms {i}/{n}") if i % 100 == 0 else None)
     bad = sum(1 for t in terms.values() if t.get("status") != "ok")
-    console.print(f"{len(rec.kernels)} distinct kernels over {len(rec.runs)} runs ({bad} the static model cannot "
+    runs = rec.runs + [r for s in scored for r in s.runs]
+    console.print(f"{len(kernels)} distinct kernels over {len(runs)} runs ({bad} the static model cannot "
                   f"evaluate); terms in {time.perf_counter() - t0:.0f} s")
     ref = np.array(list(rec.reference_times().values()))
-    folds = leave_one_run_out(rec, terms, surrogate=not args.no_surrogate, seed=args.seed, members=args.members,
-                              steps=args.steps)
+    if split:
+        folds = fit_then_score(rec, scored, terms, surrogate=not args.no_surrogate, seed=args.seed,
+                               members=args.members, steps=args.steps)
+        method = (f"fitted on {', '.join(rec.runs)} ({folds[0].train_kernels} kernels), scored unchanged on each "
+                  "other run minus every kernel the fitted runs measured")
+    else:
+        folds = leave_one_run_out(rec, terms, surrogate=not args.no_surrogate, seed=args.seed,
+                                  members=args.members, steps=args.steps)
+        method = "leave-one-run-out, kernels deduplicated by identity across folds"
+    console.print(method)
     report: dict[str, dict] = {}
     for which in ("static",) + (() if args.no_surrogate else ("replay",)):
         res = {f.run: fold_metrics(f, ref, rec.shapes, which, args.top) for f in folds}
@@ -132,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"fold {f.run}: fitted on {f.train_kernels} kernels; constants "
                       f"{json.dumps({k: round(v, 3) for k, v in f.constants.to_json().items()})}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        Path(args.json).write_text(json.dumps({**report, "method": method, "seed": args.seed, "folds": {
+            f.run: {"train_kernels": f.train_kernels, "constants": f.constants.to_json()} for f in folds}},
+            indent=1))
     if args.write:
         cal = load_calibration()
         out = json.loads(FIDELITY_FILE.read_text()) if FIDELITY_FILE.is_file() else {}
@@ -141,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             version = cal.version if which == "static" else f"replay+{cal.version}"
             out[which] = {"model_version": version, "workload": wl.name, "stores": stores,
                           "date": time.strftime("%Y-%m-%d"),
-                          "method": "leave-one-run-out, kernels deduplicated by identity across folds",
+                          "method": method,
                           "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
                           "median_rel_error_per_shape": {k: v["median_rel_error"]
                                                          for k, v in res["pooled"]["per_shape"].items()},

@@ -261,6 +261,64 @@ def test_leave_one_run_out_never_scores_a_fitted_kernel(small_terms):
         assert -1.0 <= m["spearman"] <= 1.0 and set(m["per_shape"]) == {"x".join(map(str, s)) for s in rec.shapes}
 
 
+def test_fit_then_score_fits_once_and_scores_only_unseen_kernels(small_stores, small_terms):
+    from dataclasses import replace
+
+    from evaluators.calibration import fit_constants, term_arrays
+    from evaluators.holdout import fit_then_score
+
+    _, terms, _ = small_terms
+    fit = load_recording(small_stores[:1])
+    score = load_recording(small_stores[1:])
+    # the scored run also measured three of the fitted run's kernels (like the seeds every run measures)
+    shared = list(fit.kernels.values())[:3]
+    score.kernels.update({m.identity: replace(m, runs=list(score.runs)) for m in shared})
+    folds = fit_then_score(fit, [score], terms, members=2, steps=100)
+    assert [f.run for f in folds] == score.runs
+    (f,) = folds
+    unseen = [m.identity for m in score.kernels.values() if m.identity not in fit.kernels]
+    assert f.identities == unseen and len(unseen) == 10 and len(score.kernels) == 13
+    assert f.train_kernels == len(fit.kernels) == 10
+    # the constants are those a calibration on the fitted run alone gives (same seed)
+    arr, meas, sidx, _ = term_arrays(list(fit.kernels.values()), terms, fit.shapes)
+    assert f.constants == fit_constants(arr, meas, sidx, seed=0)[0]
+    # GPU times are the scored run's own measurements
+    assert f.gpu_us[0].tolist() == [score.kernels[unseen[0]].times_us[s] for s in score.shapes]
+    assert np.all(f.static_us > 0) and np.all(np.isfinite(f.replay_us)) and np.all(f.replay_std >= 0)
+    with pytest.raises(ValueError, match="did not measure"):
+        fit_then_score(fit, [fit], terms, surrogate=False)  # nothing left to score
+    with pytest.raises(ValueError, match="measured at"):
+        fit_then_score(fit, [replace(score, shapes=score.shapes[::-1])], terms, surrogate=False)
+
+
+def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, monkeypatch):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
+    static_fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(static_fidelity)
+    monkeypatch.setenv("PTXFORGE_CACHE", str(small_terms[2].parent))
+    path = small_terms[2]
+    # the CLI's default terms cache is <PTXFORGE_CACHE>/recorded/<name>: seed it with the computed terms
+    from evaluators.calibration import terms_version
+
+    cache = small_terms[2].parent / "recorded" / f"terms-rmsnorm-h200-{terms_version()}.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(path.read_text())
+    out = tmp_path / "split.json"
+    assert static_fidelity.main(["--fit", small_stores[0], "--score", small_stores[1], "--no-surrogate",
+                                 "--top", "5", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    run = Path(small_stores[1]).name.removesuffix(".sqlite")
+    assert set(d["static"]) == {run, "pooled"} and d["static"]["pooled"]["n"] == 10
+    assert d["method"].startswith("fitted on ") and d["folds"][run]["train_kernels"] == 10
+    for bad in (["--fit", small_stores[0]], ["--fit", small_stores[0], "--score", small_stores[1], "--write"],
+                [small_stores[0], "--fit", small_stores[0], "--score", small_stores[1]]):
+        with pytest.raises(SystemExit):
+            static_fidelity.main(bad)
+
+
 def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
     """A run recorded by this code (on the static evaluator here), then the same search on evaluator=replay over
     its store: the same candidates in the same order and the same archive (every result comes back as recorded,

@@ -594,7 +594,7 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                 xp: ModuleType = np, stale: Collection[int] | None = None, finite: bool = True) -> list[GateCheck]:
     """Run the checks ``items`` ((shape, distribution, input seed), each small) as one batch: the runs of
     ``check_shape`` with ``full`` (NaN poison, all-ones poison, finite fill, then run 4), with fresh inputs per
-    check, but every check's inputs in one NaN-padded arena (one snapshot, one comparison) and every output in one
+    check (drawn together: ``Workload.make_inputs_many``), but every check's inputs in one NaN-padded arena (one snapshot, one comparison) and every output in one
     arena per run with guard zones between the outputs, so the verification is a handful of array operations for
     the whole batch instead of a dozen per check. Run 4 goes check by check: a launch on the unchanged buffers,
     the check's floating inputs changed in place in part (``perturbed``), and a launch with another eps into run
@@ -619,7 +619,8 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
         if [(sp.name, sp.dtype) for sp in spc] != layout:
             raise ValueError(f"{workload.name}: outputs at shape {c.shape} are {[(sp.name, sp.dtype) for sp in spc]}, "
                              f"at {checks[0].shape} {layout}; a gate batch needs the same names and types")
-    arena_in, inputs = pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
+    arena_in, inputs = pack_inputs(workload.make_inputs_many([(c.shape, c.distribution, c.seed) for c in checks], xp),
+                                   xp)
     before = arena_in.copy()
     params = [workload.draw_params(c.seed) for c in checks]
     refs = [reference_for(workload, inp, xp, p) for inp, p in zip(inputs, params)]
