@@ -178,6 +178,8 @@ BRANCH = "\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra $L__a;\n"
     ("mov.u64 %rd8, slot;\n\tadd.u64 %rd9, %rd8, %rd5;\n\tst.local.u32 [%rd9], %r1;\n\tld.local.u32 %r3, [%rd9];",
      False),  # a dynamically indexed array the thread fills
     ("mov.u64 %rd8, slot;\n\tadd.u64 %rd9, %rd8, %rd5;\n\tld.local.u32 %r3, [%rd9];", True),  # never written
+    ("mov.u64 %rd8, slot;\n\tadd.u64 %rd9, %rd8, %rd5;\n\tst.local.u32 [%rd9], %r1;\n\tld.local.u32 %r3, [slot+12];",
+     False),  # filled at computed offsets, read at a constant one (an unrolled read of a loop-filled array)
     ("ld.local.u32 %r3, [8];", True),  # a local address no variable vouches for
     ("st.shared.u32 [buf], %r1;\n\tld.shared.u32 %r3, [buf+4];", False),  # shared memory: not this rule
 ])
