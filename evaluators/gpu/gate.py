@@ -52,8 +52,10 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # checked timed launches and in the audit; every timed launch changes its activations in part, so none repeats an
 # earlier one's inputs; a row sample per checked launch), which reject a kernel v3 accepted and change the times
 # recorded for memoising kernels (GATE.md); 5: v4 with race lint rule 5 (a write to a .global variable, state that
-# outlives the launch, rejected unless the workload declares atomics), which rejects kernels v4 accepted.
-GATE_VERSION = 5
+# outlives the launch, rejected unless the workload declares atomics), which rejects kernels v4 accepted; 6: v5
+# with the fourth red-team round's fixes (race lint rule 6, wall-clock waits; rule 5's .local form, reads of
+# local memory the thread never wrote; softmax's "masked" input distribution), which reject kernels v5 accepted.
+GATE_VERSION = 6
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
