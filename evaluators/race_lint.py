@@ -50,10 +50,12 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    launches, so such a read sees what the last thread on that slot left (``rt_local_state``: a launch counter
    without a ``.global`` variable). A load at a constant offset of a ``.local`` variable (nvcc's
    ``__local_depot`` addressing, ``cvta.local`` of a named variable) needs every byte it reads stored before it
-   on every path (a forward must-analysis over the function's blocks); a load at an offset the lint cannot
-   compute needs a store somewhere in the function to the same variable (a local array filled in one loop and
-   read in another), and a local load whose address no ``.local`` variable vouches for is rejected. Cannot
-   see: a read at an offset it cannot compute of a variable the thread also stores to (at another such offset).
+   on every path (a forward must-analysis over the function's blocks), unless the thread stores into that
+   variable at an offset the lint cannot compute (a local array filled in a loop and read unrolled); a load at
+   an offset the lint cannot compute needs a store somewhere in the function to the same variable (a local
+   array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
+   for is rejected. Cannot see: a read of a variable the thread also stores into at an offset the lint cannot
+   compute (the store may land elsewhere in it).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -473,6 +475,9 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instructi
         if not any(a[0] == "load" for a in sites.values()):
             continue
         stored_anywhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store"))
+        # variables the thread stores into at offsets the lint cannot compute (a local array filled in a loop)
+        stored_somewhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store" and
+                                               (a[2] is None or a[3] is None or len(a[1]) != 1)))
         blocks = basic_blocks(fn)
         for b, st in zip(blocks, _written_on_every_path(blocks, sites).values()):
             if st is None:
@@ -488,7 +493,7 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instructi
                 _, roots, off, size = a
                 if len(roots) == 1 and off is not None and size is not None:
                     root = next(iter(roots))
-                    if all((root, off + k) in cur for k in range(size)):
+                    if root in stored_somewhere or all((root, off + k) in cur for k in range(size)):
                         continue
                     why = (f"reads {size} bytes at offset {off} of the .local variable {root[2:]!r} that no store "
                            "of this thread wrote before it on every path")

@@ -343,7 +343,11 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     cubin = work / "best.cubin"
     cubin.write_bytes(compile_ptx(best.kernel, arch).cubin)
     spec_path = work / "spec.json"
-    spec_path.write_text(json.dumps(build_spec(best.kernel, wl, cubin, SANITIZER_SHAPES)))
+    from evaluators.gpu.sanitizer import replay_plan
+
+    # the fixed shapes in both layouts and the small search shapes with the inputs placed as the benchmark's
+    edge = [tuple(s) for s in replay_plan(wl.search_shapes, SANITIZER_SHAPES)["edge_shapes"]]
+    spec_path.write_text(json.dumps(build_spec(best.kernel, wl, cubin, SANITIZER_SHAPES, edge_shapes=edge)))
     exe = find_sanitizer() if evaluator == "gpu" else None
     sanitizer_skip = no_gpu or (None if exe else "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)")
     verifier: Any = None

@@ -357,6 +357,30 @@ class _Generator:
         return _wrap(self.g.random(size, dtype=dtype))
 
 
+class _MemoryPool:
+    """``cupy.cuda.MemoryPool``: ``malloc(nbytes)`` gives a MemoryPointer to fresh host memory (counted as an
+    allocation, as a pool that has no free block of the size allocates)."""
+
+    def malloc(self, nbytes: int) -> _MemoryPointer:
+        count("alloc")
+        buf = np.empty(max(int(nbytes), 1), dtype=np.uint8)
+        return _MemoryPointer(_UnownedMemory(buf.__array_interface__["data"][0], int(nbytes), buf), 0)
+
+
+class _Device:
+    def __init__(self, i: int = 0):
+        self.id = int(i)
+
+    def use(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        _Stream().synchronize()
+
+
+ALLOCATOR: list[Any] = []  # what ``cupy.cuda.set_allocator`` was last given (the sanitizer replay: None)
+
+
 def _props(device: int = 0) -> dict[str, Any]:
     return {"name": b"CPU stand-in", "multiProcessorCount": 4, "l2CacheSize": 1 << 20}
 
@@ -398,8 +422,8 @@ def _make_cupy() -> types.ModuleType:
     stream = _Stream()
     cp.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         Event=_Event, get_current_stream=lambda: stream, runtime=runtime, UnownedMemory=_UnownedMemory,
-        MemoryPointer=_MemoryPointer, Device=lambda i=0: types.SimpleNamespace(use=lambda: None),
-        get_elapsed_time=lambda s, e: 1.0, Module=_Module,
+        MemoryPointer=_MemoryPointer, Device=_Device, MemoryPool=_MemoryPool,
+        set_allocator=lambda a=None: ALLOCATOR.append(a), get_elapsed_time=lambda s, e: 1.0, Module=_Module,
         driver=types.SimpleNamespace(funcSetAttribute=lambda *a: None))
     cp.RawModule = _RawModule  # type: ignore[attr-defined]
     cp.RawKernel = lambda code, name, **k: _RawModule(code).get_function(name)  # type: ignore[attr-defined]
@@ -675,4 +699,5 @@ def install(monkeypatch: Any) -> types.ModuleType:
     COUNTS.clear()
     _STICKY.clear()
     KERNELS.clear()
+    ALLOCATOR.clear()
     return cp

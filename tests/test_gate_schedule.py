@@ -68,6 +68,14 @@ def test_full_and_v1_profiles():
     assert select(36, 2, GateSchedule.from_json(None)) == full  # a request without a schedule: everything
 
 
+def test_a_schedule_without_a_profile_is_the_class_default_full():
+    """from_json and the class agree: an entry that names no profile runs every check, as an absent one does
+    (it used to read "rotating" there while the class default and the absent case were "full")."""
+    assert GateSchedule().profile == "full"
+    assert GateSchedule.from_json({"round": 3, "key": 7}) == GateSchedule("full", 3, 7)
+    assert GateSchedule.from_json({}) == GateSchedule.from_json(None) == GateSchedule()
+
+
 def test_schedule_round_trips_and_refuses_bad_values():
     s = GateSchedule("rotating", 17, 12345)
     assert GateSchedule.from_json(s.to_json()) == s

@@ -11,7 +11,8 @@ tests/gpu/kernels/redteam (README: third round); their GPU tests in tests/gpu/te
 - fixed row sample: the checked launches of a shape compared the same rows, so a kernel wrong at a fixed set of
   rows escaped with (1 - f)^1026 per shape, not the (1 - f)^4104 GATE.md claimed.
 - rt_sanitizer_dodge RT_SENSE=2: the barrier kept under a launch counter in module memory (race lint rule 5);
-  RT_SENSE=3: at the gate's and the replay's fixed shapes only (known gap, strict xfail).
+  RT_SENSE=3: at the gate's and the replay's fixed shapes only (was a known gap; since gate rules version 7 the
+  replay runs the smallest timed shape too).
 """
 
 from __future__ import annotations
@@ -219,15 +220,19 @@ def test_a_sanitizer_dodge_counting_its_launches_in_module_memory_is_rejected_be
     assert "outlives the launch" in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (GATE.md): RT_SENSE 3 keeps its barrier at the gate's and the "
-                                       "replay's fixed shapes only; no static rule reads that")
-def test_a_sanitizer_dodge_keyed_on_the_shape_is_rejected_before_any_gpu_time():
-    from evaluators.pipeline import Rejected, prepare
+def test_a_sanitizer_dodge_keyed_on_the_shape_passes_every_static_check_and_meets_the_replay_at_a_timed_shape():
+    """RT_SENSE 3 keeps its barrier at every gate shape and the replay's fixed shapes; no static rule reads that
+    (it passes ``prepare``). Was: a known gap, a strict xfail here. Since gate rules version 7 the sanitizer
+    replay also runs the pool's smallest timed shape (32768 x 512 for the search shapes), where it drops its
+    barrier: racecheck sees the race (tests/gpu/test_gate_redteam_dynamic.py; the replay's shapes:
+    tests/test_sanitizer_replay.py)."""
+    from evaluators.gpu.sanitizer import replay_plan
+    from evaluators.pipeline import prepare
     from targets.spec import get_gpu
 
     wl = RMSNorm("bf16")
-    with pytest.raises(Rejected):
-        prepare(_sanitizer_dodge(3), wl, get_gpu("h200"), wl.search_shapes[:1])
+    prepare(_sanitizer_dodge(3), wl, get_gpu("h200"), wl.search_shapes[:1])  # not rejected
+    assert [32768, 512] in replay_plan(wl.search_shapes)["edge_shapes"]
 
 
 # ------------------------------------------------------------------ the worker's path on the CPU stand-in

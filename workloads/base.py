@@ -275,6 +275,13 @@ class Workload(ABC):
         inout = set(self.buffer_names("inout"))
         return {k: v if k in inout else v[rows] for k, v in ref.items()}
 
+    def make_inputs_many(self, items: list[tuple[Shape, str, int]], xp: ModuleType = np) -> list[dict[str, Any]]:
+        """``make_inputs(shape, seed, distribution, xp)`` for each (shape, distribution, seed) of ``items``, in
+        order: the inputs of a gate batch. The default calls ``make_inputs`` per item; a workload may draw them
+        together (fewer device operations: RMSNorm) as long as each item's inputs follow its distribution and
+        are fresh for its seed (they need not equal ``make_inputs``' values for the same seed)."""
+        return [self.make_inputs(shape, seed, distribution, xp) for shape, distribution, seed in items]
+
     def count_bad_rows(self, inputs: Mapping[str, Any], rows: Any, got: Mapping[str, Any], counter: Any,
                        xp: ModuleType, params: Mapping[str, float] | None = None) -> bool:
         """Fused form of ``reference_rows`` + the gate's comparator for a checked timed launch: add to ``counter``

@@ -1,4 +1,4 @@
-"""RMSNorm's float64 reference and the gate's comparator for sampled rows, fused in one kernel per launch checked.
+"""RMSNorm's float64 reference on the device, and the gate's comparator fused with it for sampled rows.
 
 A checked timed launch (``evaluators.gpu.timed_checks.verify_checked``) is compared at about 1090 sampled rows.
 The generic path gathers those rows of x, builds their float64 reference and compares: six device operations and,
@@ -7,15 +7,19 @@ four checked launches of that shape, 1.8 ms at the small search shapes). ``count
 kernel without a float64 row in memory: one CTA per sampled row reads the row of x twice (sum of squares in
 double, then each element's reference ``x / sqrt(sum / N + eps) * w`` in double), compares it with the gathered
 output by the gate's rule (``gate.compare``: ``|out - ref| <= atol + rtol |ref| + half_ulp(ref)``, or equal, or
-both NaN) and adds the count of failing elements to a device counter, with no synchronisation.
+both NaN) and adds the count of failing elements to a device counter, with no synchronisation. ``reference``
+writes the same per-row reference into a float64 array (every row, or sampled rows read in place): one kernel
+where ``RMSNorm.reference`` took five operations (the gate's 36 small checks build 48 references per evaluation).
 
 The arithmetic is written once as ``__host__ __device__`` functions of ``SOURCE`` and compiled without FMA
 contraction (``--fmad=false``), so each element's reference and verdict are those numpy computes from the same
 scale; only the sum of squares is taken in another order than numpy's (a parallel tree), as in
-``workloads.fused.row_sum_squares``. tests/test_rmsnorm_check.py compiles the source with nvcc for the host and
-for sm_90 and compares it with the numpy twin (``count_bad_rows_host``) and with ``RMSNorm.reference`` +
-``gate.compare``, NaN/Inf rows, tiny rows and every drawn eps included. ``HOST_TWINS`` holds the kernel's numpy
-twin for the CPU stand-in of CuPy (tests/cupy_standin.py).
+``workloads.fused.row_sum_squares``. One kernel per element type (the type a template argument), 256 threads a
+CTA, eight independent loads in flight per thread. tests/test_rmsnorm_check.py compiles the source with nvcc for
+the host and for sm_90 and compares it with the numpy twins (``count_bad_rows_host``, ``reference_rows_host``)
+and with ``RMSNorm.reference`` + ``gate.compare``, NaN/Inf rows, tiny rows and every drawn eps included;
+tests/gpu/test_fused_gpu.py runs the kernels against numpy on a GPU. ``HOST_TWINS`` holds the kernels' numpy twins
+for the CPU stand-in of CuPy (tests/cupy_standin.py).
 """
 
 from __future__ import annotations
@@ -326,14 +330,14 @@ def reference(x: Any, w: Any, rows: Any, eps: float, dtype: str, xp: ModuleType)
 
 def _rows_bad_twin(dtype: str, grid: tuple, block: tuple, args: tuple) -> None:
     x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter = args
-    assert grid[0] == len(rows) and int(mantissa_bits) == MANTISSA_BITS[dtype] and block[0] % 32 == 0
+    assert grid[0] == len(rows) and int(mantissa_bits) == MANTISSA_BITS[dtype] and block == (BLOCK,)
     counter.reshape(-1)[0] += count_bad_rows_host(x.reshape(-1, int(n)), w, rows, got.reshape(-1, int(n)),
                                                   float(eps), dtype, float(atol), float(rtol))
 
 
 def _reference_twin(dtype: str, grid: tuple, block: tuple, args: tuple) -> None:
     x, w, rows, use_rows, n, eps, y = args
-    assert block[0] % 32 == 0 and grid[0] == y.reshape(-1, int(n)).shape[0]
+    assert block == (BLOCK,) and grid[0] == y.reshape(-1, int(n)).shape[0]
     y.reshape(-1, int(n))[...] = reference_rows_host(x.reshape(-1, int(n)), w, rows if int(use_rows) else None,
                                                      float(eps), dtype)
 

@@ -52,8 +52,13 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # checked timed launches and in the audit; every timed launch changes its activations in part, so none repeats an
 # earlier one's inputs; a row sample per checked launch), which reject a kernel v3 accepted and change the times
 # recorded for memoising kernels (GATE.md); 5: v4 with race lint rule 5 (a write to a .global variable, state that
-# outlives the launch, rejected unless the workload declares atomics), which rejects kernels v4 accepted.
-GATE_VERSION = 5
+# outlives the launch, rejected unless the workload declares atomics), which rejects kernels v4 accepted; 6: v5
+# with the fourth red-team round's fixes (race lint rule 6, wall-clock waits; rule 5's .local form, reads of
+# local memory the thread never wrote; softmax's "masked" input distribution), which reject kernels v5 accepted;
+# 7: v6 with the sanitizer replay in the benchmark's layout (inputs at unmapped granules, read-only, at the fixed
+# shapes and the smallest timed shape: rt_edge_race, rt_sanitizer_dodge RT_SENSE 3), which rejects kernels v6
+# accepted.
+GATE_VERSION = 7
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
@@ -594,7 +599,7 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
                 xp: ModuleType = np, stale: Collection[int] | None = None, finite: bool = True) -> list[GateCheck]:
     """Run the checks ``items`` ((shape, distribution, input seed), each small) as one batch: the runs of
     ``check_shape`` with ``full`` (NaN poison, all-ones poison, finite fill, then run 4), with fresh inputs per
-    check, but every check's inputs in one NaN-padded arena (one snapshot, one comparison) and every output in one
+    check (drawn together: ``Workload.make_inputs_many``), but every check's inputs in one NaN-padded arena (one snapshot, one comparison) and every output in one
     arena per run with guard zones between the outputs, so the verification is a handful of array operations for
     the whole batch instead of a dozen per check. Run 4 goes check by check: a launch on the unchanged buffers,
     the check's floating inputs changed in place in part (``perturbed``), and a launch with another eps into run
@@ -619,7 +624,8 @@ def check_batch(workload: Workload, launch: Launcher, items: list[tuple[Shape, s
         if [(sp.name, sp.dtype) for sp in spc] != layout:
             raise ValueError(f"{workload.name}: outputs at shape {c.shape} are {[(sp.name, sp.dtype) for sp in spc]}, "
                              f"at {checks[0].shape} {layout}; a gate batch needs the same names and types")
-    arena_in, inputs = pack_inputs([workload.make_inputs(c.shape, c.seed, c.distribution, xp) for c in checks], xp)
+    arena_in, inputs = pack_inputs(workload.make_inputs_many([(c.shape, c.distribution, c.seed) for c in checks], xp),
+                                   xp)
     before = arena_in.copy()
     params = [workload.draw_params(c.seed) for c in checks]
     refs = [reference_for(workload, inp, xp, p) for inp, p in zip(inputs, params)]

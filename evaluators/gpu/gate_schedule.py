@@ -56,10 +56,13 @@ class GateSchedule:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> GateSchedule:
-        """The schedule of a request's ``gate_schedule`` entry; None (absent): ``full``."""
+        """The schedule of a request's ``gate_schedule`` entry. None (absent), or an entry without ``profile``:
+        ``full``, the class default (what a request without a schedule has always run: every check). Every
+        schedule the pool sends and every store row records comes from ``to_json``, which always names the
+        profile, so no recorded evaluation depends on this default. ValueError as the constructor."""
         if not d:
-            return cls("full")
-        return cls(str(d.get("profile", "rotating")), int(d.get("round", 0)), int(d.get("key", 0)))
+            return cls()
+        return cls(str(d.get("profile", cls.profile)), int(d.get("round", 0)), int(d.get("key", 0)))
 
 
 @dataclass(frozen=True)

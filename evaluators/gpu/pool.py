@@ -250,12 +250,14 @@ class GPUPool:
     # -------------------------------------------------------------------------------------- sanitizer verdicts
     def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
         """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
-        robin), now; its launches wait while a worker of that GPU times a candidate (``TimingLock``)."""
+        robin), now, replayed also at the smallest of the pool's timed shapes in the benchmark's layout
+        (``sanitizer.replay_plan``); its launches wait while a worker of that GPU times a candidate
+        (``TimingLock``)."""
         from evaluators.gpu.devices import physical_device
 
         device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
-                        timeout_s=self.sanitizer_timeout_s, device=device)
+                        timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""

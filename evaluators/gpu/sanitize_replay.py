@@ -2,19 +2,32 @@
 
 Only the kernels under test run on the device: inputs are drawn on the host (numpy) and copied over, outputs are
 poisoned with ``cudaMemset`` (0xFF bytes), and each result is copied back and compared on the host against the
-float64 reference. CuPy's memory pool is switched off (``cupy.cuda.set_allocator(None)``) so every buffer is
-its own ``cudaMalloc`` of the exact size: memcheck then sees a store one element past ``y`` as out of bounds
-instead of as a write into a pooled chunk.
+float64 reference. Two layouts:
+
+- ``exact`` (the ``shapes``): CuPy's memory pool is switched off (``cupy.cuda.set_allocator(None)``) so every
+  buffer is its own ``cudaMalloc`` of the exact size: memcheck then sees a store one element past ``y`` as out of
+  bounds instead of as a write into a pooled chunk;
+- ``edge`` (the ``edge_shapes``): the benchmark's layout, so that nothing a kernel can see (its inputs' addresses
+  and alignment, their protection, the shape) tells the replay from a timed launch: every input in its own VMM
+  mapping ending at an unmapped granule, read-only where the benchmark's are (``vmm.place_at_edges``,
+  ``vmm.read_only_buffers``: the one implementation behind the benchmark input sets and the fault check), and the
+  outputs from a CuPy memory pool, as the worker allocates them. A kernel that keeps a barrier only where its
+  inputs do not sit as the benchmark's do (``rt_edge_race``: both inputs ending 64 KiB aligned), or only at
+  shapes that are never timed (``rt_sanitizer_dodge`` RT_SENSE 3), takes its racy path here under the tool.
+  Where the driver refuses VMM a ``{"note": ...}`` line says so and the launch uses the exact layout (the
+  worker then holds its benchmark inputs in plain allocations too).
 
 Spec (JSON file, ``--spec``): ``workload`` (``Workload.spec()``: ``_target_`` and constructor options), ``shapes``
-(list of [M, N]), ``seed`` (input seed, int), and either ``kernels`` (a list of {``id``, ``cubin`` (path),
-``entry``, ``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top level (one
-kernel, id 0). ``build_spec`` writes one.
+(list of [M, N]), ``seed`` (input seed, int), optionally ``edge_shapes`` (list of shapes replayed in the ``edge``
+layout; absent: none), and either ``kernels`` (a list of {``id``, ``cubin`` (path), ``entry``,
+``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top level (one kernel, id 0).
+``build_spec`` writes one.
 
 When the environment names a lock file (``PTXFORGE_TIMING_LOCK``), each launch holds it
 (``sanitizer.TimingLock``), so it never runs while a worker times a kernel on the same GPU.
 
-Prints one JSON line per kernel and shape (kernel, shape, output, max_abs_err, n_bad, n_poison, ok), a
+Prints one JSON line per kernel, shape, layout and output (kernel, shape, placement, output, max_abs_err, n_bad,
+n_poison, ok), a
 ``{"begin": id}`` line before each kernel's launches, and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
@@ -30,6 +43,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 KERNEL_KEYS = ("cubin", "entry", "param_types", "launch")
 SPEC_KEYS = ("workload", "shapes", "seed")
 
@@ -43,13 +58,14 @@ def kernel_entry(kernel: Any, cubin_path: str | Path, kid: int | str = 0) -> dic
 
 
 def build_spec(kernel: Any, workload: Any, cubin_path: str | Path, shapes: Sequence[tuple[int, ...]],
-               seed: int = 7) -> dict[str, Any]:
-    """The replay spec (single-kernel form) for ``kernel`` whose cubin lies at ``cubin_path``.
-    KeyError when the kernel lacks its entry."""
+               seed: int = 7, edge_shapes: Sequence[tuple[int, ...]] = ()) -> dict[str, Any]:
+    """The replay spec (single-kernel form) for ``kernel`` whose cubin lies at ``cubin_path``: ``shapes`` in the
+    exact layout, ``edge_shapes`` in the benchmark's (module docstring). KeyError when the kernel lacks its
+    entry."""
     e = kernel_entry(kernel, cubin_path)
     e.pop("id")
-    return {"workload": workload.spec(), **e,
-            "shapes": [list(s) for s in shapes], "seed": int(seed)}
+    return {"workload": workload.spec(), **e, "shapes": [list(s) for s in shapes],
+            "edge_shapes": [list(s) for s in edge_shapes], "seed": int(seed)}
 
 
 def kernels_of(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,6 +85,10 @@ def load_spec(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: spec lacks {missing} (needs {list(SPEC_KEYS)} and kernels or {list(KERNEL_KEYS)})")
     if not spec["shapes"] or any(len(s) != 2 for s in spec["shapes"]):
         raise ValueError(f"{path}: 'shapes' must be a non-empty list of [M, N], got {spec['shapes']!r}")
+    edge = spec.get("edge_shapes", [])
+    if not isinstance(edge, list) or any(not isinstance(s, list) or not s or
+                                         not all(isinstance(v, int) and v > 0 for v in s) for s in edge):
+        raise ValueError(f"{path}: 'edge_shapes' must be a list of shapes (lists of positive ints), got {edge!r}")
     for k in kernels_of(spec):
         lack = [key for key in KERNEL_KEYS if key not in k]
         if lack:
@@ -78,27 +98,45 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     return spec
 
 
+def _pool_outputs(wl: Any, shape: tuple[int, ...], pool: Any, cp: Any) -> dict[str, Any]:
+    """The outputs of ``shape`` from the CuPy memory pool ``pool`` (what the worker's ``cp.empty`` gives its
+    benchmark outputs), every byte 0xFF."""
+    from workloads.dtypes import storage_dtype
+
+    outs = {}
+    for o in wl.outputs(shape):
+        dt = storage_dtype(o.dtype, cp)
+        n = int(np.prod(o.shape)) * np.dtype(dt).itemsize
+        buf = cp.ndarray(o.shape, dtype=dt, memptr=pool.malloc(max(n, 1)))
+        cp.cuda.runtime.memset(buf.data.ptr, 0xFF, buf.nbytes)
+        outs[o.name] = buf
+    return outs
+
+
 def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Launch each kernel of the spec once per shape; returns one result dict per kernel, shape and output."""
+    """Launch each kernel of the spec once per shape of ``shapes`` (exact layout) and of ``edge_shapes`` (the
+    benchmark's layout: module docstring); returns one result dict per kernel, shape, layout and output."""
     import contextlib
     import os
 
     import cupy as cp
-    import numpy as np
 
     from evaluators.gpu.args import build_args
     from evaluators.gpu.gate import compare
     from evaluators.gpu.sanitizer import TimingLock
+    from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
     from population.kernel import LaunchConfig
     from workloads.dtypes import as_bits, storage_dtype
     from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
+    pool = cp.cuda.MemoryPool()  # the edge layout's outputs, pooled as the worker's are
     wl = build_workload(spec["workload"])
     atol, rtol = wl.tolerance
-    shapes = [tuple(int(v) for v in s) for s in spec["shapes"]]
-    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, shape in enumerate(shapes)]
+    runs = [(tuple(int(v) for v in s), "exact") for s in spec["shapes"]]
+    runs += [(tuple(int(v) for v in s), "edge") for s in spec.get("edge_shapes", [])]
+    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, (shape, _) in enumerate(runs)]
     refs = [wl.reference(h, np) for h in hosts]
     out: list[dict[str, Any]] = []
     for k in kernels_of(spec):
@@ -107,31 +145,46 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
         mod.load(Path(k["cubin"]).read_bytes())
         fn = mod.get_function(k["entry"])
         launch = LaunchConfig.from_json(k["launch"])
-        for shape, host, ref in zip(shapes, hosts, refs):
+        for (shape, placement), host, ref in zip(runs, hosts, refs):
             dev = {n: cp.asarray(np.ascontiguousarray(as_bits(v, wl.dtype, np) if v.dtype != np.float32 else v))
                    for n, v in host.items()}
-            outs = {}
-            for o in wl.outputs(shape):
-                buf = cp.empty(o.shape, dtype=storage_dtype(o.dtype, cp))
-                cp.cuda.runtime.memset(buf.data.ptr, 0xFF, buf.nbytes)
-                outs[o.name] = buf
+            edges = None
+            if placement == "edge":
+                try:
+                    edges = place_at_edges(dev, read_only_buffers(wl, dev))
+                    dev = edges.views
+                    outs = _pool_outputs(wl, shape, pool, cp)
+                except (VMMError, ImportError) as e:
+                    print(json.dumps({"note": f"edge layout not used at {list(shape)}: {e}"}), flush=True)
+                    placement = "exact (VMM refused)"
+            if edges is None:
+                outs = {}
+                for o in wl.outputs(shape):
+                    buf = cp.empty(o.shape, dtype=storage_dtype(o.dtype, cp))
+                    cp.cuda.runtime.memset(buf.data.ptr, 0xFF, buf.nbytes)
+                    outs[o.name] = buf
             grid, block, smem = wl.launch_dims(shape, launch)
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             plan = wl.plan(dev, outs, shape, None, cp)  # a pipeline's reference stages around the kernel
             args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape), k["entry"])
-            # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
-            with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
-                plan.run_before()
-                fn(grid, block, args, shared_mem=smem)
-                plan.run_after()
-                cp.cuda.Device().synchronize()
-            for o in wl.outputs(shape):
-                got = cp.asnumpy(outs[o.name])
-                c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=1)
-                out.append({"kernel": k["id"], "shape": list(shape), "output": o.name, "max_abs_err": c.max_abs_err,
-                            "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
-                print(json.dumps(out[-1]), flush=True)
+            try:
+                # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
+                with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
+                    plan.run_before()
+                    fn(grid, block, args, shared_mem=smem)
+                    plan.run_after()
+                    cp.cuda.Device().synchronize()
+                for o in wl.outputs(shape):
+                    got = cp.asnumpy(outs[o.name])
+                    c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=1)
+                    out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "output": o.name,
+                                "max_abs_err": c.max_abs_err, "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
+                    print(json.dumps(out[-1]), flush=True)
+            finally:
+                if edges is not None:
+                    edges.close()
+                outs.clear()
     return out
 
 

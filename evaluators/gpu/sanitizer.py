@@ -4,16 +4,27 @@ A kernel can pass every gate run and still be wrong: a shared-memory race whose 
 an out-of-bounds read that arithmetic masks, a barrier in divergent code. compute-sanitizer's memcheck
 (out-of-bounds and misaligned accesses), racecheck (shared-memory hazards) and synccheck (illegal barrier use)
 see them on every launch. Each tool is one process (``compute-sanitizer --tool T python -m
-evaluators.gpu.sanitize_replay --spec S``) that replays a batch of kernels at SANITIZER_SHAPES; a batch with
-any error is split and each kernel re-run alone, so a verdict names its own kernel. The replay's own output
+evaluators.gpu.sanitize_replay --spec S``) that replays a batch of kernels (``replay_plan``): at SANITIZER_SHAPES
+twice, with exact-size buffers (memcheck's bounds are the buffers' own) and in the benchmark's layout (inputs in
+VMM mappings ending at an unmapped granule, read-only, as ``vmm.place_at_edges`` places the benchmark's), and at
+the smallest shape the pool times, in the benchmark's layout: the replay differs from a timed launch in nothing
+a kernel can see at that shape (its inputs' placement, alignment and protection, the shape itself), so a kernel
+that keeps a barrier only where the replay used to run and drops it where it is timed (``rt_edge_race``: inputs
+ending 64 KiB aligned; ``rt_sanitizer_dodge`` RT_SENSE 3: the fixed small shapes) races under the tool. A batch
+with any error is split and each kernel re-run alone, so a verdict names its own kernel. The replay's own output
 check counts too: a kernel whose output is wrong under the sanitizer's scheduling fails.
 
-Costs: about 2-3 s per tool and process on an H200 (start-up of Python, CuPy and the tool dominates; each extra
-kernel in a batch adds a fraction of a second). The caller schedules it so it never overlaps a timed launch on
-the same GPU (``GPUPool.sanitize`` holds that GPU's worker while it runs).
+Costs: about 2-3 s per tool and process on an H200 at the small shapes (start-up of Python, CuPy and the tool
+dominates; each extra kernel in a batch adds a fraction of a second); the timed shape adds per kernel one
+instrumented launch over its elements (RMSNorm: 32768 x 512, 16.8 M elements, 32768 rows; not yet measured on the
+H200: ``tests/gpu/test_gate_redteam4.py::test_the_replay_at_a_timed_shape_fits_the_sanitizer_budget`` records
+it) and 9 VMM driver calls per input and launch in the benchmark layout. The caller schedules it so it never
+overlaps a timed launch on the same GPU (``GPUPool.sanitize`` holds that GPU's worker while it runs).
 
 Cannot catch: races on global memory between CTAs (racecheck covers shared memory), hazards that need other
-shapes than SANITIZER_SHAPES, reads of initialised but stale memory.
+shapes than the replay's (a kernel that keeps its barrier at the smallest timed shape and drops it only at the
+larger timed shapes: racecheck at 32768 x 16384 would cost about 32 times the smallest), reads of initialised but
+stale memory.
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from evaluators.types import Status
 
 # Tools whose verdict an elite needs (initcheck is left to final verification: it flags reads of memory the
@@ -39,8 +52,28 @@ ELITE_TOOLS = ("memcheck", "racecheck", "synccheck")
 # Small shapes (instrumented launches are ~100x slower): odd N (scalar tail), several rows per CTA not dividing M,
 # and a row longer than the register-resident chunk count.
 SANITIZER_SHAPES: list[tuple[int, int]] = [(199, 1128), (7, 4099), (3, 28672)]
+# Timed shapes with more elements than this are not replayed (instrumented launches are ~100x slower); the
+# smallest timed shape is replayed whatever its size.
+REPLAY_TIMED_ELEMENTS = 1 << 25
 SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
 RACE_RE = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
+
+
+def replay_plan(timed_shapes: Sequence[tuple[int, ...]] = (),
+                shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES) -> dict[str, list[list[int]]]:
+    """The replay spec's shape lists: ``shapes`` (default SANITIZER_SHAPES) in the exact layout and again in the
+    benchmark's (``edge_shapes``), plus the smallest of ``timed_shapes`` by elements (the shapes the pool
+    benchmarks; ties: the first) in the benchmark's layout, and every other timed shape of at most
+    REPLAY_TIMED_ELEMENTS elements. RMSNorm's search shapes give 32768 x 512 alone (the next holds 134 M
+    elements)."""
+    edge = [list(s) for s in shapes]
+    timed = [tuple(int(v) for v in s) for s in timed_shapes]
+    if timed:
+        smallest = min(timed, key=lambda s: int(np.prod(s)))
+        for s in timed:
+            if (s == smallest or int(np.prod(s)) <= REPLAY_TIMED_ELEMENTS) and list(s) not in edge:
+                edge.append(list(s))
+    return {"shapes": [list(s) for s in shapes], "edge_shapes": edge}
 
 
 def find_sanitizer() -> str | None:
@@ -131,12 +164,15 @@ class Verdict:
 
 def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
              shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
-             exe: str | None = None, device: str | None = None, seed: int = 7) -> list[Verdict]:
+             exe: str | None = None, device: str | None = None, seed: int = 7,
+             timed_shapes: Sequence[tuple[int, ...]] = ()) -> list[Verdict]:
     """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: each tool runs once over the whole
     batch; when a batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
 
-    arch: ptxas target; device: the physical GPU id for CUDA_VISIBLE_DEVICES (None: inherit). A kernel that no
-    longer compiles gets SKIPPED. Never raises for a bad kernel; a timeout counts as an error of that tool."""
+    shapes: replayed in both layouts; timed_shapes: the shapes the benchmark times (``replay_plan`` adds the
+    smallest, in the benchmark's layout; empty: none). arch: ptxas target; device: the physical GPU id for
+    CUDA_VISIBLE_DEVICES (None: inherit). A kernel that no longer compiles gets SKIPPED. Never raises for a bad
+    kernel; a timeout counts as an error of that tool."""
     from evaluators.gpu.sanitize_replay import kernel_entry
     from evaluators.toolchain import compile_ptx
 
@@ -161,8 +197,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
             path = Path(tmp) / f"k{i}.cubin"
             path.write_bytes(cubin)
             entries.append(kernel_entry(k, path, i))
-        base = {"workload": workload.spec(), "shapes": [list(s) for s in shapes],
-                "seed": int(seed)}
+        base = {"workload": workload.spec(), **replay_plan(timed_shapes, shapes), "seed": int(seed)}
 
         def spec_file(name: str, ks: list[dict[str, Any]]) -> Path:
             p = Path(tmp) / f"{name}.json"

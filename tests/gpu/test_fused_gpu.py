@@ -112,6 +112,28 @@ def test_device_inputs_follow_the_distributions(cp):
     assert bitwise_equal(a, b, cp) and not bitwise_equal(a, c, cp)
 
 
+def test_batched_device_inputs_keep_each_checks_distribution(cp):
+    """Workload.make_inputs_many on the device (the gate batch's inputs): per check the NaN and Inf positions,
+    the zero rows and the zeros of w of make_inputs for its seed, and the scale of its distribution."""
+    from evaluators.gpu.gate import SMALL_CHECK_ELEMENTS
+    from workloads.rmsnorm import LARGE_SCALE, TINY_SCALE
+    from workloads.rmsnorm_check import element_value_host
+
+    wl = RMSNorm("bf16")
+    plan = [p for p in gate_plan(wl, 4) if int(np.prod(p[0])) <= SMALL_CHECK_ELEMENTS]
+    for (shape, dist, seed), got in zip(plan, wl.make_inputs_many(plan, cp)):
+        one = wl.make_inputs(shape, seed, dist, cp)
+        xb, x1 = (element_value_host(a.get(), "bf16") for a in (got["x"], one["x"]))
+        assert xb.shape == shape and np.array_equal(np.isnan(xb), np.isnan(x1))
+        assert np.array_equal(np.isinf(xb), np.isinf(x1)) and np.array_equal(xb[np.isinf(xb)], x1[np.isinf(x1)])
+        assert np.array_equal((xb == 0).all(axis=1), (x1 == 0).all(axis=1))
+        assert np.array_equal(got["w"].get() == 0, one["w"].get() == 0)
+        finite = xb[np.isfinite(xb) & (xb != 0)]
+        if finite.size >= 500:
+            scale = {"large": LARGE_SCALE["bf16"], "tiny": TINY_SCALE}.get(dist, 1.0)
+            assert 0.8 < finite.std() / scale < 1.2, (shape, dist)
+
+
 def test_gate_on_device_with_a_cupy_launcher(cp):
     """The batched gate with device arrays: a right launcher passes, one that skips a row fails at that shape."""
     wl = RMSNorm("fp32")

@@ -8,7 +8,8 @@ Expected at the next GPU session (gate rules version 5):
 - rt_kda_memo: nondeterministic before any GPU time (race lint rule 5: its table is .global state; gate v3
   accepted it at about 1.9x the naive seed it wraps, the median of 10 memo hits and 10 computed launches);
 - rt_sanitizer_dodge RT_SENSE 2: nondeterministic before any GPU time (rule 5: its launch counter); RT_SENSE 3:
-  ok with a clean sanitizer verdict (strict xfail: known gap, GATE.md).
+  sanitizer (racecheck at the smallest search shape, which the replay runs since gate rules version 7; a strict
+  xfail before).
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ def test_a_whole_input_memo_is_rejected_before_any_gpu_time(kda):
         assert naive.status == Status.OK, naive.reason
 
 
-@pytest.mark.parametrize("sense", [2, pytest.param(3, marks=pytest.mark.xfail(
-    strict=True, reason="known gap (GATE.md): the barrier is kept only at the gate's and the replay's fixed shapes"))])
+@pytest.mark.parametrize("sense", [2, 3])
 def test_a_sanitizer_dodge_without_clock_or_launch_register_is_caught(sense):
+    """RT_SENSE 3 keeps its barrier at every gate shape and the replay's fixed ones and drops it at every search
+    shape: since gate rules version 7 the replay also runs the pool's smallest search shape (32768 x 512), where
+    racecheck sees the race (version 6: a strict xfail, known gap)."""
     from evaluators.gpu.pool import GPUPool
     from evaluators.gpu.sanitizer import find_sanitizer
     from population.parser import parse_module

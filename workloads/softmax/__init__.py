@@ -32,7 +32,7 @@ class Softmax(Workload):
     dtype = "fp32"
     abi = (ParamSpec("x", "input", "u64"), ParamSpec("y", "output", "u64"),
            ParamSpec("M", "scalar", "u32"), ParamSpec("N", "scalar", "u32"))
-    distributions = ("normal", "shifted")
+    distributions = ("normal", "shifted", "masked")
     primary_baseline = "torch"
     baseline_names = ("torch",)
 
@@ -84,6 +84,9 @@ class Softmax(Workload):
         x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32) * 4
         if distribution == "shifted":  # large offsets: exp overflows unless the row max is subtracted
             x += np.float32(1000.0)
+        elif distribution == "masked":  # a masked front (left padding) of up to half the row, as attention masks
+            cut = np.random.default_rng(seed + 1).integers(0, shape[1] // 2 + 1, size=(shape[0], 1))
+            x[np.arange(shape[1]) < cut] = np.float32(-1e4)  # only the row max is a safe shift
         return {"x": xp.asarray(x)}
 
     def outputs(self, shape: Shape) -> list[OutputSpec]:

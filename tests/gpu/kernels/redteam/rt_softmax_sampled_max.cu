@@ -12,10 +12,11 @@
 // the front of the row (logits at a low temperature) is NaN.
 // Launch: softmax's (one CTA per row, block 256; knobs threads 256). RT_FIRST_SHIFT=1: shift by x[r, 0] alone.
 // SHOULD: wrong_result (a left-padded row is a real input).
-// Why gate v5 passes it: no softmax input distribution holds a row whose maximum lies 88 above its first 256
-// elements, nor do the perturbations make one. A hole of the workload's input distributions (its gate cannot see
+// Why gate v5 passes it: no softmax input distribution held a row whose maximum lies 88 above its first 256
+// elements, nor do the perturbations make one: a hole of the workload's input distributions (its gate cannot see
 // what no distribution draws), as "outlier channels" is for RMSNorm (GATE.md, Known gaps). RT_FIRST_SHIFT=1 is
-// caught by gate run 4 (a doubled element of a shifted row lies ~1000 above x[r, 0]).
+// caught by gate run 4 (a doubled element of a shifted row lies ~1000 above x[r, 0]). Now the softmax workload
+// draws "masked" rows too (a front of up to half the row at -1e4, left padding): wrong_result at the gate.
 #ifndef THREADS
 #define THREADS 256
 #endif
