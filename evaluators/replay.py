@@ -110,11 +110,11 @@ class ReplayEvaluator:
         from evaluators.fidelity import fidelity_line
 
         scale = ("" if self.recorded_objectives else
-                 f" Recorded objectives were taken against {self.objective_baselines}: every objective is recomputed "
-                 f"from the recorded times against one reference ({self.workload.primary_baseline}).")
+                 f" The recorded objectives were taken against {self.objective_baselines}: every objective is "
+                 f"recomputed from the recorded times against one reference ({self.workload.primary_baseline}).")
         return (f"Replay evaluator ({self.model_version}) over {len(self.stores)} recorded H200 run(s), "
-                f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back;{scale} any "
-                f"other is an ESTIMATE of the surrogate fitted on the record (correctness not checked). Surrogate: "
+                f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back, any "
+                f"other an ESTIMATE of the surrogate fitted on the record (correctness not checked).{scale} Surrogate: "
                 f"{fidelity_line('replay', self.model_version, workload=self.workload.name)}")
 
     # --------------------------------------------------------------------------------------------- record

@@ -7,7 +7,8 @@ static-model version. A version a module does not declare yet is recorded as Non
 to None).
 
 Sources: ``evaluators.gpu.gate.GATE_VERSION`` (the gate's version constant), ``evaluators.static.MODEL_VERSION``
-(the static cost model's; a hash of its source files while it declares none), the workload's ``primary_baseline``, and ``evaluators.static.BASELINE_NAME`` (the
+(the static cost model's; a hash of its source files while it declares none; for the static and replay evaluators
+preceded by the evaluator's ``model_version``, which names the calibration), the workload's ``primary_baseline``, and ``evaluators.static.BASELINE_NAME`` (the
 baseline of the static evaluator's estimated speedup).
 """
 
@@ -40,10 +41,21 @@ def gate_version() -> Any:
 STATIC_MODEL_SOURCES = ("evaluators.static", "evaluators.traffic")
 
 
-def static_model_version() -> Any:
-    """``evaluators.static.MODEL_VERSION`` when declared, else ``"source:<12 hex>"``: the SHA-256 of the static
-    model's source files (``STATIC_MODEL_SOURCES``), so runs of two different models are never taken as one
-    (None when neither can be read)."""
+def static_model_version(evaluator: Any = None) -> Any:
+    """The static model's version: ``evaluators.static.MODEL_VERSION`` when declared, else ``"source:<12 hex>"``
+    (the SHA-256 of its source files, ``STATIC_MODEL_SOURCES``); given an evaluator that names its model
+    (``model_version``: the static evaluator's ``static-v3/<calibration id>``, the replay evaluator's
+    ``replay+static-v3/<calibration id>``) that name comes first, ``"<model_version>+<source version>"``, so runs
+    of two different models, or of one model under two calibrations, are never taken as one (None when nothing
+    can be read)."""
+    named = getattr(evaluator, "model_version", None) if evaluator is not None else None
+    source = _static_source_version()
+    if isinstance(named, str) and named:
+        return f"{named}+{source}" if source is not None else named
+    return source
+
+
+def _static_source_version() -> Any:
     declared = _constant("evaluators.static", "MODEL_VERSION", "STATIC_MODEL_VERSION")
     if declared is not None:
         return declared
@@ -129,7 +141,8 @@ def run_provenance(cfg: Any, *, evaluator_kind: str, estimate: bool, workload: A
         "hardware": {"name": get("hardware", "name"), "arch": get("hardware", "arch")},
         "gate_version": gate,
         "objective": definition,
-        "static_model_version": static_model_version() if evaluator_kind == "static" else None,
+        "static_model_version": (static_model_version(evaluator) if evaluator_kind in ("static", "replay")
+                                 else None),
         "estimate": bool(estimate),
         "baseline": baseline,
         "seed": get("seed"),

@@ -35,3 +35,26 @@ def test_static_model_version_names_the_model():
     v = static_model_version()
     declared = getattr(static, "MODEL_VERSION", None)
     assert v == declared if declared is not None else (v.startswith("source:") and len(v) == 19)
+
+
+def test_static_model_version_names_the_calibration(tmp_path):
+    """Two calibrations of one model are two versions: runs under each are never pooled."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from evaluators.static import StaticEvaluator
+    from evolve.runinfo import static_model_version
+    from workloads.registry import get_workload
+
+    src = Path(__file__).resolve().parents[1] / "evaluators" / "static_calibration.json"
+    other = tmp_path / "cal.json"
+    shutil.copy(src, other)
+    data = json.loads(other.read_text())
+    data["id"] = "20990101-test"
+    other.write_text(json.dumps(data))
+    wl = get_workload("rmsnorm")
+    a, b = StaticEvaluator(wl), StaticEvaluator(wl, calibration=str(other))
+    va, vb = static_model_version(a), static_model_version(b)
+    assert va.startswith(f"{a.model_version}+") and va.endswith(static_model_version())
+    assert vb.startswith("static-v") and "/20990101-test+" in vb and va != vb
