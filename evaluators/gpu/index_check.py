@@ -37,9 +37,9 @@ physical byte), so nothing is concluded about them: they are checked at every ot
 Workload contract (``Workload.index_shapes``): rows independent (the checked rows' reference is
 ``reference_for`` of ``make_inputs`` drawn for those rows alone, with the same non-row inputs), row buffers with
 leading dimension M, no inout buffers. Cost once the mappings exist (kept by the worker: ``IndexCheckSets``):
-the kernel over the whole shape (RMSNorm: 4 GiB read and 4 GiB written, ~2.2 ms of an H200's bandwidth), about
-a dozen device operations and two synchronisations; the first use maps the chunks (RMSNorm: 2 buffers x (16
-chunk maps + 1), ~76 driver calls, ~21 ms, once per worker). Cannot catch: an index kept in unsigned 32 bits
+the kernel over the whole shape (RMSNorm: 4 GiB read and 4 GiB written, ~2.2 ms of an H200's bandwidth), 20
+device operations (two 256 MiB fills among them) and two synchronisations; the first use maps the chunks
+(RMSNorm: 2 buffers x (16 chunk maps + 1), ~76 driver calls, ~21 ms, once per worker). Cannot catch: an index kept in unsigned 32 bits
 (right up to 2^32 elements: it would need a shape of twice the size), other wrong kernels at the rows below the
 checked ones (judged at the other shapes), indices that wrap only at shapes past the declared ones.
 """
@@ -110,12 +110,13 @@ class IndexSet:
             raise
 
     def fill(self) -> None:
-        """Every mapped byte set to FILLER (no synchronisation): one memset per mapping."""
+        """Every byte of memory set to FILLER (no synchronisation): one memset per physical allocation (the
+        chunk once, not once per mapping: 256 MiB, not 4 GiB)."""
         import cupy as cp
 
         stream = cp.cuda.get_current_stream().ptr
         for b in self.buffers.values():
-            for addr, size in b.maps:
+            for addr, size in b.allocations:
                 cp.cuda.runtime.memsetAsync(addr, FILLER, size, stream)
 
     def close(self) -> None:

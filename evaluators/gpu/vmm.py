@@ -169,7 +169,8 @@ class WideBuffer:
     elements in: 4 GiB of address space for about ``chunk`` + 2 MiB of memory.
 
     ptr: the buffer's address; own_ptr: the first address with memory of its own (<= ptr + own_from); maps: the
-    (address, bytes) of every mapping. ``array(shape, dtype)`` a CuPy view of the whole buffer. Every mapping is
+    (address, bytes) of every mapping; allocations: one (address, bytes) per physical allocation (the chunk's
+    first mapping, the own memory): what covers every byte of memory once. ``array(shape, dtype)`` a CuPy view of the whole buffer. Every mapping is
     read-write. ``close`` unmaps and frees (after the stream is idle). VMMError when a driver call fails (what
     was made is freed)."""
 
@@ -195,6 +196,7 @@ class WideBuffer:
         tail = min(self.mapped - gran, (head + max(int(own_from), 0)) // gran * gran)
         self.own_ptr = self.base + tail
         self.maps: list[tuple[int, int]] = []
+        self.allocations: list[tuple[int, int]] = []
         self._handles: list[Any] = []
         try:
             own = _check(cu.cuMemCreate(self.mapped - tail, prop, 0), "cuMemCreate")
@@ -206,7 +208,9 @@ class WideBuffer:
                 self._handles.append(rep)
                 for off in range(0, tail, size):
                     self._map(self.base + off, min(size, tail - off), rep)
+                self.allocations.append((self.base, size))
             self._map(self.base + tail, self.mapped - tail, own)
+            self.allocations.append((self.base + tail, self.mapped - tail))
         except BaseException:
             self.close()
             raise

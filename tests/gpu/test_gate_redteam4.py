@@ -165,7 +165,7 @@ def test_32_bit_element_indices_are_rejected(pool):
 
 def test_the_index_check_passes_the_seeds_and_costs_a_few_milliseconds(pool, workload):
     """No false rejection (the naive seed and the template) and the check's time, kept mappings (second run) and
-    first use, printed: predicted ~3 ms (22 operations, 2 synchronisations, the launch over 2^31 elements) and
+    first use, printed: predicted ~3 ms (20 operations, 2 synchronisations, the launch over 2^31 elements) and
     ~21 ms more at first use (76 driver calls)."""
     import time
 
