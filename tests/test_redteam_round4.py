@@ -10,8 +10,10 @@ tests/gpu/test_gate_redteam4.py.
   input-store check (a store through a call's result), not by rule 5.
 - rt_local_state: a launch counter in the thread's own uninitialised ``.local`` memory. Was: rule 5 looked at
   ``.global`` variables only. Now: rule 5's second form (a read of ``.local`` bytes the launch did not write).
-- rt_edge_race, rt_index32: holes of the dynamic checks (placement of the replay's inputs; no shape of 2^31
-  elements or more); nothing static sees them.
+- rt_edge_race, rt_index32: holes of the dynamic checks in gate rules version 6 (placement of the replay's
+  inputs; no shape of 2^31 elements or more); nothing static sees them. Closed in version 7 by the sanitizer
+  replay in the benchmark's layout (tests/test_sanitizer_replay.py) and the index check
+  (tests/test_index_check.py).
 - rt_softmax_sampled_max: softmax shifted by the max of the row's first 256 elements, not of the row: right for
   every input the softmax workload drew (perturbed or not), NaN on a left-padded row. Was: a hole of the
   workload's distributions. Now: a "masked" distribution (a front of up to half the row at -1e4). Its first
@@ -220,8 +222,9 @@ def test_no_recorded_h200_kernel_uses_local_memory():
 
 @pytest.mark.parametrize("name, knobs", [("rt_edge_race", DODGE_KNOBS), ("rt_index32", (("rows_per_cta", 8),))])
 def test_the_dynamic_side_holes_pass_every_static_check(wl, name, knobs):
-    """Nothing static sees them (a placement test feeding a barrier's guard; 32-bit index arithmetic): their
-    GPU tests are strict xfails naming the dynamic check that would have to change."""
+    """Nothing static sees them (a placement test feeding a barrier's guard; 32-bit index arithmetic): the
+    dynamic checks of gate rules version 7 do (the replay in the benchmark's layout, the index check; GPU tests
+    in tests/gpu/test_gate_redteam4.py)."""
     assert judge(redteam(name, knobs), wl) is None
 
 
