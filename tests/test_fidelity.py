@@ -228,12 +228,20 @@ def small_terms(wl, small_stores, tmp_path_factory):
     return rec, recorded_terms(rec.kernels.values(), wl, processes=1, cache=path), path
 
 
-def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms):
+def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms, caplog):
+    import logging
+
     from evaluators.replay import ReplayEvaluator
 
     ev = ReplayEvaluator(wl, small_stores, members=2, steps=200, terms_cache=str(small_terms[2]))
     unseen = wl.seeds()[1]  # the template at default knobs: in neither small store
-    r = ev.evaluate(unseen)
+    with caplog.at_level(logging.INFO, logger="evaluators.replay"):
+        r = ev.evaluate(unseen)
+    # the fit is announced before its silent seconds, and its end is logged
+    msgs = [m for m in caplog.messages if "replay surrogate" in m]
+    assert msgs[0] == (f"first kernel not on record: fitting the replay surrogate on {len(ev)} recorded kernels "
+                       "(2 members x 200 steps; about a minute on 2 cores, once per run)")
+    assert msgs[1].startswith("replay surrogate fitted on ")
     assert r.ok and r.estimate and r.reason.startswith("estimate: replay surrogate")
     assert set(r.extra["surrogate_log_std"]) == {str(list(s)) for s in wl.search_shapes}
     assert r.extra["uncertainty"] >= 0.0 and r.objective > 0
