@@ -56,6 +56,15 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
    for is rejected. Cannot see: a read of a variable the thread also stores into at an offset the lint cannot
    compute (the store may land elsewhere in it).
+   Its ``.shared`` form rejects a load (``ld``/``ldu``/``ldmatrix``, an ``atom`` result; ``.shared`` or generic
+   through a ``.shared`` variable) of a shared variable that no path from the entry without a back edge reaches
+   through a store into it (any thread's code: another thread's store reaches a load through the barrier between
+   them, which lies on such a path too): shared memory is not cleared between CTAs or launches, so such a load
+   sees what an earlier CTA on the SM left there (``rt_shared_state``: a launch counter that tells the worker from
+   a fresh sanitizer replay). Leaving out back edges makes the first iteration of every loop count: a load that
+   only a later iteration's store precedes reads stale memory the first time. Cannot see: a store into another
+   part of the same variable before the load (variables are compared, not offsets), stores on paths the inputs
+   never take, loads in called functions (the entry only).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
