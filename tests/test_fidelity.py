@@ -141,6 +141,39 @@ def test_partial_wave_costs_one_cta_time_not_a_second_bandwidth_penalty():
     assert both[0] == pytest.approx(float(pf["time_us"])) and both[1] == pytest.approx(float(pp["time_us"]))
 
 
+def _sweeps(iterations: tuple[float, ...], ctas: int, threads: int = 256) -> TrafficEstimate:
+    """One sweep-loop body per entry of ``iterations``: each thread loads 16 B per iteration of x."""
+    bodies = tuple(BodyTraffic(loop=i, bytes_per_cta=16.0 * threads * n, load_bytes_per_iteration=16,
+                               loads_per_iteration=1, access_bytes_per_iteration=16, accesses_per_iteration=1,
+                               iterations_per_cta=n, partitioned_load_bytes_per_cta=16.0 * threads * n,
+                               distinct_load_bytes_per_iteration=16, sweep=True)
+                   for i, n in enumerate(iterations))
+    per_cta = sum(b.bytes_per_cta for b in bodies)
+    return TrafficEstimate(bytes=per_cta * ctas, load_bytes=per_cta * ctas, store_bytes=0.0, bytes_per_cta=per_cta,
+                           ctas=ctas, threads_per_cta=threads, element_bytes=2, bodies=bodies,
+                           group_bytes={("x", "load"): per_cta}, cta_barriers=1)
+
+
+def test_a_sweep_loop_waits_at_least_one_round_trip_per_body():
+    gpu = get_gpu("h200")
+    c = CostConstants(latency_ns=500.0, loop_mlp=4.0, cta_ns=100.0, barrier_ns=200.0)
+    ctas = 8 * 132
+    # Two one-iteration passes over a short row (a reduction, a barrier, a re-read): 2 round trips of 500 ns,
+    # not 2 / loop_mlp = 0.5 of one (model v3), plus 100 ns per CTA and one 200 ns barrier.
+    short = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 2 * 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert short["loop_rounds"] == 2.0 and short["loop_bodies"] == 2.0
+    p = predict_parts(short, c)
+    assert float(p["t_chain"]) == pytest.approx((2 * 500.0 + 100.0 + 200.0) * 1e-9)
+    assert float(p["duty"]) == pytest.approx(1000.0 / 1300.0)
+    # Long loops keep the pipelined count: 2 x 64 iterations with 4 in flight = 32 round trips (>= 2 bodies).
+    long = shape_terms(gpu, _sweeps((64.0, 64.0), ctas), 2 * 64 * 16.0 * 256 * ctas, 4096.0 * 64, 8, 0)
+    assert long["loop_rounds"] == 128.0
+    assert float(predict_parts(long, c)["t_chain"]) == pytest.approx((32 * 500.0 + 300.0) * 1e-9)
+    # One pass of 3 iterations: max(3 / 4, 1) = 1 round trip.
+    one = shape_terms(gpu, _sweeps((3.0,), ctas), 3 * 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert float(predict_parts(one, c)["t_chain"]) == pytest.approx((500.0 + 300.0) * 1e-9)
+
+
 # ------------------------------------------------------------------------------------------------ metrics
 def test_rank_metrics_values():
     gpu = np.arange(100, dtype=float)  # higher is better
