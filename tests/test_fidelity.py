@@ -11,7 +11,7 @@ import pytest
 
 from archive.grid import GridArchive, default_dimensions
 from archive.store import Store
-from evaluators.cost_model import CostConstants, predict_parts, shape_terms
+from evaluators.cost_model import L2_HIT_LATENCY_RATIO, CostConstants, predict_parts, shape_terms
 from evaluators.features import kernel_traffic
 from evaluators.fidelity import fidelity_line, median_relative_error, rank_metrics
 from evaluators.recorded import load_recording, open_store
@@ -169,6 +169,14 @@ def test_a_sweep_loop_waits_at_least_one_round_trip_per_body():
     long = shape_terms(gpu, _sweeps((64.0, 64.0), ctas), 2 * 64 * 16.0 * 256 * ctas, 4096.0 * 64, 8, 0)
     assert long["loop_rounds"] == 128.0
     assert float(predict_parts(long, c)["t_chain"]) == pytest.approx((32 * 500.0 + 300.0) * 1e-9)
+    # The same two passes over data read twice (compulsory = half the loads), re-read working set in L2
+    # (1056 CTAs x 4 KiB): the second pass's round trip is an L2 hit, L2_HIT_LATENCY_RATIO (0.5) of a DRAM one.
+    reread = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert L2_HIT_LATENCY_RATIO == 0.5
+    assert float(predict_parts(reread, c)["t_chain"]) == pytest.approx((1.5 * 500.0 + 300.0) * 1e-9)
+    # A re-read working set far beyond the L2 (1056 CTAs x 1 GiB) misses: two full DRAM round trips again.
+    big = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 16.0 * 256 * ctas, 2.0**30, 8, 0)
+    assert float(predict_parts(big, c)["t_chain"]) == pytest.approx((2 * 500.0 + 300.0) * 1e-9, rel=1e-3)
     # One pass of 3 iterations: max(3 / 4, 1) = 1 round trip.
     one = shape_terms(gpu, _sweeps((3.0,), ctas), 3 * 16.0 * 256 * ctas, 4096.0, 8, 0)
     assert float(predict_parts(one, c)["t_chain"]) == pytest.approx((500.0 + 300.0) * 1e-9)
