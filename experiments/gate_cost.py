@@ -9,7 +9,9 @@ compiled with ptxas, then
    (``gate_schedule``), and with runs 1-2 only (gate v1's share); the whole ``run_gate`` under the ``full``,
    ``rotating`` (mean over ``--rounds`` consecutive evaluations: the large checks alternate) and ``v1``
    schedules; the fault check (``vmm.fault_check``) in the mappings the worker keeps (``vmm.FaultCheckSets``,
-   made beforehand for every shape it draws) and with its mappings made and freed per check;
+   made beforehand for every shape it draws) and with its mappings made and freed per check; the index check
+   (``index_check``, at the workload's first ``index_shapes`` entry: 16385 x 131072) at its first use, which
+   makes its mappings, and in the kept mappings (counted at 1 / ``gate_schedule.INDEX_PERIOD`` per candidate);
 3. per search shape, with the input sets the worker makes (``timed_checks.set_count`` sets in read-only VMM
    mappings at unmapped pages, a correct answer kept for the "answer" refill): the timing loop (warm-up 3, 20
    repeats, L2 flush + stream hold) plain (one set, no refill), with the per-launch refill and input rotation
@@ -75,7 +77,8 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
 
     from evaluators.gpu.benchmark import time_interleaved
     from evaluators.gpu.gate import SMALL_CHECK_ELEMENTS, check_batch, check_shape, gate_plan, run_gate
-    from evaluators.gpu.gate_schedule import GateSchedule, select
+    from evaluators.gpu.gate_schedule import INDEX_PERIOD, GateSchedule, select
+    from evaluators.gpu.index_check import IndexCheckSets, index_check
     from evaluators.gpu.timed_checks import InputSets, set_count, timed_call, verify_checked
     from evaluators.gpu.vmm import FaultCheckSets, fault_check, fault_check_shape
     from evaluators.gpu.worker import audit_output
@@ -121,11 +124,15 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
     # The worker keeps the fault check's mappings (vmm.FaultCheckSets): made here once for every shape the fault
     # check draws, so the rows below time what an evaluation pays from the first few on.
     fault_sets = FaultCheckSets()
+    index_sets, index_shapes = IndexCheckSets(), [tuple(s) for s in getattr(wl, "index_shapes", ())]
     for s in {fault_check_shape(wl, k): k for k in range(64)}.values():
         fault_check(wl, run, s, fault_sets)
     smalls = [p for p in gate_plan(wl, 0, gate_shapes) if small(p[0])]
     n_large = len(gate_plan(wl, 0, gate_shapes)) - len(smalls)
     g: dict[str, list[float]] = defaultdict(list)
+    for shape in index_shapes[:1]:  # the first use maps the chunks (once per worker)
+        bad, _ = timed(g, "index check, first use", index_check, wl, run, shape, 5, index_sets)
+        assert bad is None, bad
     for rep in range(repeats):
         plan = [(shape, d, s + rep) for shape, d, s in smalls]
         for name, kw in [("batch, run 4 on every check", {}),
@@ -145,8 +152,12 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
         assert bad is None, bad
         bad, notes = timed(g, "fault check", fault_check, wl, run, 7 + rep, fault_sets)
         assert bad is None, bad
+        for shape in index_shapes[:1]:  # the worker's kept mappings (made by the first use, below)
+            bad, _ = timed(g, "index check", index_check, wl, run, shape, 7 + rep, index_sets)
+            assert bad is None, bad
     sync()
     fault_sets.close()
+    index_sets.close()
     rotating = statistics.mean(g["run_gate rotating"])  # every round weighs the same (large checks alternate)
     lines += ["| gate part | ms |", "|---|---|"]
     lines += [f"| {name} ({len(smalls)} small checks) | {med(v):.1f} |" for name, v in g.items() if name.startswith("batch")]
@@ -156,7 +167,12 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
               f"| fault check (read-only mappings: {notes.get('read_only')}; the worker's kept mappings) | "
               f"{med(g['fault check']):.1f} |",
               f"| fault check, its mappings made and freed per check (as before they were kept) | "
-              f"{med(g['fault check, mappings made and freed']):.1f} |", ""]
+              f"{med(g['fault check, mappings made and freed']):.1f} |"]
+    if g.get("index check"):
+        lines += [f"| index check at {'x'.join(map(str, index_shapes[0]))} (kept mappings; one rotating evaluation in "
+                  f"{INDEX_PERIOD}) | {med(g['index check']):.1f} |",
+                  f"| index check, first use (its mappings made) | {med(g['index check, first use']):.1f} |"]
+    lines.append("")
 
     bench = ["| search shape | sets (MiB) | build ms | plain loop ms | refill + rotation ms | all of v2 ms | kernel µs "
              "plain | kernel µs v2 | verify ms | verify ms, reference rows | inputs check ms | v1 audit ms |",
@@ -208,10 +224,12 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
         del sets, out, answer
         cp.get_default_memory_pool().free_all_blocks()
     fault_ms = med(g["fault check"])
-    total = rotating + fault_ms + checks_ms
+    index_ms = med(g["index check"]) / INDEX_PERIOD if g.get("index check") else 0.0
+    total = rotating + fault_ms + index_ms + checks_ms
     v1 = V1_GATE_MS + V1_AUDIT_MS
     bench += ["", f"Per candidate, gate + audit: {rotating:.1f} ms gate (rotating schedule) + {fault_ms:.1f} ms fault "
-              f"check + {checks_ms:.1f} ms checked launches and inputs check at {len(bench_shapes)} shapes = "
+              f"check + {index_ms:.1f} ms index check (its time / {INDEX_PERIOD}) + {checks_ms:.1f} ms checked "
+              f"launches and inputs check at {len(bench_shapes)} shapes = "
               f"**{total:.1f} ms**; gate v1 on an H200 (2026-11-30, README): {V1_GATE_MS:.0f} ms gate + "
               f"{V1_AUDIT_MS:.0f} ms audit = {v1:.0f} ms; ratio **{total / v1:.2f}x** (budget 1.5x).",
               f"Timing loop wall time over the {len(bench_shapes)} shapes: plain {loop_ms['plain']:.1f} ms, with the "

@@ -13,6 +13,8 @@
 # check, no sanitizer verdicts). Each run starts a worker (startup not counted in eval/s); summary.json's
 # evaluations, seconds and evals_per_s go to $OUT/loop.txt. LOOP_S (100) seconds of search per mode, each mode
 # cut at LOOP_S + 300 s: one mode per device command (LOOP_MODES=v1, then LOOP_MODES=v2) under a 600 s cap.
+# v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); store and summary under
+# /tmp/ptxforge-loop-<mode>. The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
@@ -85,6 +87,8 @@ for step in "${steps[@]}"; do
             extra=()
             [ "$mode" = v1 ] && extra=(+evaluator.options.gate_schedule=v1 +evaluator.options.timed_checks=false
                                        +evaluator.options.fault_check=false +evaluator.options.sanitize_elites=false)
+            # v2ahead: v2 with the next 8 proposals' template instantiations (nvcc) on the compile executor
+            [ "$mode" = v2ahead ] && extra=(engine.ahead=8)
             dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
             timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
               "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "${extra[@]}" 2>&1 | tail -5 \
@@ -99,6 +103,9 @@ print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} 
       f"valid {s.get('valid_rate')}, best {s.get('best_objective')}; engine thread s: "
       + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/")))
 PY
+            if [ "${KEEP_STORE:-0}" = 1 ] && [ -f "$dir/store.sqlite" ]; then
+              python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.gz"
+            fi
           done ;;
     *) echo "unknown step $step (tests | gate_tests | other_tests | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
   esac

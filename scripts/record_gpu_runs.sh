@@ -32,17 +32,6 @@ for r in $RUNS; do
   timeout -s INT -k 20 $((SEARCH_S + 120)) python3 -m evolve experiment=rmsnorm_h200 "hydra.run.dir=$dir" \
     "algorithm=$alg" "seed=$seed" "budget.seconds=$SEARCH_S" logger=none ${EVOLVE_ARGS:-} 2>&1 | tail -5
   [ -f "$dir/store.sqlite" ] || { echo "no store for $name"; continue; }
-  python3 - "$dir/store.sqlite" "/tmp/$name.sqlite" <<'PY'
-import sqlite3, sys
-src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
-src.backup(dst)  # a consistent copy, WAL included
-dst.execute("UPDATE candidates SET cubin = NULL")
-dst.commit()
-dst.execute("VACUUM")
-n = dst.execute("SELECT count(*), sum(status = 'ok') FROM candidates").fetchone()
-print(f"candidates {n[0]}, ok {n[1]}")
-PY
-  gzip -9 -c "/tmp/$name.sqlite" > "$out/$name.sqlite.gz"
-  ls -l "$out/$name.sqlite.gz"
+  python3 scripts/pack_store.py "$dir/store.sqlite" "$out/$name.sqlite.gz"
 done
 date -u

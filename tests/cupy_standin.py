@@ -121,6 +121,10 @@ class DevArray(np.ndarray):
         count("op")
         self.view(np.ndarray)[_raw(idx)] = _raw(value)
 
+    def nonzero(self) -> Any:  # type: ignore[override]
+        count("op")
+        return _wrap(self.view(np.ndarray).nonzero())
+
     def copy(self, order: str = "C") -> Any:  # type: ignore[override]
         count("op")
         count("alloc")

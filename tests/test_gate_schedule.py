@@ -163,7 +163,11 @@ def test_a_memo_on_the_buffer_addresses_is_caught_at_every_evaluation_of_the_rot
         checks = gate.check_batch(wl, memo, plan, stale=sel.stale)
         assert checks[-1].failed == "correctness" and "run 4" in checks[-1].detail, (k, checks[-1].detail)
         seen.clear()
-        assert run_gate(wl, memo, 9, [(1, 192), (7, 760)], schedule=rotating(k, 11)).status == Status.WRONG_RESULT
+        # run_gate re-runs the checks one by one after the batch fails; when the allocator hands a re-run's run-2
+        # output the address of a pair the memo has seen, the memo skips there and the bitwise check names it
+        # first (nondeterministic): rejected either way, which one depends on address reuse in this process
+        res = run_gate(wl, memo, 9, [(1, 192), (7, 760)], schedule=rotating(k, 11))
+        assert res.status in (Status.WRONG_RESULT, Status.NONDETERMINISTIC), (k, res.reason)
 
 
 def test_v1_profile_lets_a_poison_sniffer_through_the_gate():

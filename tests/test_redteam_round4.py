@@ -10,8 +10,10 @@ tests/gpu/test_gate_redteam4.py.
   input-store check (a store through a call's result), not by rule 5.
 - rt_local_state: a launch counter in the thread's own uninitialised ``.local`` memory. Was: rule 5 looked at
   ``.global`` variables only. Now: rule 5's second form (a read of ``.local`` bytes the launch did not write).
-- rt_edge_race, rt_index32: holes of the dynamic checks (placement of the replay's inputs; no shape of 2^31
-  elements or more); nothing static sees them.
+- rt_edge_race, rt_index32: holes of the dynamic checks in gate rules version 6 (placement of the replay's
+  inputs; no shape of 2^31 elements or more); nothing static sees them. Closed in version 7 by the sanitizer
+  replay in the benchmark's layout (tests/test_sanitizer_replay.py) and the index check
+  (tests/test_index_check.py).
 - rt_softmax_sampled_max: softmax shifted by the max of the row's first 256 elements, not of the row: right for
   every input the softmax workload drew (perturbed or not), NaN on a left-padded row. Was: a hole of the
   workload's distributions. Now: a "masked" distribution (a front of up to half the row at -1e4). Its first
@@ -220,8 +222,9 @@ def test_no_recorded_h200_kernel_uses_local_memory():
 
 @pytest.mark.parametrize("name, knobs", [("rt_edge_race", DODGE_KNOBS), ("rt_index32", (("rows_per_cta", 8),))])
 def test_the_dynamic_side_holes_pass_every_static_check(wl, name, knobs):
-    """Nothing static sees them (a placement test feeding a barrier's guard; 32-bit index arithmetic): their
-    GPU tests are strict xfails naming the dynamic check that would have to change."""
+    """Nothing static sees them (a placement test feeding a barrier's guard; 32-bit index arithmetic): the
+    dynamic checks of gate rules version 7 do (the replay in the benchmark's layout, the index check; GPU tests
+    in tests/gpu/test_gate_redteam4.py)."""
     assert judge(redteam(name, knobs), wl) is None
 
 
@@ -270,25 +273,29 @@ def test_a_child_grid_launched_from_the_kernel_does_not_assemble():
         compile_ptx(k, "sm_90")
 
 
-# -------------------------------------------------------------------------- 32-bit indices: no shape that large
+# ------------------------------------------------------------- 32-bit indices: one check past 2^31 elements
 def _checked_shapes(wl: RMSNorm) -> list[tuple[int, int]]:
+    """Every shape a check ran at in gate rules version 6: gate, benchmark, search, held-out, sanitizer replay."""
     from evaluators.gpu.sanitizer import SANITIZER_SHAPES
 
     return [*wl.gate_shapes, *wl.benchmark_shapes, *wl.search_shapes, *wl.heldout_shapes,
             *(tuple(s) for s in SANITIZER_SHAPES)]
 
 
-def test_32_bit_element_indices_are_right_at_every_shape_any_check_runs(wl):
-    """rt_index32's `int` index of the last element of every checked shape: it never wraps (the benchmark's
-    largest shapes hold exactly 2^31 elements)."""
+def test_32_bit_element_indices_are_right_at_every_shape_any_other_check_runs(wl):
+    """rt_index32's `int` index of the last element of every shape the other checks run: it never wraps (the
+    benchmark's largest shapes hold exactly 2^31 elements)."""
     last = [(m - 1) * n + n - 1 for m, n in _checked_shapes(wl)]
     assert max(last) == 2**31 - 1 and all(np.int64(v) == np.int64(np.int32(v)) for v in last)
 
 
-@pytest.mark.xfail(strict=True, reason="hole (rt_index32): no gate, benchmark, held-out or sanitizer shape holds 2^31 "
-                   "elements or more, so an index kept in 32 bits is never wrong where a check looks")
 def test_some_check_runs_a_shape_of_2_to_the_31_elements_or_more(wl):
-    assert any(m * n > 2**31 for m, n in _checked_shapes(wl))
+    """Was: a strict xfail (no shape of 2^31 elements or more anywhere). Gate rules version 7: the index check
+    (evaluators/gpu/index_check.py) at RMSNorm's index shape, whose last row's `int` index wraps negative."""
+    shapes = [*_checked_shapes(wl), *wl.index_shapes]
+    assert any(m * n > 2**31 for m, n in shapes)
+    (m, n), = wl.index_shapes
+    assert np.int64(np.int32(np.int64(m - 1) * n - 2**32)) < 0 and (m - 1) * n >= 2**31
 
 
 # ---------------------------------------------------------------- softmax shifted by a sample of the row's front

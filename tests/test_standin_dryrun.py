@@ -374,8 +374,12 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
         "gate_cost", Path(__file__).resolve().parents[1] / "experiments" / "gate_cost.py")
     gate_cost = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gate_cost)
+    import evaluators.gpu.index_check as ic
+
     sd.KERNELS["honest"] = kernel_twin()
     wl = RMSNorm("bf16")
+    monkeypatch.setattr(ic, "INDEX_LIMIT", 1 << 16)  # the index check at a scaled-down limit and shape
+    wl.index_shapes = ((17, 4096),)
     seed = wl.seeds()[1]
     run = make_launcher(wl, cp, sd._Function("honest"), param_types(seed), seed.launch.to_json())
     text = gate_cost.measure(wl, run, cp, repeats=1, rounds=2, bench_shapes=[(2048, 64), (3000, 64)],
@@ -384,6 +388,8 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
     assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
     assert "the worker's kept mappings" in text and "made and freed per check" in text
     assert "verify ms, reference rows" in text
+    assert "| index check at 17x4096 (kept mappings; one rotating evaluation in 4) |" in text
+    assert "index check, first use" in text and "ms index check (its time / 4)" in text
 
 
 def test_kernels_are_compiled_at_worker_start_and_sticky_errors_are_recognised_by_their_runtime_names(cp):

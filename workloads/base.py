@@ -121,7 +121,11 @@ class Workload(ABC):
     check, e.g. ``{"eps": (1e-6, 1e-5, 1e-3)}``: a kernel must honour the value it is passed, not a constant;
     a workload with draws must accept ``params`` in ``scalars``, ``reference`` and ``reference_rows``),
     nonfinite_distributions (distributions whose inputs hold NaN/Inf: the reference has NaN where the exact
-    formula gives NaN and the comparator accepts NaN exactly there).
+    formula gives NaN and the comparator accepts NaN exactly there), index_shapes (shapes whose row buffers
+    hold more than 2^31 elements, where a 32-bit element index wraps: the GPU worker's index check,
+    ``evaluators.gpu.index_check``, launches there with the row buffers backed by little memory and compares
+    the rows past element 2^31; empty: no check. Declare one only when rows are independent, the row buffers'
+    leading dimension is the shape's first and there are no inout buffers; docs/add-a-workload.md).
 
     Data contract the gate relies on: ``make_inputs`` returns every ``input`` and ``inout`` buffer of the ABI
     by name; ``outputs`` lists every ``output`` buffer; ``reference`` returns a float64 array for each output
@@ -146,6 +150,7 @@ class Workload(ABC):
     uses_atomics: bool = False
     scalar_draws: Mapping[str, tuple[float, ...]] = {}
     nonfinite_distributions: tuple[str, ...] = ()
+    index_shapes: tuple[Shape, ...] = ()
 
     # -- construction spec, so a worker process can rebuild the same workload ---------------------------------
     def options(self) -> dict[str, Any]:

@@ -56,8 +56,8 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # with the fourth red-team round's fixes (race lint rule 6, wall-clock waits; rule 5's .local form, reads of
 # local memory the thread never wrote; softmax's "masked" input distribution), which reject kernels v5 accepted;
 # 7: v6 with the sanitizer replay in the benchmark's layout (inputs at unmapped granules, read-only, at the fixed
-# shapes and the smallest timed shape: rt_edge_race, rt_sanitizer_dodge RT_SENSE 3), which rejects kernels v6
-# accepted.
+# shapes and the smallest timed shape: rt_edge_race, rt_sanitizer_dodge RT_SENSE 3) and the index check past 2^31
+# elements (index_check: rt_index32), which reject kernels v6 accepted.
 GATE_VERSION = 7
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).

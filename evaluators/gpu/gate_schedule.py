@@ -13,14 +13,18 @@ evaluations:
 - large check ``l`` (its index among the large checks in plan order) runs when
   ``(l + round + key // STALE_PERIOD) % LARGE_PERIOD == 0``: with two large checks one of them at every
   evaluation, each every other evaluation;
+- the index check (``index_check``: one launch at a shape of more than 2^31 elements, for workloads that declare
+  one, ``Workload.index_shapes``) runs when ``(round + key // (STALE_PERIOD * LARGE_PERIOD)) % INDEX_PERIOD == 0``:
+  one evaluation in INDEX_PERIOD;
 - runs 1-3 of every small check and the fault check run at every evaluation.
 
 ``round`` is the evaluator's evaluation counter (``GPUPool``), ``key`` a secret drawn when the pool starts (from
 the OS unless the pool is seeded), so a kernel sees, at any check, run 4 with probability 1/3 and a large check
-with probability 1/2, and cannot tell which evaluation it is. Profiles: ``rotating`` (the above), ``full``
+with probability 1/2, the index check with probability 1/INDEX_PERIOD, and cannot tell which evaluation it is.
+Profiles: ``rotating`` (the above), ``full``
 (everything, every evaluation: final verification, gate stability, a request without a schedule) and ``v1``
-(runs 1-2 of every small check and every large check: the cost of gate v1, for measuring the loop against it;
-not a gate to search with).
+(runs 1-2 of every small check and every large check, no index check: the cost of gate v1, for measuring the
+loop against it; not a gate to search with).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from typing import Any
 STALE_PERIOD = 3
 # Evaluations over which every large check runs once (half of them per evaluation).
 LARGE_PERIOD = 2
+# Evaluations over which the index check runs once (a kernel wrong only past 2^31 elements changes no number of
+# the search: every timed shape holds at most 2^31; the full profile, final verification, runs it every time).
+INDEX_PERIOD = 4
 PROFILES = ("rotating", "full", "v1")
 
 
@@ -69,11 +76,12 @@ class GateSchedule:
 class Selection:
     """What runs at one evaluation: ``finite`` (run 3 on every small check), ``stale`` (indices, among the small
     checks in plan order, of those that get run 4), ``large`` (indices, among the large checks in plan order, of
-    those that run)."""
+    those that run), ``index`` (the index check, for a workload with ``index_shapes``)."""
 
     finite: bool
     stale: frozenset[int]
     large: frozenset[int]
+    index: bool = False
 
 
 def select(n_small: int, n_large: int, schedule: GateSchedule) -> Selection:
@@ -83,15 +91,17 @@ def select(n_small: int, n_large: int, schedule: GateSchedule) -> Selection:
     Coverage (tests/test_gate_schedule.py): under ``rotating``, every small check is in ``stale`` exactly once in
     any STALE_PERIOD consecutive rounds and each round has floor or ceil of n_small / STALE_PERIOD of them; every
     large check runs exactly once in any LARGE_PERIOD consecutive rounds and each round runs floor or ceil of
-    n_large / LARGE_PERIOD of them. ValueError for negative counts."""
+    n_large / LARGE_PERIOD of them; the index check runs in exactly one of any INDEX_PERIOD consecutive rounds.
+    ValueError for negative counts."""
     if n_small < 0 or n_large < 0:
         raise ValueError(f"check counts must be >= 0, got {n_small}, {n_large}")
     small, large = frozenset(range(n_small)), frozenset(range(n_large))
     if schedule.profile == "full":
-        return Selection(True, small, large)
+        return Selection(True, small, large, True)
     if schedule.profile == "v1":
-        return Selection(False, frozenset(), large)
+        return Selection(False, frozenset(), large, False)
     k, key = schedule.round, schedule.key
     stale = frozenset(j for j in small if (j + k + key) % STALE_PERIOD == 0)
     big = frozenset(i for i in large if (i + k + key // STALE_PERIOD) % LARGE_PERIOD == 0)
-    return Selection(True, stale, big)
+    index = (k + key // (STALE_PERIOD * LARGE_PERIOD)) % INDEX_PERIOD == 0
+    return Selection(True, stale, big, index)

@@ -159,6 +159,92 @@ class EdgeBuffer:
         self._release()
 
 
+class WideBuffer:
+    """``nbytes`` of device address space ending at an unmapped granule (placed as EdgeBuffer places a buffer),
+    with ``guard`` bytes of reserved, never mapped address space before the mapping, backed by little physical
+    memory: the granules from the one holding byte ``own_from`` of the buffer to the end have physical memory of
+    their own, mapped once; the granules before it are one chunk of ``chunk`` bytes (rounded up to granules)
+    mapped again and again (CUDA Programming Guide, "Virtual Aliasing Support": one allocation may be mapped at
+    several addresses). What the index check (``evaluators.gpu.index_check``) puts a buffer of more than 2^31
+    elements in: 4 GiB of address space for about ``chunk`` + 2 MiB of memory.
+
+    ptr: the buffer's address; own_ptr: the first address with memory of its own (<= ptr + own_from); maps: the
+    (address, bytes) of every mapping; allocations: one (address, bytes) per physical allocation (the chunk's
+    first mapping, the own memory): what covers every byte of memory once. ``array(shape, dtype)`` a CuPy view of the whole buffer. Every mapping is
+    read-write. ``close`` unmaps and frees (after the stream is idle). VMMError when a driver call fails (what
+    was made is freed)."""
+
+    def __init__(self, nbytes: int, own_from: int, chunk: int, guard: int, device: int = 0):
+        cu = _driver()
+        _check(cu.cuInit(0), "cuInit")
+        self.nbytes = int(nbytes)
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = int(device)
+        self._prop = prop
+        gran = int(_check(cu.cuMemGetAllocationGranularity(
+            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity"))
+        padded = -(-max(self.nbytes, 1) // ALIGN) * ALIGN
+        self.mapped = -(-padded // gran) * gran
+        self.guard = -(-max(int(guard), 0) // gran) * gran
+        self._total = self.guard + self.mapped + gran
+        self._va = _check(cu.cuMemAddressReserve(self._total, gran, 0, 0), "cuMemAddressReserve")
+        self.base = int(self._va) + self.guard
+        self.ptr = self.base + self.mapped - padded
+        head = self.mapped - padded
+        tail = min(self.mapped - gran, (head + max(int(own_from), 0)) // gran * gran)
+        self.own_ptr = self.base + tail
+        self.maps: list[tuple[int, int]] = []
+        self.allocations: list[tuple[int, int]] = []
+        self._handles: list[Any] = []
+        try:
+            own = _check(cu.cuMemCreate(self.mapped - tail, prop, 0), "cuMemCreate")
+            self._handles.append(own)
+            size = -(-max(int(chunk), 1) // gran) * gran
+            if tail:
+                size = min(size, tail)
+                rep = _check(cu.cuMemCreate(size, prop, 0), "cuMemCreate")
+                self._handles.append(rep)
+                for off in range(0, tail, size):
+                    self._map(self.base + off, min(size, tail - off), rep)
+                self.allocations.append((self.base, size))
+            self._map(self.base + tail, self.mapped - tail, own)
+            self.allocations.append((self.base + tail, self.mapped - tail))
+        except BaseException:
+            self.close()
+            raise
+
+    def _map(self, addr: int, size: int, handle: Any) -> None:
+        cu = _driver()
+        _check(cu.cuMemMap(addr, size, 0, handle, 0), "cuMemMap")
+        self.maps.append((addr, size))
+        desc = cu.CUmemAccessDesc()
+        desc.location = self._prop.location
+        desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        _check(cu.cuMemSetAccess(addr, size, [desc], 1), "cuMemSetAccess")
+
+    def array(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A CuPy view of the buffer (what a kernel gets)."""
+        import cupy as cp
+
+        mem = cp.cuda.UnownedMemory(self.ptr, self.nbytes, self)
+        return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(mem, 0))
+
+    def close(self) -> None:
+        """Unmap, release and free (idempotent)."""
+        cu = _driver()
+        for addr, size in self.maps:
+            cu.cuMemUnmap(addr, size)
+        self.maps = []
+        for h in self._handles:
+            cu.cuMemRelease(h)
+        self._handles = []
+        if getattr(self, "_va", None) is not None:
+            cu.cuMemAddressFree(self._va, self._total)
+            self._va = None
+
+
 def fault_check_shape(workload: Any, seed: int) -> tuple[int, ...]:
     """The gate shape the fault check uses: drawn by ``seed`` among the small gate shapes (at most 2^22
     elements) whose every input is a whole number of 16-byte words (so a vectorised kernel keeps its vector path

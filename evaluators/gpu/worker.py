@@ -19,7 +19,9 @@ refilled and its input set drawn (``timed_checks``); after the candidate the inp
 (status ``input_mutated``, inputs restored).
 ``gate_schedule``: ``gate_schedule.GateSchedule.to_json()`` (which runs of which gate checks run at this
 evaluation; absent: all of them). After the gate passes, the fault check (``vmm.fault_check``, request key ``fault_check``, default on) runs one
-small check with the inputs ending at an unmapped page, mapped read-only where the driver allows.
+small check with the inputs ending at an unmapped page, mapped read-only where the driver allows; then, for a
+workload with ``index_shapes`` and when the schedule selects it, the index check (``index_check``, request key
+``index_check``, default on): one launch past 2^31 elements.
 Reply (dict): ``status`` (Status value), ``reason``, ``shapes`` (list of ShapeResult fields), ``copy_gbps``,
 ``gate_checks``, ``seconds`` {gate, benchmark (the checks included), audit}, ``notes``, ``gate_version``.
 """
@@ -195,6 +197,7 @@ class WorkerState:
     check's mappings (``vmm.FaultCheckSets``)."""
 
     fault_sets: Any = None  # vmm.FaultCheckSets; None: the fault check makes and frees its mappings each time
+    index_sets: Any = None  # index_check.IndexCheckSets; None: the index check makes and frees its mappings
 
     def __init__(self, workload_spec: dict[str, Any], config: dict[str, Any]):
         import cupy as cp
@@ -229,6 +232,9 @@ class WorkerState:
         from evaluators.gpu.vmm import FaultCheckSets
 
         self.fault_sets = FaultCheckSets()
+        from evaluators.gpu.index_check import IndexCheckSets
+
+        self.index_sets = IndexCheckSets()
         from evaluators.gpu import launch_prep
 
         launch_prep.warm()  # the refill and perturbation kernels, compiled inside the startup deadline
@@ -453,11 +459,42 @@ class WorkerState:
             reply["notes"]["read_only_inputs"] = f"read-only mapping refused by the driver: {notes['refused'][0]}"
         return bad
 
+    def _index_check(self, run: Any, seed: int, reply: dict[str, Any]) -> str | None:
+        """``index_check.index_check`` at one of the workload's ``index_shapes`` (drawn by ``seed``), in mappings
+        kept across evaluations (``index_sets``). A fault (a wrapped index in the unmapped guard) becomes
+        KernelFault(WRONG_RESULT, fatal as the fault); a driver that refuses the mappings leaves a note and no
+        verdict. A launch the driver refuses there stays what the launcher says (LAUNCH_ERROR)."""
+        from evaluators.gpu.index_check import index_check
+        from evaluators.gpu.vmm import VMMError
+
+        shapes = [tuple(s) for s in self.workload.index_shapes]
+        shape = shapes[seed % len(shapes)]
+        try:
+            bad, notes = index_check(self.workload, run, shape, seed, self.index_sets)
+        except KernelFault as f:
+            if not f.fatal:  # a launch the driver refused (not a fault): as the gate reports it
+                raise
+            raise KernelFault(Status.WRONG_RESULT, f"index check at shape {shape}: the kernel faulted with the address "
+                              "space of 2^31 elements before each row buffer unmapped (an element index kept in 32 "
+                              f"bits wraps there; the worker restarts): {f}", fatal=f.fatal) from None
+        except (VMMError, ImportError) as e:
+            self.notes["index_check"] = f"index check not run: {e}"
+            reply["notes"]["index_check"] = self.notes["index_check"]
+            return None
+        except Exception as e:
+            if _is_sticky(e):
+                raise KernelFault(Status.CRASH, f"index check: CUDA error: {e}", fatal=True) from None
+            self.notes["index_check"] = f"index check not run: {type(e).__name__}: {e}"
+            reply["notes"]["index_check"] = self.notes["index_check"]
+            return None
+        reply["notes"]["index_check"] = f"shape {list(notes['shape'])}, rows {notes['checked_rows']}"
+        return bad
+
     # ---------------------------------------------------------------------------------------------- request
     def evaluate(self, req: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Handle one ``evaluate`` request; returns (reply, fatal)."""
         from evaluators.gpu.gate import GATE_VERSION, run_gate
-        from evaluators.gpu.gate_schedule import GateSchedule
+        from evaluators.gpu.gate_schedule import GateSchedule, select
 
         reply: dict[str, Any] = {"status": Status.OK.value, "reason": "", "shapes": [], "copy_gbps": self.copy_gbps,
                                  "gate_checks": 0, "seconds": {}, "notes": dict(self.baselines.notes),
@@ -472,8 +509,8 @@ class WorkerState:
                 t0 = time.perf_counter()
                 run = self.launcher(fn, req["param_types"], req["launch"])
                 shapes = [tuple(s) for s in req["gate_shapes"]] if req.get("gate_shapes") else None
-                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp,
-                             GateSchedule.from_json(req.get("gate_schedule")))
+                schedule = GateSchedule.from_json(req.get("gate_schedule"))
+                g = run_gate(self.workload, run, int(req.get("gate_seed", 0)), shapes, self.cp, schedule)
                 reply["seconds"]["gate"] = time.perf_counter() - t0
                 reply["gate_checks"] = len(g.checks)
                 if not g.passed:
@@ -481,6 +518,13 @@ class WorkerState:
                     return reply, False
                 if req.get("fault_check", True):
                     bad = self._fault_check(run, int(req.get("gate_seed", 0)), reply)
+                    reply["seconds"]["gate"] = time.perf_counter() - t0
+                    if bad:
+                        reply.update(status=Status.WRONG_RESULT.value, reason=bad)
+                        return reply, False
+                if (req.get("index_check", True) and getattr(self.workload, "index_shapes", ())
+                        and select(0, 0, schedule).index):
+                    bad = self._index_check(run, int(req.get("gate_seed", 0)), reply)
                     reply["seconds"]["gate"] = time.perf_counter() - t0
                     if bad:
                         reply.update(status=Status.WRONG_RESULT.value, reason=bad)

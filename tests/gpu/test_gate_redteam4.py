@@ -12,7 +12,8 @@ Expected at the next GPU session:
   what the previous one left in local memory on the same hardware slot);
 - rt_edge_race: sanitizer (racecheck; gate rules version 7: the replay places its inputs as the benchmark does,
   at the fixed shapes and at the smallest timed shape; version 6: ok with a clean verdict, a strict xfail);
-- rt_index32: ok (strict xfail: no check runs 2^31 elements or more); wrong on a 4 GiB x in a direct launch;
+- rt_index32: wrong_result (gate rules version 7: the index check at 16385 x 131072 faults in the guard below x;
+  version 6: ok, a strict xfail); wrong on a 4 GiB x in a direct launch;
 - rt_softmax_sampled_max: wrong_result on the softmax workload's "masked" rows (gate v5 had no such
   distribution: ok there), NaN on a left-padded row in a direct launch; RT_FIRST_SHIFT=1 wrong_result (gate run 4).
 """
@@ -155,11 +156,36 @@ def test_the_replay_at_a_timed_shape_fits_the_sanitizer_budget(pool):
     assert all(s < pool.sanitizer_timeout_s / 4 for s in seconds.values()), seconds
 
 
-@pytest.mark.xfail(strict=True, reason="hole: no gate, benchmark, held-out or sanitizer shape holds 2^31 elements or "
-                   "more, so 32-bit element indices are never wrong where a check looks")
 def test_32_bit_element_indices_are_rejected(pool):
-    r = pool.evaluate(redteam("rt_index32", WARP_ROWS))
-    assert r.status == Status.WRONG_RESULT, (r.status, r.reason)
+    """Gate rules version 7: the index check at 16385 x 131072 (every full schedule; one rotating evaluation in
+    four): the wrapped index of row 16384 reads below x, into the unmapped guard (version 6: ok, a strict xfail)."""
+    r = pool.evaluate(redteam("rt_index32", WARP_ROWS), gate_schedule="full")
+    assert r.status == Status.WRONG_RESULT and "index check" in r.reason, (r.status, r.reason)
+
+
+def test_the_index_check_passes_the_seeds_and_costs_a_few_milliseconds(pool, workload):
+    """No false rejection (the naive seed and the template) and the check's time, kept mappings (second run) and
+    first use, printed: predicted ~3 ms (20 operations, 2 synchronisations, the launch over 2^31 elements) and
+    ~21 ms more at first use (76 driver calls)."""
+    import time
+
+    import cupy as cp
+
+    from evaluators.gpu.index_check import IndexCheckSets, index_check
+
+    cache, shape = IndexCheckSets(), workload.index_shapes[0]
+    for kernel in workload.seeds():
+        run = launcher(workload, kernel)
+        seconds = []
+        for seed in (1, 2, 3):
+            t0 = time.perf_counter()
+            bad, _ = index_check(workload, run, shape, seed, cache)
+            cp.cuda.get_current_stream().synchronize()
+            seconds.append(time.perf_counter() - t0)
+            assert bad is None, bad
+        print(f"index check {kernel.entry} ms: first {1e3 * seconds[0]:.1f}, kept {1e3 * min(seconds[1:]):.1f}")
+        assert min(seconds[1:]) < 0.02, seconds
+    cache.close()
 
 
 def test_32_bit_element_indices_are_wrong_on_a_4_gib_input(workload):

@@ -1,0 +1,39 @@
+"""scripts/pack_store.py: the recorded-data packer keeps every row, drops the cubins, and refuses a non-store."""
+
+from __future__ import annotations
+
+import gzip
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pack_store.py"
+
+
+def test_pack_drops_cubins_and_keeps_rows(tmp_path):
+    src = tmp_path / "store.sqlite"
+    con = sqlite3.connect(src)
+    con.execute("PRAGMA journal_mode=WAL")  # rows still in the WAL must be packed too
+    con.execute("CREATE TABLE candidates (id INTEGER PRIMARY KEY, status TEXT, ptx TEXT, cubin BLOB)")
+    con.executemany("INSERT INTO candidates (status, ptx, cubin) VALUES (?, ?, ?)",
+                    [("ok", ".entry a", b"\x7fELF" * 4096), ("wrong_result", ".entry b", b"\x7fELF" * 4096),
+                     ("ok", ".entry c", None)])
+    con.commit()  # left open: the WAL is not checkpointed into the main file
+    out = tmp_path / "packed.sqlite.gz"
+    run = subprocess.run([sys.executable, str(SCRIPT), str(src), str(out)], capture_output=True, text=True)
+    con.close()
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("candidates 3, ok 2: ")
+    plain = tmp_path / "plain.sqlite"
+    plain.write_bytes(gzip.decompress(out.read_bytes()))
+    rows = sqlite3.connect(plain).execute("SELECT status, ptx, cubin FROM candidates ORDER BY id").fetchall()
+    assert rows == [("ok", ".entry a", None), ("wrong_result", ".entry b", None), ("ok", ".entry c", None)]
+
+
+def test_pack_refuses_a_file_that_is_not_a_store(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not sqlite")
+    run = subprocess.run([sys.executable, str(SCRIPT), str(bad), str(tmp_path / "o.gz")], capture_output=True,
+                         text=True)
+    assert run.returncode == 1 and "not a readable store" in run.stderr
