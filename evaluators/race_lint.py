@@ -80,7 +80,11 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    (bump a counter) measures how long the other one took. With a fixed-time chain of arithmetic on the other
    side (compute-sanitizer instruments memory accesses, not ALU instructions) that is a clock that runs slow
    only under the tool (``rt_alu_pace_dodge``). Threads of a CTA of a deterministic workload meet at barriers
-   (``bar``/``barrier``, ``mbarrier`` waits), never in a spin on a shared word.
+   (``bar``/``barrier``, ``mbarrier`` waits), never in a spin on a shared word. A loop that waits on an
+   ``mbarrier.test_wait``/``try_wait`` counts too when it also writes memory (a counter bumped while waiting); a
+   pipeline's retry loop (the wait and its branch) does not. Cannot see: a count kept in a register of such a
+   loop. Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
+   atomicAdd(&next, 1)) < n)``), for workloads without atomics.
 
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
@@ -212,9 +216,11 @@ def _clustered(kernel: Kernel, fn) -> bool:
 
 
 def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
-                is_read: Callable[[Instruction], bool] | None = None) -> list[tuple[Instruction, str]]:
+                is_read: Callable[[Instruction], bool] | None = None,
+                keep: Callable[[Instruction, list[Instruction]], bool] | None = None) -> list[tuple[Instruction, str]]:
     """Rule 1 (module docstring): loops whose exit depends on a read (``is_read``, default a global or generic
-    read) of a location whose roots meet ``written``; (the read, why) per loop."""
+    read) of a location whose roots meet ``written``; (the read, why) per loop. ``keep(read, body)``: whether a
+    found loop counts (default: every one)."""
     is_read = is_read or _global_read
     out: list[tuple[Instruction, str]] = []
     graph = cfg(fn, blocks)
@@ -245,7 +251,7 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
                 continue
             seen.add(r)
             for d in defs.get(r, ()):
-                if is_read(d) and _meets(prov.address_roots(d), written):
+                if is_read(d) and _meets(prov.address_roots(d), written) and (keep is None or keep(d, body)):
                     spin = d
                     break
                 work.extend(s for s in sources(d) if s not in seen)
@@ -268,18 +274,29 @@ def _shared_read(ins: Instruction) -> bool:
     return ins.opcode in ("ld", "ldu", "atom") and destination_space(ins) in ("shared", "generic")
 
 
+def _mbarrier_wait(ins: Instruction) -> bool:
+    return ins.opcode == "mbarrier" and bool(set(ins.modifiers) & {"try_wait", "test_wait"})
+
+
+def _counts_while_waiting(read: Instruction, body: list[Instruction]) -> bool:
+    """A loop found waiting on ``read`` counts unless it waits on an mbarrier and writes no memory (a pipeline's
+    retry loop: the wait and its branch)."""
+    return not _mbarrier_wait(read) or any(writes_memory(i) for i in body if i is not read)
+
+
 def _shared_spin_waits(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
     """Rule 6's shared form (module docstring): loops whose exit waits on a ``.shared`` variable the kernel
-    writes, in the entry and every function it calls."""
+    writes (or on an mbarrier, when the loop also writes memory), in the entry and every function it calls."""
     out: list[tuple[Instruction, str]] = []
     for f in prov.functions or [kernel.module.function(kernel.entry)]:
         shared = _shared_variables(kernel, f)
-        written = frozenset(r for ins in prov.instructions if writes_memory(ins)
+        written = frozenset(r for ins in prov.instructions if (writes_memory(ins) or ins.opcode == "mbarrier")
                             and destination_space(ins) in ("shared", "generic")
                             for r in prov.address_roots(ins) & shared)
         if not written:
             continue
-        for ins, _ in _spin_waits(f, prov, written, basic_blocks(f), _shared_read):
+        is_read = lambda d: _shared_read(d) or _mbarrier_wait(d)  # noqa: E731
+        for ins, _ in _spin_waits(f, prov, written, basic_blocks(f), is_read, _counts_while_waiting):
             out.append((ins, "decides the exit of a loop: a wait on a shared variable another thread of the CTA "
                              "writes, and what the loop does meanwhile measures how long that thread took (a clock "
                              "that runs slow under compute-sanitizer; the workload declares no atomics)"))

@@ -106,6 +106,22 @@ def test_shared_spin_forms(store, load, flagged):
     assert race_lint(k, None).ok  # off for a workload declaring atomics, as rule 6
 
 
+MBAR = ".shared .align 8 .b64 bar;\n.shared .align 4 .b32 count;\n"
+MBAR_LOOP = ("\tmov.u32 %r1, bar;\n\tmbarrier.init.shared::cta.b64 [%r1], 1;\n\tbar.sync 0;\n$L_wait:\n{extra}"
+             "\tmbarrier.test_wait.parity.shared::cta.b64 %p1, [%r1], 0;\n\t@!%p1 bra $L_wait;\n")
+
+
+@pytest.mark.parametrize("extra, flagged", [
+    ("\tatom.shared.add.u32 %r2, [count], 1;\n", True),  # counts while it waits: a clock
+    ("", False),  # a pipeline's retry loop: the wait and its branch
+])
+def test_a_counting_loop_on_an_mbarrier_wait_is_a_shared_wait_and_a_retry_loop_is_not(extra, flagged):
+    head = HEAD.replace(".address_size 64\n", f".address_size 64\n\n{MBAR}\n")
+    k = Kernel(parse_module(head + MBAR_LOOP.replace("{extra}", extra) + TAIL), "k", LaunchConfig(block=(64, 1, 1)))
+    rep = race_lint(k, None, waits_ok=False)
+    assert [f.kind for f in rep.findings] == (["wall_clock_wait"] if flagged else []), rep.reason()
+
+
 # ------------------------------------------------------------ rule 5's .shared form: a read before any store
 def test_a_launch_counter_in_uninitialised_shared_memory_is_rejected_before_any_gpu_time(wl):
     """Was: ok (rule 5 read ``.global`` variables and ``.local`` memory only). Now: its ``.shared`` form."""
