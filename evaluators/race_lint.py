@@ -56,6 +56,15 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
    for is rejected. Cannot see: a read of a variable the thread also stores into at an offset the lint cannot
    compute (the store may land elsewhere in it).
+   Its ``.shared`` form rejects a load (``ld``/``ldu``/``ldmatrix``, an ``atom`` result; ``.shared`` or generic
+   through a ``.shared`` variable) of a shared variable that no path from the entry without a back edge reaches
+   through a store into it (any thread's code: another thread's store reaches a load through the barrier between
+   them, which lies on such a path too): shared memory is not cleared between CTAs or launches, so such a load
+   sees what an earlier CTA on the SM left there (``rt_shared_state``: a launch counter that tells the worker from
+   a fresh sanitizer replay). Leaving out back edges makes the first iteration of every loop count: a load that
+   only a later iteration's store precedes reads stale memory the first time. Cannot see: a store into another
+   part of the same variable before the load (variables are compared, not offsets), stores on paths the inputs
+   never take, loads in called functions (the entry only).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -65,6 +74,17 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    (``rt_sleep_dodge``). A kernel of a deterministic workload has nothing to wait for but barriers; a backoff
    in a spin on a counter (``Workload.uses_atomics``) may sleep. A ``try_wait`` without the hint (the retry
    loop of a TMA pipeline) is left alone: its time limit is the system's, and it decides only when to retry.
+   The same rule rejects a loop whose exit depends (as in rule 1) on a read -- ``ld``/``ldu`` of any strength,
+   or an ``atom`` result -- of a ``.shared`` variable the kernel writes (directly or through a generic
+   address): one thread of the CTA waits for another through shared memory, and whatever it does meanwhile
+   (bump a counter) measures how long the other one took. With a fixed-time chain of arithmetic on the other
+   side (compute-sanitizer instruments memory accesses, not ALU instructions) that is a clock that runs slow
+   only under the tool (``rt_alu_pace_dodge``). Threads of a CTA of a deterministic workload meet at barriers
+   (``bar``/``barrier``, ``mbarrier`` waits), never in a spin on a shared word. A loop that waits on an
+   ``mbarrier.test_wait``/``try_wait`` counts too when it also writes memory (a counter bumped while waiting); a
+   pipeline's retry loop (the wait and its branch) does not. Cannot see: a count kept in a register of such a
+   loop. Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
+   atomicAdd(&next, 1)) < n)``), for workloads without atomics.
 
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
@@ -76,6 +96,7 @@ location (roots that do not meet), a missing acquire on the consumer's side.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evaluators.input_stores import (
@@ -194,7 +215,13 @@ def _clustered(kernel: Kernel, fn) -> bool:
     return any(d.name in _CLUSTER_DIRECTIVES for d in fn.directives) or (knob is not None and knob("cluster", 1) > 1)
 
 
-def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[tuple[Instruction, str]]:
+def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
+                is_read: Callable[[Instruction], bool] | None = None,
+                keep: Callable[[Instruction, list[Instruction]], bool] | None = None) -> list[tuple[Instruction, str]]:
+    """Rule 1 (module docstring): loops whose exit depends on a read (``is_read``, default a global or generic
+    read) of a location whose roots meet ``written``; (the read, why) per loop. ``keep(read, body)``: whether a
+    found loop counts (default: every one)."""
+    is_read = is_read or _global_read
     out: list[tuple[Instruction, str]] = []
     graph = cfg(fn, blocks)
     for lp in loops(fn, graph):
@@ -224,13 +251,55 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks) -> list[t
                 continue
             seen.add(r)
             for d in defs.get(r, ()):
-                if _global_read(d) and _meets(prov.address_roots(d), written):
+                if is_read(d) and _meets(prov.address_roots(d), written) and (keep is None or keep(d, body)):
                     spin = d
                     break
                 work.extend(s for s in sources(d) if s not in seen)
         if spin is not None:
             out.append((spin, f"decides the exit of the loop at block {lp.header}: a spin wait on global memory "
                               "another CTA writes (no co-scheduling without a cooperative or cluster launch)"))
+    return out
+
+
+def _shared_variables(kernel: Kernel, fn) -> frozenset[str]:
+    """Roots (``"s:<name>"``) of the ``.shared`` variables ``fn`` may name: the module's and its own (any scope,
+    ``extern`` dynamic shared memory included)."""
+    names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "shared"}
+    names |= {loc.stmt.name for loc in walk(fn) if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space == "shared"}
+    return frozenset("s:" + n for n in names)
+
+
+def _shared_read(ins: Instruction) -> bool:
+    """A read of shared (or generic) memory whose value lands in a register (``ld``/``ldu``, ``atom``)."""
+    return ins.opcode in ("ld", "ldu", "atom") and destination_space(ins) in ("shared", "generic")
+
+
+def _mbarrier_wait(ins: Instruction) -> bool:
+    return ins.opcode == "mbarrier" and bool(set(ins.modifiers) & {"try_wait", "test_wait"})
+
+
+def _counts_while_waiting(read: Instruction, body: list[Instruction]) -> bool:
+    """A loop found waiting on ``read`` counts unless it waits on an mbarrier and writes no memory (a pipeline's
+    retry loop: the wait and its branch)."""
+    return not _mbarrier_wait(read) or any(writes_memory(i) for i in body if i is not read)
+
+
+def _shared_spin_waits(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 6's shared form (module docstring): loops whose exit waits on a ``.shared`` variable the kernel
+    writes (or on an mbarrier, when the loop also writes memory), in the entry and every function it calls."""
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions or [kernel.module.function(kernel.entry)]:
+        shared = _shared_variables(kernel, f)
+        written = frozenset(r for ins in prov.instructions if (writes_memory(ins) or ins.opcode == "mbarrier")
+                            and destination_space(ins) in ("shared", "generic")
+                            for r in prov.address_roots(ins) & shared)
+        if not written:
+            continue
+        is_read = lambda d: _shared_read(d) or _mbarrier_wait(d)  # noqa: E731
+        for ins, _ in _spin_waits(f, prov, written, basic_blocks(f), is_read, _counts_while_waiting):
+            out.append((ins, "decides the exit of a loop: a wait on a shared variable another thread of the CTA "
+                             "writes, and what the loop does meanwhile measures how long that thread took (a clock "
+                             "that runs slow under compute-sanitizer; the workload declares no atomics)"))
     return out
 
 
@@ -508,6 +577,71 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instructi
     return out
 
 
+def _shared_load(ins: Instruction) -> bool:
+    """A read of memory whose value lands in a register: ``ld``/``ldu``/``ldmatrix`` or an ``atom`` result."""
+    return ins.opcode in ("ld", "ldu", "ldmatrix", "atom")
+
+
+def _stale_shared_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 5's ``.shared`` form (module docstring): in the entry, loads of a ``.shared`` variable that no path
+    from the entry without a back edge (the first iteration of every loop) reaches through a store into it.
+
+    A forward may-analysis over the blocks in which back edges are left out: the variables some path stores
+    into before a point, in any thread's code (another thread's store reaches the load through the barrier
+    between them, which lies on such a path too). A load of a variable not in that set reads, on its first
+    execution, what an earlier CTA on the SM left there."""
+    fn = kernel.module.function(kernel.entry)
+    shared = _shared_variables(kernel, fn)
+    if not shared:
+        return []
+    blocks = basic_blocks(fn)
+
+    def roots_of(ins: Instruction) -> frozenset[str]:
+        if destination_space(ins) not in ("shared", "generic"):
+            return frozenset()
+        r = prov.address_roots(ins)
+        return r if r and r <= shared else frozenset()
+
+    stores = {id(i): roots_of(i) for b in blocks for i in b.instructions if writes_memory(i)}
+    loads = {id(i): roots_of(i) for b in blocks for i in b.instructions if _shared_load(i)}
+    if not any(loads.values()):
+        return []
+    back = {(u, lp.header) for lp in loops(fn, cfg(fn, blocks)) for u in lp.latches}
+    preds: dict[int, list[int]] = {b.id: [] for b in blocks}
+    for b in blocks:
+        for t in b.successors:
+            if (b.id, t) not in back:
+                preds[t].append(b.id)
+    state_in: dict[int, frozenset[str] | None] = {b.id: None for b in blocks}
+    out: dict[int, frozenset[str] | None] = {b.id: None for b in blocks}
+    changed = True
+    while changed:  # acyclic once the back edges are gone: converges in a pass or two over the block order
+        changed = False
+        for b in blocks:
+            ins_ = [out[p] for p in preds[b.id] if out[p] is not None]
+            new_in = frozenset() if b.id == 0 else frozenset().union(*ins_) if ins_ else None
+            if new_in is None or (new_in == state_in[b.id] and out[b.id] is not None):
+                continue
+            state_in[b.id] = new_in
+            cur = set(new_in).union(*(stores.get(id(i), frozenset()) for i in b.instructions))
+            if frozenset(cur) != out[b.id]:
+                out[b.id] = frozenset(cur)
+                changed = True
+    found: list[tuple[Instruction, str]] = []
+    for b in blocks:
+        if state_in[b.id] is None:
+            continue
+        cur = set(state_in[b.id])
+        for i in b.instructions:
+            r = loads.get(id(i), frozenset())
+            if r and not r & cur:
+                found.append((i, f"reads the .shared variable {sorted(r)[0][2:]!r} before any store into it (no path "
+                                 "from the entry stores there first): what an earlier CTA on the same SM left (shared "
+                                 "memory is not cleared between launches)"))
+            cur |= stores.get(id(i), frozenset())
+    return found
+
+
 def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
     gvars = _global_variables(kernel)
     if not gvars:
@@ -537,6 +671,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
     if not waits_ok:
         hits += [("wall_clock_wait", ins, why) for ins, why in _wall_clock_waits(prov)]
+        hits += [("wall_clock_wait", ins, why) for ins, why in _shared_spin_waits(kernel, prov)]
     if not float_atomics_ok:
         hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
     written: frozenset[str] = frozenset()
@@ -560,6 +695,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
         hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
         hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov)]
+        hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}

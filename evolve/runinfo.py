@@ -38,14 +38,14 @@ def gate_version() -> Any:
     return _constant("evaluators.gpu.gate", "GATE_VERSION")
 
 
-STATIC_MODEL_SOURCES = ("evaluators.static", "evaluators.traffic")
+STATIC_MODEL_SOURCES = ("evaluators.static", "evaluators.traffic", "evaluators.cost_model")
 
 
 def static_model_version(evaluator: Any = None) -> Any:
     """The static model's version: ``evaluators.static.MODEL_VERSION`` when declared, else ``"source:<12 hex>"``
     (the SHA-256 of its source files, ``STATIC_MODEL_SOURCES``); given an evaluator that names its model
-    (``model_version``: the static evaluator's ``static-v3/<calibration id>``, the replay evaluator's
-    ``replay+static-v3/<calibration id>``) that name comes first, ``"<model_version>+<source version>"``, so runs
+    (``model_version``: the static evaluator's ``static-v4/<calibration id>``, the replay evaluator's
+    ``replay+static-v4/<calibration id>``) that name comes first, ``"<model_version>+<source version>"``, so runs
     of two different models, or of one model under two calibrations, are never taken as one (None when nothing
     can be read)."""
     named = getattr(evaluator, "model_version", None) if evaluator is not None else None

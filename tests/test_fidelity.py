@@ -11,7 +11,7 @@ import pytest
 
 from archive.grid import GridArchive, default_dimensions
 from archive.store import Store
-from evaluators.cost_model import CostConstants, predict_parts, shape_terms
+from evaluators.cost_model import L2_HIT_LATENCY_RATIO, CostConstants, predict_parts, shape_terms
 from evaluators.features import kernel_traffic
 from evaluators.fidelity import fidelity_line, median_relative_error, rank_metrics
 from evaluators.recorded import load_recording, open_store
@@ -139,6 +139,47 @@ def test_partial_wave_costs_one_cta_time_not_a_second_bandwidth_penalty():
     arr = {k: np.array([full[k], plus[k]]) for k in full}
     both = predict_parts(arr, c)["time_us"]
     assert both[0] == pytest.approx(float(pf["time_us"])) and both[1] == pytest.approx(float(pp["time_us"]))
+
+
+def _sweeps(iterations: tuple[float, ...], ctas: int, threads: int = 256) -> TrafficEstimate:
+    """One sweep-loop body per entry of ``iterations``: each thread loads 16 B per iteration of x."""
+    bodies = tuple(BodyTraffic(loop=i, bytes_per_cta=16.0 * threads * n, load_bytes_per_iteration=16,
+                               loads_per_iteration=1, access_bytes_per_iteration=16, accesses_per_iteration=1,
+                               iterations_per_cta=n, partitioned_load_bytes_per_cta=16.0 * threads * n,
+                               distinct_load_bytes_per_iteration=16, sweep=True)
+                   for i, n in enumerate(iterations))
+    per_cta = sum(b.bytes_per_cta for b in bodies)
+    return TrafficEstimate(bytes=per_cta * ctas, load_bytes=per_cta * ctas, store_bytes=0.0, bytes_per_cta=per_cta,
+                           ctas=ctas, threads_per_cta=threads, element_bytes=2, bodies=bodies,
+                           group_bytes={("x", "load"): per_cta}, cta_barriers=1)
+
+
+def test_a_sweep_loop_waits_at_least_one_round_trip_per_body():
+    gpu = get_gpu("h200")
+    c = CostConstants(latency_ns=500.0, loop_mlp=4.0, cta_ns=100.0, barrier_ns=200.0)
+    ctas = 8 * 132
+    # Two one-iteration passes over a short row (a reduction, a barrier, a re-read): 2 round trips of 500 ns,
+    # not 2 / loop_mlp = 0.5 of one (model v3), plus 100 ns per CTA and one 200 ns barrier.
+    short = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 2 * 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert short["loop_rounds"] == 2.0 and short["loop_bodies"] == 2.0
+    p = predict_parts(short, c)
+    assert float(p["t_chain"]) == pytest.approx((2 * 500.0 + 100.0 + 200.0) * 1e-9)
+    assert float(p["duty"]) == pytest.approx(1000.0 / 1300.0)
+    # Long loops keep the pipelined count: 2 x 64 iterations with 4 in flight = 32 round trips (>= 2 bodies).
+    long = shape_terms(gpu, _sweeps((64.0, 64.0), ctas), 2 * 64 * 16.0 * 256 * ctas, 4096.0 * 64, 8, 0)
+    assert long["loop_rounds"] == 128.0
+    assert float(predict_parts(long, c)["t_chain"]) == pytest.approx((32 * 500.0 + 300.0) * 1e-9)
+    # The same two passes over data read twice (compulsory = half the loads), re-read working set in L2
+    # (1056 CTAs x 4 KiB): the second pass's round trip is an L2 hit, L2_HIT_LATENCY_RATIO (0.5) of a DRAM one.
+    reread = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert L2_HIT_LATENCY_RATIO == 0.5
+    assert float(predict_parts(reread, c)["t_chain"]) == pytest.approx((1.5 * 500.0 + 300.0) * 1e-9)
+    # A re-read working set far beyond the L2 (1056 CTAs x 1 GiB) misses: two full DRAM round trips again.
+    big = shape_terms(gpu, _sweeps((1.0, 1.0), ctas), 16.0 * 256 * ctas, 2.0**30, 8, 0)
+    assert float(predict_parts(big, c)["t_chain"]) == pytest.approx((2 * 500.0 + 300.0) * 1e-9, rel=1e-3)
+    # One pass of 3 iterations: max(3 / 4, 1) = 1 round trip.
+    one = shape_terms(gpu, _sweeps((3.0,), ctas), 3 * 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert float(predict_parts(one, c)["t_chain"]) == pytest.approx((500.0 + 300.0) * 1e-9)
 
 
 # ------------------------------------------------------------------------------------------------ metrics

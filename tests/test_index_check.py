@@ -19,11 +19,13 @@ LIMIT = 1 << 16
 SHAPE = (17, 4096)  # 69632 elements: row 16 holds elements 65536 and up
 
 
-def test_rmsnorm_declares_one_shape_just_past_2_to_the_31_elements():
+def test_rmsnorm_declares_one_shape_257_rows_past_2_to_the_31_elements():
+    """Gate rules version 8: 257 rows past element 2^31 (was one, 16385 x 131072): whole CTAs of any power-of-two
+    row count up to 256 and a tail row (red-team rt_index_tail64, tests/test_redteam_round5.py)."""
     wl = RMSNorm("bf16")
-    assert wl.index_shapes == ((16385, 131072),)
+    assert wl.index_shapes == ((16641, 131072),)
     (m, n), = wl.index_shapes
-    assert m * n == 2**31 + n and ic.checked_rows((m, n)) == 16384 == m - 1
+    assert m * n == 2**31 + 257 * n and ic.checked_rows((m, n)) == 16384 == m - 257
     assert all(a * b <= 2**31 for a, b in [*wl.search_shapes, *wl.benchmark_shapes, *wl.gate_shapes]), \
         "every other shape stays within 2^31 elements: the check is the only one past it"
     assert ic.row_inputs(wl, (m, n)) == ["x"]  # w's length is N, x's rows follow M

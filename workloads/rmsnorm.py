@@ -73,9 +73,12 @@ SEARCH_SHAPES: list[Shape] = [(32768, 512), (32768, 4096), (32768, 16384), (1638
 GATE_SHAPES: list[Shape] = [(m, n) for m in (1, 7, 199) for n in (192, 760, 1128)] + [
     (199, 1001), (5, 4099), (3, 262144), (32768, 8192), (8192, 65544)]
 HELDOUT_SHAPES: list[Shape] = [(m, n) for m in (1, 199, 4096) for n in (3072, 5120, 7168, 12288, 28672)]
-# Past 2^31 elements (the largest benchmark shapes hold exactly 2^31): one row of 131072 beyond 16384 x 131072, a
-# bf16 x of 4 GiB + 256 KiB, where a 32-bit element index wraps (evaluators/gpu/index_check.py).
-INDEX_SHAPES: tuple[Shape, ...] = ((16385, 131072),)
+# Past 2^31 elements (the largest benchmark shapes hold exactly 2^31): 257 rows of 131072 beyond 16384 x 131072, a
+# bf16 x of 4 GiB + 64.25 MiB, where a 32-bit element index wraps (evaluators/gpu/index_check.py). 257 = 256 + 1:
+# the rows past element 2^31 fill whole CTAs of any power-of-two row count up to 256 and leave one tail row, so a
+# kernel whose remainder path alone indexes in 64 bits wraps on the main path (red-team rt_index_tail64: at
+# 16385 x 131072, gate rules version 7, the one row past 2^31 was a tail row for every such kernel).
+INDEX_SHAPES: tuple[Shape, ...] = ((16641, 131072),)
 
 # eps values the gate draws per check (a kernel that ignores eps is wrong at the larger ones on "tiny" rows).
 EPS_DRAWS = (1e-6, 1e-5, 1e-3)

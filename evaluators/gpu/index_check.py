@@ -4,7 +4,9 @@ A kernel that keeps its element indices in 32-bit ``int`` (``row * N`` in ``mul.
 multiply-add fewer per address) is right as long as every buffer holds fewer than 2^31 elements, and every gate,
 benchmark, held-out and replay shape does (RMSNorm's largest, 16384 x 131072 and 8192 x 262144, hold exactly
 2^31): red-team kernel ``rt_index32``. A workload declares the shapes where such an index wraps
-(``Workload.index_shapes``: RMSNorm 16385 x 131072, 2^31 + 131072 elements, a bf16 x of 4 GiB + 256 KiB); the
+(``Workload.index_shapes``: RMSNorm 16641 x 131072, 2^31 + 257 x 131072 elements, a bf16 x of 4 GiB + 64.25
+MiB: 257 rows past element 2^31, whole CTAs of them and a tail row, so a kernel that indexes its main path in 32
+bits and only its remainder in 64 wraps too, red-team ``rt_index_tail64``); the
 worker runs one launch there after the fault check, in every ``full`` gate schedule (final verification, gate
 stability) and in one rotating evaluation in ``gate_schedule.INDEX_PERIOD`` (``gate_schedule.select``).
 
@@ -21,9 +23,9 @@ at an unmapped granule, with
 
 Why the aliasing cannot hide a wrapped index (the proof the check rests on). Let e be a buffer's element bytes,
 p its address, L = 2^31. (1) A signed 32-bit index of element j >= L wraps to j - 2^32, so the kernel touches
-p + e (j - 2^32). For every shape here j < L + D with D = M N - L much smaller than L (RMSNorm: D = 2^17), so
+p + e (j - 2^32). For every shape here j < L + D with D = M N - L much smaller than L (RMSNorm: D = 257 x 2^17 < 2^26), so
 j - 2^32 lies in [-L, -L + D): the address lies in [p - e L, p - e (L - D)). The mapping starts at most one
-granule (g) before p, so that range is below the mapping whenever e (L - D) > g (RMSNorm: 2^32 - 2^18 bytes
+granule (g) before p, so that range is below the mapping whenever e (L - D) > g (RMSNorm: 2^32 - 257 x 2^18 bytes
 against 2 MiB), and at or above p - e L >= (mapping start) - GUARD: inside the guard, never mapped. The access
 faults (``wrong_result``, one worker restart), whatever the alias period. (2) The checked rows' bytes, for x and
 for y, are backed by memory mapped exactly once, at exactly their own addresses: no other address, wrapped,

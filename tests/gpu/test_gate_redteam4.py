@@ -12,7 +12,8 @@ Expected at the next GPU session:
   what the previous one left in local memory on the same hardware slot);
 - rt_edge_race: sanitizer (racecheck; gate rules version 7: the replay places its inputs as the benchmark does,
   at the fixed shapes and at the smallest timed shape; version 6: ok with a clean verdict, a strict xfail);
-- rt_index32: wrong_result (gate rules version 7: the index check at 16385 x 131072 faults in the guard below x;
+- rt_index32: wrong_result (gate rules version 7: the index check at 16385 x 131072, 16641 x 131072 since
+  version 8, faults in the guard below x;
   version 6: ok, a strict xfail); wrong on a 4 GiB x in a direct launch;
 - rt_softmax_sampled_max: wrong_result on the softmax workload's "masked" rows (gate v5 had no such
   distribution: ok there), NaN on a left-padded row in a direct launch; RT_FIRST_SHIFT=1 wrong_result (gate run 4).
@@ -157,7 +158,7 @@ def test_the_replay_at_a_timed_shape_fits_the_sanitizer_budget(pool):
 
 
 def test_32_bit_element_indices_are_rejected(pool):
-    """Gate rules version 7: the index check at 16385 x 131072 (every full schedule; one rotating evaluation in
+    """Gate rules version 7: the index check at 16385 x 131072, since version 8 16641 x 131072 (every full schedule; one rotating evaluation in
     four): the wrapped index of row 16384 reads below x, into the unmapped guard (version 6: ok, a strict xfail)."""
     r = pool.evaluate(redteam("rt_index32", WARP_ROWS), gate_schedule="full")
     assert r.status == Status.WRONG_RESULT and "index check" in r.reason, (r.status, r.reason)
