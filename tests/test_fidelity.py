@@ -368,6 +368,21 @@ def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, 
             static_fidelity.main(bad)
 
 
+def test_static_fidelity_cli_missing_store_is_one_line(tmp_path, capsys):
+    """A store path that does not exist is a usage error (status 2) naming the path, not a traceback."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
+    static_fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(static_fidelity)
+    nope = str(tmp_path / "nope.sqlite.gz")
+    with pytest.raises(SystemExit) as e:
+        static_fidelity.main(["--fit", nope, "--score", nope])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].endswith(f": error: recorded store {nope!r}: no such file")  # prog: argv[0]
+
+
 def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):
     """A run recorded by this code (on the static evaluator here), then the same search on evaluator=replay over
     its store: the same candidates in the same order and the same archive (every result comes back as recorded,
