@@ -25,7 +25,10 @@ def lineage_main(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     path = run_dir / "store.sqlite" if run_dir.is_dir() else run_dir
     if not path.exists():
-        print(f"error: {path}: no such store (give a run dir holding store.sqlite)", file=sys.stderr)
+        jobs = sorted(run_dir.glob("*/store.sqlite")) if run_dir.is_dir() else []
+        hint = (f"; {run_dir} holds the run dirs of a sweep: give one of them, e.g. {jobs[0].parent}" if jobs
+                else " (give a run dir holding store.sqlite)")
+        print(f"error: {path}: no such store{hint}", file=sys.stderr)
         return 2
     try:
         store = Store(path, readonly=True)

@@ -26,6 +26,7 @@ The surrogate is fitted on first use (the static terms of every recorded kernel 
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import threading
@@ -47,6 +48,7 @@ from evaluators.types import EvalResult, ShapeResult, Status, geomean
 from population.kernel import Kernel
 
 _EVAL_STATUSES = {s.value for s in Status}
+log = logging.getLogger(__name__)
 
 
 class ReplayEvaluator:
@@ -145,6 +147,10 @@ class ReplayEvaluator:
         with self._lock:
             if self._surrogate is not None:
                 return
+            start = time.perf_counter()
+            log.info("first kernel not on record: fitting the replay surrogate on %d recorded kernels "
+                     "(%d members x %d steps; about a minute on 2 cores, once per run)",
+                     len(self._index), self.members, self.steps)
             rec = self._recording or load_recording(self.stores)
             terms = recorded_terms(rec.kernels.values(), self.workload, gpu=self.gpu.name,
                                    processes=self.capacity, cache=self.terms_cache)
@@ -156,6 +162,7 @@ class ReplayEvaluator:
                                             steps=self.steps, seed=self.seed, knob_names=knobs,
                                             shape_index=np.tile(np.arange(len(rec.shapes)), len(ok)))
             self._recording = rec
+            log.info("replay surrogate fitted on %d measured kernels in %.0f s", len(ok), time.perf_counter() - start)
         self._fit_reference()
 
     def predict(self, kernel: Kernel) -> EvalResult:

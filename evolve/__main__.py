@@ -111,6 +111,19 @@ def _final_line(summary: dict) -> str:
             f"run dir {summary.get('run_dir')} (store.sqlite, summary.json, best/){why}")
 
 
+def _precheck_keys(args: list[str]) -> None:
+    """A misspelt key stops with one line naming the nearest key (``evolve.config.check_override_keys``), before
+    Hydra's message, which suggests appending the misspelt key with ``+``."""
+    from evolve.config import check_override_keys
+
+    try:
+        check_override_keys(args)
+    except ConfigError as e:
+        print(f"configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
+    _precheck_keys(sys.argv[1:])
     _precheck_run_dir(sys.argv[1:])
     main()

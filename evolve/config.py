@@ -398,3 +398,42 @@ def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> lis
         raise ConfigError(f"evaluator.gpus_per_job: {per_job} exceeds the {len(visible)} visible GPUs")
     start = job_num * per_job
     return [visible[(start + k) % len(visible)] for k in range(per_job)]
+
+
+def check_override_keys(args: list[str]) -> None:
+    """Refuse a command-line override whose key is not in the schema, with the nearest key named.
+
+    args: the command line's arguments (``sys.argv[1:]``). Only plain ``key=value`` overrides are checked
+    (``+key``/``++key``/``~key``, ``hydra.*``, ``group/option`` and ``key@package`` forms are Hydra's to judge);
+    a key is followed down the dataclasses of ``Config`` and stops being checked at a field that is not a
+    dataclass (``workload.*``, ``evaluator.options.*``: open dicts). A top-level key may also be a config group of
+    ``conf/`` (``experiment``). Hydra's own message for such a typo ("To append to your config use +key=...")
+    suggests adding the misspelt key, which the schema refuses too. Raises ConfigError:
+    "<key>: no such key; did you mean <nearest>? (the keys of <parent>: ...)".
+    """
+    import dataclasses
+    import difflib
+    import typing
+    from pathlib import Path
+
+    groups = {p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir()}
+    for arg in args:
+        key = arg.split("=", 1)[0]
+        if ("=" not in arg or arg.startswith(("-", "+", "~")) or key.startswith("hydra.") or key == "hydra"
+                or any(c in key for c in "/@")):
+            continue
+        node: Any = Config
+        parts = key.split(".")
+        for i, part in enumerate(parts):
+            if not (isinstance(node, type) and dataclasses.is_dataclass(node)):
+                break
+            names = [f.name for f in dataclasses.fields(node)]
+            if i == 0:
+                names = sorted(set(names) | groups)
+            if part not in names:
+                where = ".".join(parts[:i])
+                near = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+                hint = f"; did you mean {'.'.join([*parts[:i], near[0]])}?" if near else ""
+                raise ConfigError(f"{key}: no such key{hint} (the keys of {where or 'the config'}: "
+                                  f"{', '.join(names)})")
+            node = typing.get_type_hints(node).get(part)

@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archive.grid import GridArchive
+from archive.store import StoreError
 from evaluators.recorded import open_store, run_name
 
 
@@ -48,11 +49,15 @@ def archive_curve(store: str | Path, at: Sequence[int]) -> tuple[list[CurvePoint
     """(one ``CurvePoint`` per count in ``at`` (sorted; a count beyond the run's length gives the final
     archive at the run's length), the final rebuilt archive, the store's engine checkpoint).
 
-    Raises FileNotFoundError for a missing store, ValueError when the store has no engine checkpoint (the
-    dimensions are unknown) or ``at`` holds a count < 1."""
+    ``store``: a store file or a run dir holding ``store.sqlite``. Raises FileNotFoundError for a missing store,
+    ValueError when the store has no engine checkpoint (the dimensions are unknown) or ``at`` holds a count < 1."""
     marks = sorted({int(e) for e in at})
     if not marks or marks[0] < 1:
         raise ValueError(f"archive_curve: evaluation counts must be >= 1, got {list(at)}")
+    if Path(store).is_dir():
+        if not (Path(store) / "store.sqlite").is_file():
+            raise FileNotFoundError(f"{store}: a directory without store.sqlite (give a run dir or a store file)")
+        store = Path(store) / "store.sqlite"
     with open_store(store) as st:
         rows = st.candidates(with_ptx=False)
         cp = st.load_checkpoint("engine")
@@ -85,20 +90,28 @@ def rebuilt_equals_checkpoint(archive: GridArchive, checkpoint: dict[str, Any]) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stores", nargs="+", help="run stores (.sqlite or .sqlite.gz, or a run dir's store.sqlite)")
+    ap.add_argument("stores", nargs="+", help="run stores (.sqlite or .sqlite.gz) or run dirs")
     ap.add_argument("--at", required=True, type=lambda s: [int(x) for x in s.split(",") if x],
                     help="evaluation counts, comma-separated")
     ap.add_argument("--json", type=Path, default=None, help="also write the points as JSON here")
     args = ap.parse_args(argv)
     report: dict[str, Any] = {}
     for s in args.stores:
-        pts, archive, cp = archive_curve(s, args.at)
-        name = run_name(s) if Path(s).name != "store.sqlite" else Path(s).parent.name
+        try:
+            pts, archive, cp = archive_curve(s, args.at)
+        except (FileNotFoundError, ValueError, StoreError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        path = Path(s) / "store.sqlite" if Path(s).is_dir() else Path(s)
+        name = run_name(path) if path.name != "store.sqlite" else path.resolve().parent.name
         same = rebuilt_equals_checkpoint(archive, cp)
         report[name] = {"store": str(s), "rebuilt_equals_checkpoint": same,
                         "points": [vars(p) for p in pts]}
         print(f"{name}: final archive {'equals' if same else 'DIFFERS FROM'} the checkpoint's")
-        for p in pts:
+        for asked, p in zip(sorted(set(args.at)), pts):
+            if asked > p.evaluations:
+                print(f"  after {asked:5d} evaluations: the run ended after {p.evaluations}")
+                continue
             best = "-" if p.best is None else f"{p.best:.4f}"
             print(f"  after {p.evaluations:5d} evaluations: best {best}  QD {p.qd_score:.3f}  "
                   f"coverage {100 * p.coverage:.1f}%  elites {p.n_elites}")

@@ -38,6 +38,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from archive.store import StoreError
 from evaluators.calibration import recorded_terms
 from evaluators.cost_model import load_calibration
 from evaluators.fidelity import FIDELITY_FILE
@@ -122,8 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                  "--fit / --score")
     if not split and len(args.stores) < 2:
         ap.error("leave-one-run-out needs at least two stores")
-    rec = load_recording(args.fit if split else args.stores)
-    scored: list[Recording] = [load_recording([s]) for s in args.score] if split else []
+    try:
+        rec = load_recording(args.fit if split else args.stores)
+        scored: list[Recording] = [load_recording([s]) for s in args.score] if split else []
+    except (FileNotFoundError, StoreError) as e:  # a wrong path is the user's mistake: one line, not a traceback
+        ap.error(str(e))
     kernels = {k: m for r in [rec, *scored] for k, m in r.kernels.items()}
     wl = get_workload(args.workload, dtype=args.dtype)
     t0 = time.perf_counter()

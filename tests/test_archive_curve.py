@@ -36,3 +36,25 @@ def test_curve_of_a_recorded_run_matches_its_log(curve, tmp_path):
     out = tmp_path / "c.json"
     assert curve.main([str(STORE), "--at", "100", "--json", str(out)]) == 0
     assert '"rebuilt_equals_checkpoint": true' in out.read_text()
+
+
+def test_cli_run_dir_past_the_end_and_missing_store(curve, tmp_path, capsys):
+    """A run dir stands for its store.sqlite; a count past the run's end says where the run ended instead of
+    repeating the final numbers; a missing store is one line on stderr with status 2, not a traceback."""
+    import gzip
+    import shutil
+
+    run = tmp_path / "06-33-21-658-47dd"
+    run.mkdir()
+    with gzip.open(STORE, "rb") as src, (run / "store.sqlite").open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert curve.main([str(run), "--at", "291,400"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "06-33-21-658-47dd: final archive equals the checkpoint's"
+    assert out[1].startswith("  after   291 evaluations: best 0.7724  QD 9.189  coverage 3.1%  elites 18")
+    assert out[2] == "  after   400 evaluations: the run ended after 291"
+    assert curve.main([str(tmp_path / "nope.sqlite"), "--at", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: recorded store {str(tmp_path / 'nope.sqlite')!r}: no such file"
+    assert curve.main([str(tmp_path), "--at", "10"]) == 2
+    assert "a directory without store.sqlite" in capsys.readouterr().err

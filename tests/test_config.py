@@ -167,6 +167,33 @@ def test_cli_fails_before_any_work(tmp_path):
     assert "expected one of [uniform, curiosity]" in out.stderr and "algorithm.selection" in out.stderr
 
 
+def test_misspelt_key_names_the_nearest_key(tmp_path):
+    """A typo in a key stops with one line naming the nearest key and the keys of its parent, not Hydra's advice
+    to append the misspelt key with +; open dicts (workload.*) and Hydra's own forms are not judged."""
+    from evolve.config import check_override_keys
+
+    with pytest.raises(ConfigError) as e:
+        check_override_keys(["budget.evaluatons=30"])
+    assert str(e.value) == ("budget.evaluatons: no such key; did you mean budget.evaluations? "
+                            "(the keys of budget: evaluations, seconds, candidates)")
+    with pytest.raises(ConfigError, match=r"^evaluator\.ray\.adress: no such key; did you mean evaluator\.ray\.address\?"):
+        check_override_keys(["evaluator.ray.adress=auto"])
+    with pytest.raises(ConfigError, match=r"^evalutor: no such key; did you mean evaluator\? \(the keys of the config: "):
+        check_override_keys(["evalutor=static"])
+    with pytest.raises(ConfigError, match=r"^zzz: no such key \(the keys of the config: algorithm, "):
+        check_override_keys(["zzz=1"])
+    check_override_keys(["-m", "experiment=compare", "algorithm=map_elites,random", "workload.rows=4096",
+                         "+algorithm.options.epsilon=0.1", "algorithm._target_=a.B", "hydra.run.dir=x",
+                         "hydra/launcher=ray_jobs", "evaluator.ray.address=auto", "llm.model=m",
+                         "engine.max_evaluator_crashes=3", "workload.seed_launch={grid: [M, 1, 1]}"])
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "evolve", "budget.evaluatons=30", f"hydra.run.dir={run_dir}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and not run_dir.exists()
+    assert out.stderr == ("configuration error: budget.evaluatons: no such key; did you mean budget.evaluations? "
+                          "(the keys of budget: evaluations, seconds, candidates)\n")
+
+
 def test_assign_devices():
     assert assign_devices(None, [0, 1], 1) is None  # not a sweep: all visible GPUs
     assert assign_devices(3, [0, 1], 0) is None  # per-job assignment off

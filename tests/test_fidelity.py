@@ -269,12 +269,20 @@ def small_terms(wl, small_stores, tmp_path_factory):
     return rec, recorded_terms(rec.kernels.values(), wl, processes=1, cache=path), path
 
 
-def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms):
+def test_replay_surrogate_estimates_unseen_kernels(wl, small_stores, small_terms, caplog):
+    import logging
+
     from evaluators.replay import ReplayEvaluator
 
     ev = ReplayEvaluator(wl, small_stores, members=2, steps=200, terms_cache=str(small_terms[2]))
     unseen = wl.seeds()[1]  # the template at default knobs: in neither small store
-    r = ev.evaluate(unseen)
+    with caplog.at_level(logging.INFO, logger="evaluators.replay"):
+        r = ev.evaluate(unseen)
+    # the fit is announced before its silent seconds, and its end is logged
+    msgs = [m for m in caplog.messages if "replay surrogate" in m]
+    assert msgs[0] == (f"first kernel not on record: fitting the replay surrogate on {len(ev)} recorded kernels "
+                       "(2 members x 200 steps; about a minute on 2 cores, once per run)")
+    assert msgs[1].startswith("replay surrogate fitted on ")
     assert r.ok and r.estimate and r.reason.startswith("estimate: replay surrogate")
     assert set(r.extra["surrogate_log_std"]) == {str(list(s)) for s in wl.search_shapes}
     assert r.extra["uncertainty"] >= 0.0 and r.objective > 0
@@ -358,6 +366,21 @@ def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, 
                 [small_stores[0], "--fit", small_stores[0], "--score", small_stores[1]]):
         with pytest.raises(SystemExit):
             static_fidelity.main(bad)
+
+
+def test_static_fidelity_cli_missing_store_is_one_line(tmp_path, capsys):
+    """A store path that does not exist is a usage error (status 2) naming the path, not a traceback."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
+    static_fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(static_fidelity)
+    nope = str(tmp_path / "nope.sqlite.gz")
+    with pytest.raises(SystemExit) as e:
+        static_fidelity.main(["--fit", nope, "--score", nope])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].endswith(f": error: recorded store {nope!r}: no such file")  # prog: argv[0]
 
 
 def test_a_search_on_replay_rewalks_the_recorded_run(tmp_path):

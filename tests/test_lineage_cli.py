@@ -99,6 +99,12 @@ def test_cli(run_dir, tmp_path, capsys):
     assert [s["id"] for s in json.loads(capsys.readouterr().out)] == [1, 2]
     assert main(["lineage", str(run_dir), "--id", "99"]) == 2
     assert capsys.readouterr().err.strip() == "error: no candidate 99 in the lineage graph"
+    sweep = tmp_path / "sweep"
+    (sweep / "0-seed=0").mkdir(parents=True)
+    (sweep / "0-seed=0" / "store.sqlite").write_bytes((run_dir / "store.sqlite").read_bytes())
+    assert main(["lineage", str(sweep)]) == 2  # a multirun dir: name one of its jobs
+    assert capsys.readouterr().err.strip() == (f"error: {sweep}/store.sqlite: no such store; {sweep} holds the run "
+                                               f"dirs of a sweep: give one of them, e.g. {sweep}/0-seed=0")
     (tmp_path / "store.sqlite").write_text("not sqlite " * 50)
     assert main(["lineage", str(tmp_path)]) == 2
     assert "is not a ptxforge store" in capsys.readouterr().err
