@@ -130,7 +130,7 @@ def prepare(kernel: Kernel, workload: Workload, gpu: GPUSpec, shapes: list[Shape
         if not stores.ok:
             raise Rejected(Status.INPUT_MUTATED, stores.reason(), "input_stores", {"resources": ru})
         if not (races := race_lint(kernel, stores.provenance, workload.uses_atomics, workload.uses_atomics,
-                                    workload.uses_atomics)).ok:
+                                    workload.uses_atomics, workload.uses_atomics)).ok:
             raise Rejected(Status.NONDETERMINISTIC, races.reason(), "race_lint", {"resources": ru})
     dims = {}
     for s in shapes:

@@ -11,6 +11,8 @@ code. GPU tests: tests/gpu/test_gate_redteam5.py.
   ``.global`` variables and ``.local`` memory). Now: rule 5's ``.shared`` form.
 - rt_index_tail64: 32-bit indices on the main path, 64-bit in the tail CTA; the index check's only row past
   2^31 (16385 x 131072) was a tail row. Was: ok. Now: RMSNorm's index shape 16641 x 131072.
+- rt_atomic_race_clock: the same timer without any wait: two warps race to a shared compare-and-swap after an ALU
+  chain and a chain of shared atomics. Was: ok (racecheck does not report atomics). Now: rule 4's order form.
 - rt_replay_eps_dodge: the barrier kept only at the replay's eps (the workload's default). A hole of gate rules
   version 8 (GATE.md, Known gaps: the proposed fix).
 """
@@ -28,6 +30,7 @@ from evaluators.input_stores import provenance
 from evaluators.pipeline import Rejected, prepare
 from evaluators.race_lint import (
     _launch_state_writes,
+    _order_atomics,
     _shared_spin_waits,
     _stale_local_reads,
     _stale_shared_reads,
@@ -122,6 +125,34 @@ def test_a_counting_loop_on_an_mbarrier_wait_is_a_shared_wait_and_a_retry_loop_i
     assert [f.kind for f in rep.findings] == (["wall_clock_wait"] if flagged else []), rep.reason()
 
 
+# ------------------------------------------------------------------- rule 4's order form: arrival order seen
+def test_a_sanitizer_dodge_timed_by_a_race_to_a_shared_atomic_is_rejected_before_any_gpu_time(wl):
+    """Was: ok (no loop waits on a shared read, so not even rule 6's shared form sees it). Now: rule 4's order
+    form names the compare-and-swap."""
+    k = redteam("rt_atomic_race_clock")
+    p = provenance(k)
+    assert v7_findings(k) == [] and _shared_spin_waits(k, p) == [] and _stale_shared_reads(k, p) == []
+    r = judge(k, wl)
+    assert r is not None and (r.status, r.step) == (Status.NONDETERMINISTIC, "race_lint"), r
+    assert "atomic_order" in str(r) and "atom.shared.cas.b32" in str(r) and "arrive" in str(r)
+
+
+@pytest.mark.parametrize("ins, flagged", [
+    ("atom.shared.cas.b32 %r2, [count], 0, 1;", True),  # the first to arrive wins
+    ("atom.shared.exch.b32 %r2, [count], 1;", True),  # the last to arrive stays
+    ("atom.shared.add.u32 %r2, [count], 1;\n\tst.global.u32 [%rd4], %r2;", True),  # a ticket: its arrival rank
+    ("atom.shared.add.u32 %r5, [count], 1;", False),  # the result never read: a commutative update
+    ("red.shared.add.u32 [count], 1;", False),
+    ("atom.global.add.f32 %f1, [%rd4], %f2;", False),  # rule 4's float form says it
+])
+def test_atomic_order_forms(ins, flagged):
+    head = HEAD.replace(".address_size 64\n", f".address_size 64\n\n{SHARED}\n")
+    k = Kernel(parse_module(head + f"\t{ins}\n" + TAIL), "k", LaunchConfig(block=(64, 1, 1)))
+    rep = race_lint(k, None, order_ok=False)
+    assert [f.kind for f in rep.findings] == (["atomic_order"] if flagged else []), rep.reason()
+    assert race_lint(k, None).ok  # off for a workload declaring atomics
+
+
 # ------------------------------------------------------------ rule 5's .shared form: a read before any store
 def test_a_launch_counter_in_uninitialised_shared_memory_is_rejected_before_any_gpu_time(wl):
     """Was: ok (rule 5 read ``.global`` variables and ``.local`` memory only). Now: its ``.shared`` form."""
@@ -163,7 +194,7 @@ def _entries(text: str) -> list[Kernel]:
 
 def _new_forms(k: Kernel) -> list:
     p = provenance(k)
-    return _shared_spin_waits(k, p) + _stale_shared_reads(k, p)
+    return _shared_spin_waits(k, p) + _stale_shared_reads(k, p) + _order_atomics(p)
 
 
 def test_every_ptx_file_and_seed_with_shared_memory_passes_the_new_forms():
@@ -171,9 +202,9 @@ def test_every_ptx_file_and_seed_with_shared_memory_passes_the_new_forms():
     from workloads.softmax import Softmax
 
     files = [Path(p) for p in glob.glob(str(ROOT / "**" / "*.ptx"), recursive=True) if "/.git/" not in p]
-    kernels = [k for f in files if ".shared" in (t := f.read_text()) for k in _entries(t)]
+    kernels = [k for f in files if ".shared" in (t := f.read_text()) or "atom." in t for k in _entries(t)]
     seeds = [k for w in (RMSNorm("bf16"), RMSNorm("fp16"), KDARecurrent(), KDAChunk(), Softmax())
-             for k in w.seeds() if ".shared" in k.ptx]
+             for k in w.seeds() if ".shared" in k.ptx or "atom." in k.ptx]
     assert len(kernels) >= 5 and len(seeds) >= 4
     for k in kernels + seeds:
         assert _new_forms(k) == [], k.entry
@@ -182,11 +213,13 @@ def test_every_ptx_file_and_seed_with_shared_memory_passes_the_new_forms():
 @pytest.mark.slow
 def test_every_recorded_h200_kernel_passes_the_new_forms():
     """The distinct kernels of the four recorded H200 stores (experiments/data/*.sqlite.gz) that use shared
-    memory: none waits on a shared word or reads one before a store into it (~80 s on one core)."""
+    memory: none waits on a shared word or reads one before a store into it (~40 s on one core); none uses
+    ``atom`` at all (rule 4's order form)."""
     from evaluators.recorded import load_recording
 
     rec = load_recording(sorted(glob.glob(str(ROOT / "experiments" / "data" / "*.sqlite.gz"))))
     assert len(rec.kernels) >= 1400
+    assert [i for i, m in rec.kernels.items() if "atom." in m.row.ptx] == []
     linted = 0
     for i, m in rec.kernels.items():
         if ".shared" not in m.row.ptx:

@@ -59,7 +59,8 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # shapes and the smallest timed shape: rt_edge_race, rt_sanitizer_dodge RT_SENSE 3) and the index check past 2^31
 # elements (index_check: rt_index32), which reject kernels v6 accepted; 8: v7 with the fifth red-team round's
 # fixes (race lint rule 6's shared form, a loop waiting on a shared variable the kernel writes: rt_alu_pace_dodge;
-# rule 5's .shared form, a read of a shared variable before any store into it: rt_shared_state; RMSNorm's index
+# rule 5's .shared form, a read of a shared variable before any store into it: rt_shared_state; rule 4's order
+# form, an atomic whose outcome is the arrival order: rt_atomic_race_clock; RMSNorm's index
 # shape 16641 x 131072, whole CTAs past element 2^31: rt_index_tail64), which reject kernels v7 accepted.
 GATE_VERSION = 8
 

@@ -7,6 +7,8 @@ Expected at the next GPU session:
 - rt_alu_pace_dodge: nondeterministic before any GPU time (race lint rule 6's shared form: the counting loop
   waits on a shared flag another thread writes); version 7: ok with a clean sanitizer verdict (racecheck on the
   barrier path);
+- rt_atomic_race_clock: nondeterministic before any GPU time (race lint rule 4's order form: a compare-and-swap
+  whose winner is the first warp to arrive); version 7: ok with a clean sanitizer verdict;
 - rt_shared_state: nondeterministic before any GPU time (race lint rule 5's .shared form: the counter is read
   before any store into it); ``test_shared_memory_outlives_a_launch`` measures the premise;
 - rt_index_tail64: wrong_result in a full schedule (the index check at 16641 x 131072: CTAs wholly past element
@@ -50,6 +52,12 @@ def test_a_sanitizer_dodge_timed_by_an_alu_chain_is_rejected_before_any_gpu_time
     assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
     assert "static race lint: wall_clock_wait" in r.reason and "shared variable" in r.reason
     assert "seconds" not in r.extra
+
+
+def test_a_sanitizer_dodge_timed_by_a_race_to_a_shared_atomic_is_rejected_before_any_gpu_time(pool):
+    r = pool.evaluate(redteam("rt_atomic_race_clock"))
+    assert r.status == Status.NONDETERMINISTIC, (r.status, r.reason)
+    assert "static race lint: atomic_order" in r.reason and "cas" in r.reason and "seconds" not in r.extra
 
 
 SHARED_PROBE = r"""
