@@ -173,6 +173,7 @@ def build_workload_from(cfg: DictConfig) -> Any:
     """The workload of ``cfg.workload`` (``_target_`` + options, ``workloads.registry.build_workload``), its
     seeds checked against its own ABI and launch rule (``workloads.preflight.check_workload``). Raises
     ConfigError naming ``workload._target_``, the option the workload rejected, or the seed that does not fit."""
+    from workloads.external import SeedConfigError
     from workloads.preflight import check_workload
     from workloads.registry import WorkloadConfigError, build_workload
 
@@ -180,8 +181,8 @@ def build_workload_from(cfg: DictConfig) -> Any:
         workload = build_workload(cfg.workload)
         check_workload(workload)
         return workload
-    except WorkloadConfigError as e:  # e.g. dtype=int8 or a misspelt class path: a config error, not a traceback
-        raise ConfigError(str(e)) from None
+    except (WorkloadConfigError, SeedConfigError) as e:  # e.g. dtype=int8, a misspelt class path, a seed_ptx
+        raise ConfigError(str(e)) from None  # without its seed_launch: a config error, not a traceback
 
 
 def resolve_evaluator_kind(cfg: DictConfig, gpu: Any, gpus: list[int] | None = None) -> str:

@@ -125,6 +125,13 @@ def test_workload_target_and_options_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"colour"):
         build_workload_from(cfg_of("+workload.colour=red"))
     assert build_workload_from(cfg_of("workload.dtype=fp16")).dtype == "fp16"
+    # a seed kernel of one's own: a missing file or launch rule is a configuration error too, not a traceback
+    with pytest.raises(ConfigError, match=r"^workload\.seed_ptx=/nonexistent\.ptx: no such file$"):
+        build_workload_from(cfg_of("workload.seed_ptx=/nonexistent.ptx",
+                                   "workload.seed_launch={grid: [M, 1, 1], block: [128, 1, 1]}"))
+    seed = REPO / "tests" / "data" / "rmsnorm_bf16.ptx"
+    with pytest.raises(ConfigError, match=r"^workload\.seed_launch\.grid is required: the grid of the seed kernel"):
+        build_workload_from(cfg_of(f"workload.seed_ptx={seed}"))
 
 
 def test_algorithms_are_built_from_their_target(tmp_path, monkeypatch):
