@@ -51,14 +51,31 @@ _EVAL_STATUSES = {s.value for s in Status}
 log = logging.getLogger(__name__)
 
 
+def _check_workload(path: str, meta: dict[str, Any], workload: Any) -> None:
+    """Raise ValueError when the store at ``path`` recorded another workload (name or dtype) than ``workload``:
+    none of its kernels could be answered, and the surrogate would be fitted on another operation's times.
+    A store whose workload cannot be rebuilt from its config is not judged."""
+    from archive.export import workload_from_meta
+
+    rec = workload_from_meta(meta)
+    if rec is None:
+        return
+    got = (getattr(rec, "name", None), str(getattr(rec, "dtype", "")))
+    want = (workload.name, str(getattr(workload, "dtype", "")))
+    if got != want:
+        raise ValueError(f"evaluator.stores: {path} recorded workload {got[0]} ({got[1]}), this run's is "
+                         f"{want[0]} ({want[1]}); replay needs stores recorded on the run's workload")
+
+
 class ReplayEvaluator:
     """``types.Evaluator`` over recorded runs (module docstring).
 
     workload: the ``Workload`` the runs measured; stores: recorded run stores (``.sqlite`` or ``.sqlite.gz``),
     at least one; gpu / arch / processes / cache_dir / calibration: as ``StaticEvaluator``; members / steps /
     seed: the surrogate's ensemble size, training steps and seed; terms_cache: where the recorded kernels'
-    static terms are cached (default: ``evaluators.calibration``'s). Raises ValueError for no stores or a store
-    without measured candidates, FileNotFoundError for a missing store.
+    static terms are cached (default: ``evaluators.calibration``'s). Raises ValueError for no stores, a store
+    without measured candidates or one recorded on another workload or dtype, FileNotFoundError for a missing
+    store.
     """
 
     estimate = True
@@ -86,6 +103,7 @@ class ReplayEvaluator:
         for path in stores:
             name = run_name(path)
             with open_store(path) as st:
+                _check_workload(path, st.meta(), workload)
                 for row in st.candidates(with_ptx=False):
                     if row.status in _EVAL_STATUSES and row.identity not in self._index:
                         self._index[row.identity] = (name, row)

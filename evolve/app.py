@@ -243,7 +243,12 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
             options.setdefault("objective", OmegaConf.to_container(cfg.objective, resolve=True))
         if tasks is not None:
             options.setdefault("shapes", [list(s) for t in tasks.tasks for s in t.shapes])
-    evaluator = make_evaluator(kind, workload, banner=False, **options)
+    try:
+        evaluator = make_evaluator(kind, workload, banner=False, **options)
+    except (ValueError, FileNotFoundError) as e:
+        if kind != "replay":
+            raise
+        raise ConfigError(str(e)) from None  # the replay stores the user named: "evaluator.stores: ..."
     return evaluator, kind == "static" or bool(getattr(evaluator, "estimate", False))
 
 

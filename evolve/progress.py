@@ -93,6 +93,7 @@ class ProgressLine:
         self.use_rich = enabled and (sys.stderr.isatty() if rich is None else rich)
         self._progress: Any = None
         self._task: Any = None
+        self._logged = -1  # evaluations of the last plain line: the run's closing snapshot repeats the count
 
     def __enter__(self) -> ProgressLine:
         if self.use_rich:
@@ -121,7 +122,8 @@ class ProgressLine:
         line = format_line(snap, self.total)
         if self._progress is not None:
             self._progress.update(self._task, completed=snap.evaluations, description=line)
-        else:
+        elif snap.evaluations != self._logged:
+            self._logged = snap.evaluations
             log.info(line)
 
     def __exit__(self, *exc: object) -> None:

@@ -30,7 +30,9 @@ def test_flat_metrics():
 def test_plain_log_line(caplog):
     with caplog.at_level(logging.INFO, logger="evolve.progress"), ProgressLine(200, rich=False) as p:
         p.update(snap())
+        p.update(snap())  # the closing snapshot at the same count: not a second line
     assert "evaluated 40/200" in caplog.text
+    assert sum("evaluated 40/200" in m for m in caplog.messages) == 1
 
 
 def test_rich_bar_and_disabled(capsys):

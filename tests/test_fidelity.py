@@ -497,3 +497,28 @@ def test_surrogate_rank_term_fits_and_needs_shapes():
     assert m.info["rank_weight"] == 0.5 and np.all(np.isfinite(pred)) and np.all(sd >= 0)
     # the fit learns the order of the target: log(pred / base) tracks y
     assert np.corrcoef(np.log(pred / 10.0), y)[0, 1] > 0.9
+
+
+def test_replay_refuses_stores_of_another_workload(tmp_path):
+    """Replay over RMSNorm stores for a softmax (or an fp16 RMSNorm) run: refused at construction, naming the store
+    and both workloads (it crashed on every candidate after fitting the surrogate), and as a configuration error
+    from the command line before any store is written."""
+    import subprocess
+    import sys
+
+    from evaluators.replay import ReplayEvaluator
+
+    with pytest.raises(ValueError) as e:
+        ReplayEvaluator(get_workload("softmax"), [str(RANDOM)])
+    assert str(e.value) == (f"evaluator.stores: {RANDOM} recorded workload rmsnorm (bf16), this run's is softmax "
+                            "(fp32); replay needs stores recorded on the run's workload")
+    with pytest.raises(ValueError, match=r"recorded workload rmsnorm \(bf16\), this run's is rmsnorm \(fp16\)"):
+        ReplayEvaluator(get_workload("rmsnorm", dtype="fp16"), [str(RANDOM)])
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "evolve", "workload=softmax", "evaluator=replay",
+                          f"evaluator.stores=[{RANDOM}]", "logger=none", f"hydra.run.dir={run_dir}"],
+                         cwd=DATA.parents[1], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and not (run_dir / "store.sqlite").exists()
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"configuration error: evaluator.stores: {RANDOM} recorded workload rmsnorm (bf16), this run's is softmax "
+        "(fp32); replay needs stores recorded on the run's workload")
