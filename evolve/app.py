@@ -292,7 +292,8 @@ def _leaf_diffs(old: Any, new: Any, key: str) -> list[tuple[str, Any, Any]]:
 
 def check_resume_compatible(cfg: DictConfig, store_path: Path) -> None:
     """Raise ConfigError when ``store_path`` was started with other search settings than ``cfg`` (a resume
-    under another algorithm, seed, workload, archive, hardware or operator set), naming the key and both values."""
+    under another algorithm, seed, workload, archive, hardware, operator set, evaluator kind or replay stores),
+    naming the key and both values."""
     if not cfg.resume or not store_path.exists():
         return
     try:
@@ -307,6 +308,10 @@ def check_resume_compatible(cfg: DictConfig, store_path: Path) -> None:
     for key in RESUME_KEYS:
         if key in old:
             diffs += _leaf_diffs(old.get(key), new.get(key), key)
+    old_ev = old.get("evaluator") if isinstance(old.get("evaluator"), dict) else {}
+    for sub in ("kind", "stores"):  # static estimates, replayed GPU times and GPU measurements differ in scale
+        if sub in old_ev:
+            diffs += _leaf_diffs(old_ev.get(sub), new["evaluator"].get(sub), f"evaluator.{sub}")
     old_ops = [o.get("name") for o in (old.get("mutator") or {}).get("operators", []) if isinstance(o, dict)]
     new_ops = [o.get("name") for o in new["mutator"]["operators"]]
     if old_ops and old_ops != new_ops:

@@ -235,7 +235,8 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
     check_resume_compatible(cfg_of("budget.evaluations=500", "engine.capacity=1"), path)
     check_resume_compatible(cfg_of("algorithm=ga", "resume=false"), path)
     for overrides, key in [(["algorithm=ga"], "algorithm._target_"), (["seed=1"], "seed"),
-                           (["hardware=h100"], "hardware.name"), (["mutator=template"], "mutator.operators")]:
+                           (["hardware=h100"], "hardware.name"), (["mutator=template"], "mutator.operators"),
+                           (["evaluator=replay"], "evaluator.kind")]:
         with pytest.raises(ConfigError) as ei:
             check_resume_compatible(cfg_of(*overrides), path)
         assert str(ei.value).startswith(f"{key}: the run in {tmp_path} was started with")
