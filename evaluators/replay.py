@@ -130,7 +130,7 @@ class ReplayEvaluator:
         from evaluators.fidelity import fidelity_line
 
         scale = ("" if self.recorded_objectives else
-                 f" The recorded objectives were taken against {self.objective_baselines}: every objective is "
+                 f" The recorded objectives were taken against {' and '.join(self.objective_baselines)}: every objective is "
                  f"recomputed from the recorded times against one reference ({self.workload.primary_baseline}).")
         return (f"Replay evaluator ({self.model_version}) over {len(self.stores)} recorded H200 run(s), "
                 f"{len(self._index)} recorded kernels: a recorded kernel gets its recorded GPU result back, any "
