@@ -54,13 +54,15 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
     check refuses with TypeError / ValueError)."""
     import inspect
 
-    from hydra.utils import get_class
+    from workloads.registry import get_class_quietly
 
     target = str(cfg._target_)
     try:
-        cls = get_class(target)
+        cls = get_class_quietly(target)
     except Exception as e:
-        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {e}") from None
+        from workloads.registry import import_failure
+
+        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {import_failure(target, e)}") from None
     params = inspect.signature(cls).parameters
     node = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if isinstance(cfg, DictConfig) else dict(cfg)
     extra = dict(node.pop("options", None) or {})
@@ -256,13 +258,15 @@ def make_evaluator_from(cfg: DictConfig, workload: Any, gpu: Any = None, tasks: 
 def _evaluator_from_target(cfg: DictConfig, workload: Any, gpu: Any) -> tuple[Any, bool]:
     """``cls(workload, gpu=gpu, **evaluator.options)`` for ``evaluator._target_``; its results are estimates
     when it says so (``estimate`` attribute). ConfigError naming the key when it cannot be built."""
-    from hydra.utils import get_class
+    from workloads.registry import get_class_quietly
 
     target = str(cfg.evaluator._target_)
     try:
-        cls = get_class(target)
+        cls = get_class_quietly(target)
     except Exception as e:
-        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {e}") from None
+        from workloads.registry import import_failure
+
+        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {import_failure(target, e)}") from None
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     try:
         evaluator = cls(workload, gpu=gpu, **options)

@@ -51,6 +51,22 @@ def workload_config(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
     return node
 
 
+def get_class_quietly(target: str) -> type:
+    """``hydra.utils.get_class(target)`` without the ERROR log line it writes before re-raising (the callers
+    report the failure in one line with ``import_failure``). Raises what ``get_class`` raises."""
+    import logging
+
+    from hydra.utils import get_class
+
+    logger = logging.getLogger("hydra.utils")
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        return get_class(target)
+    finally:
+        logger.disabled = was
+
+
 def import_failure(target: str, error: BaseException) -> str:
     """Why importing the dotted path ``target`` failed, from the error ``hydra.utils`` raised (``error``, whose
     ``__cause__`` is the import's own exception): the module is not on the path (with where to put it), a module

@@ -52,12 +52,15 @@ def operator_class(name: str, target: str | None = None) -> type:
     """The class at the dotted path ``target`` when given, else the built-in operator ``name``. ValueError
     naming the target that cannot be imported, or listing the allowed names for an unknown one."""
     if target is not None:
-        from hydra.utils import get_class
+        from workloads.registry import get_class_quietly
 
         try:
-            return get_class(str(target))
+            return get_class_quietly(str(target))
         except Exception as e:
-            raise ValueError(f"operator {name!r}: _target_ {target!r} cannot be imported: {e}") from None
+            from workloads.registry import import_failure
+
+            raise ValueError(f"operator {name!r}: _target_ {target!r} cannot be imported: "
+                             f"{import_failure(str(target), e)}") from None
     if name not in OPERATORS:
         raise ValueError(f"unknown operator {name!r}; allowed: {', '.join(sorted(OPERATORS))}")
     module, cls = OPERATORS[name].split(":")
