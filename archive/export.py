@@ -150,6 +150,13 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
     return card
 
 
+def _kind(evaluator: Any, estimate: bool) -> str:
+    """How a card's objective came about, in words."""
+    if evaluator == "replay":
+        return "replay: recorded H200 GPU time where a recorded run measured the kernel, else a surrogate ESTIMATE"
+    return "ESTIMATE (static model, no GPU measurement)" if estimate else "GPU measurement"
+
+
 def measured_against(meta: dict[str, Any], workload: Any = None, *, estimate: bool | None = None) -> dict[str, Any]:
     """What a run's objectives were measured against, from its store meta ``provenance``
     (``evolve.runinfo.run_provenance``): evaluator (``gpu`` / ``static``), estimate (True: a static-model
@@ -159,7 +166,7 @@ def measured_against(meta: dict[str, Any], workload: Any = None, *, estimate: bo
     est = prov.get("estimate", meta.get("estimate")) if estimate is None else (estimate or prov.get("estimate"))
     return {"evaluator": prov.get("evaluator") or _config(meta, "evaluator", "kind"),
             "estimate": bool(est),
-            "kind": "ESTIMATE (static model, no GPU measurement)" if est else "GPU measurement",
+            "kind": _kind(prov.get("evaluator") or _config(meta, "evaluator", "kind"), bool(est)),
             "baseline": prov.get("baseline") or getattr(workload, "primary_baseline", None),
             "gate_version": prov.get("gate_version"),
             "objective": prov.get("objective"),

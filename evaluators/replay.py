@@ -120,6 +120,14 @@ class ReplayEvaluator:
         self._reference: dict[tuple[int, ...], float] | None = None
         self._reference_name = ""
         self.answered = {"recorded": 0, "surrogate": 0}
+        # What the objectives mean (evolve.runinfo / the run's objective meta): one scale for recorded and
+        # estimated kernels; no gate runs here (a recorded result passed its own run's gate, an estimate none).
+        self.baseline = workload.primary_baseline
+        self.gate_version = None
+        self.objective_definition = (
+            f"geomean over shapes of the speedup over the median recorded H200 time of {self.baseline} at that "
+            f"shape: the recorded GPU time for a kernel a recorded run measured, else an ESTIMATE of the replay "
+            f"surrogate (evaluators.replay; runs {', '.join(run_name(p) for p in stores)})")
 
     def __len__(self) -> int:
         """Number of distinct recorded identities."""

@@ -138,9 +138,13 @@ def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: 
         from evaluators.gpu.gate import GATE_VERSION as gate_version
     except ImportError:
         gate_version = None
-    if estimate:
-        spec: dict[str, Any] = {"baseline": "naive_seed", "definition": "ESTIMATE: geomean over shapes of the "
-                                "speedup over the naive seed under the static model (evaluators.static)"}
+    declared = getattr(evaluator, "objective_definition", None)
+    if estimate and isinstance(declared, str) and declared:  # e.g. replay: recorded times over the library's
+        spec: dict[str, Any] = {"baseline": getattr(evaluator, "baseline", None), "definition": declared}
+        gate_version = getattr(evaluator, "gate_version", gate_version)
+    elif estimate:
+        spec = {"baseline": "naive_seed", "definition": "ESTIMATE: geomean over shapes of the "
+                "speedup over the naive seed under the static model (evaluators.static)"}
     else:
         spec = getattr(evaluator, "objective", None) or ObjectiveSpec.from_config(
             OmegaConf.to_container(cfg.objective, resolve=True))

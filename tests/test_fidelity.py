@@ -523,3 +523,27 @@ def test_replay_refuses_stores_of_another_workload(tmp_path):
     assert out.stderr.strip().splitlines()[-1] == (
         f"configuration error: evaluator.stores: {RANDOM} recorded workload rmsnorm (bf16), this run's is softmax "
         "(fp32); replay needs stores recorded on the run's workload")
+
+
+def test_replay_run_objective_meta_names_its_reference(wl):
+    """A replay run's objective meta, provenance and cards say what its numbers are (speedups over the recorded
+    torch times, recorded or surrogate), not the static model's speedup over the naive seed under a gate it never
+    ran."""
+    from omegaconf import OmegaConf
+
+    from archive.export import measured_against
+    from evaluators.replay import ReplayEvaluator
+    from evolve.app import objective_definition
+
+    ev = ReplayEvaluator(wl, [str(RANDOM)])
+    spec = objective_definition(OmegaConf.create({}), None, ev, True)
+    assert spec["baseline"] == "torch" and spec["gate_version"] is None and spec["estimate"] is True
+    assert spec["definition"] == (
+        "geomean over shapes of the speedup over the median recorded H200 time of torch at that shape: the recorded "
+        "GPU time for a kernel a recorded run measured, else an ESTIMATE of the replay surrogate (evaluators.replay; "
+        "runs rmsnorm_random_s1)")
+    card = measured_against({"provenance": {"evaluator": "replay", "estimate": True, "baseline": "torch"}})
+    assert card["kind"] == ("replay: recorded H200 GPU time where a recorded run measured the kernel, else a "
+                            "surrogate ESTIMATE")
+    assert measured_against({"provenance": {"evaluator": "static", "estimate": True}})["kind"] == (
+        "ESTIMATE (static model, no GPU measurement)")
