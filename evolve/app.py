@@ -395,7 +395,8 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
             raise ConfigError(f"tasks.enabled=true with {which}: this evaluator measures only its fixed shapes, "
                               "not a task's shapes; use evaluator=gpu or evaluator=static, or tasks.enabled=false")
         evaluator, estimate = make_evaluator_from(cfg, workload, gpu, tasks)
-        kind = str(cfg.evaluator.kind) if str(cfg.evaluator.kind) != "auto" else ("static" if estimate else "gpu")
+        kind = (str(cfg.evaluator._target_) if cfg.evaluator.get("_target_")  # one's own class: named as such
+                else str(cfg.evaluator.kind) if str(cfg.evaluator.kind) != "auto" else ("static" if estimate else "gpu"))
     else:
         estimate = bool(getattr(evaluator, "estimate", False))
         kind = "static" if estimate else str(getattr(evaluator, "kind", "custom"))

@@ -84,7 +84,7 @@ class ConstantEvaluator:
         self.workload, self.gpu, self.value = workload, gpu, value
 
 
-def test_evaluator_by_target(caplog):
+def test_evaluator_by_target(caplog, tmp_path):
     from hydra import compose, initialize_config_dir
 
     from evolve.app import make_evaluator_from
@@ -97,6 +97,13 @@ def test_evaluator_by_target(caplog):
         cfg = compose("config", overrides=[f"evaluator._target_={__name__}.ConstantEvaluator",
                                            "+evaluator.options.value=2.5", "hardware=h100", "run_dir=/tmp/x"])
         bad = compose("config", overrides=["evaluator._target_=nowhere.Eval", "run_dir=/tmp/x"])
+        whole = compose("config", overrides=[f"evaluator._target_={__name__}.ConstantEvaluator", "logger=none",
+                                             "budget.evaluations=3", f"run_dir={tmp_path}"])
+    from evolve.app import run
+
+    # the run names the class it was evaluated by (its final line said "ESTIMATE: static evaluator")
+    summary = run(whole)
+    assert summary["provenance"]["evaluator"] == f"{__name__}.ConstantEvaluator" and summary["evaluations"] == 3
     ev, estimate = make_evaluator_from(cfg, RMSNorm())
     assert isinstance(ev, ConstantEvaluator) and estimate and ev.value == 2.5 and ev.gpu.name == "h100"
     with pytest.raises(ConfigError) as ei:
