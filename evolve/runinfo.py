@@ -160,6 +160,9 @@ def stop_reason(budget: Any, snapshot: Any, halted: str | None = None) -> str:
         return f"errors: {halted} (after {int(budget.evaluations)} evaluations)"
     ev, cand = int(budget.evaluations), int(budget.candidates)
     if budget.max_evaluations is not None and ev >= budget.max_evaluations:
+        if ev > budget.max_evaluations:  # a resume of a longer run with a smaller budget: nothing new ran
+            return (f"evaluation budget spent: the run already held {ev} evaluations, more than "
+                    f"budget.evaluations={budget.max_evaluations}")
         return f"evaluation budget spent ({ev} of {budget.max_evaluations} evaluations)"
     if budget.max_seconds is not None and budget.seconds >= budget.max_seconds:
         return f"time budget spent ({budget.seconds:.0f} of {budget.max_seconds:.0f} s, {ev} evaluations)"

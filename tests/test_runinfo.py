@@ -13,6 +13,11 @@ def test_stop_reasons():
     b = Budget(max_evaluations=10)
     b.evaluations, b.candidates = 10, 12
     assert stop_reason(b, snap) == "evaluation budget spent (10 of 10 evaluations)"
+    # a run of 200 evaluations resumed with budget.evaluations=60 ran nothing: not "200 of 60"
+    b = Budget(max_evaluations=60)
+    b.evaluations, b.candidates = 200, 213
+    assert stop_reason(b, snap) == ("evaluation budget spent: the run already held 200 evaluations, more than "
+                                    "budget.evaluations=60")
     # the failing input: an endpoint whose every answer is a duplicate used the whole candidate budget
     b = Budget(max_evaluations=200, max_candidates=200)
     b.evaluations, b.candidates = 4, 200
