@@ -36,6 +36,18 @@ import numpy as np
 ALIGN = 16  # the buffer's start stays 16-byte aligned (vector loads)
 
 
+def _device_allocation(cu: Any, device: int) -> tuple[Any, int]:
+    """The allocation properties of pinned device memory on ``device`` and their minimum granularity (bytes;
+    2 MiB on the H200): CUDA driver API, "Virtual Memory Management", cuMemGetAllocationGranularity."""
+    prop = cu.CUmemAllocationProp()
+    prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = int(device)
+    gran = int(_check(cu.cuMemGetAllocationGranularity(
+        prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity"))
+    return prop, gran
+
+
 class VMMError(RuntimeError):
     """A driver call of the virtual memory management API failed (message: the call and the CUresult)."""
 
@@ -70,13 +82,8 @@ class EdgeBuffer:
         cu = _driver()
         _check(cu.cuInit(0), "cuInit")
         self.nbytes = int(nbytes)
-        prop = cu.CUmemAllocationProp()
-        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        prop.location.id = int(device)
+        prop, gran = _device_allocation(cu, device)
         self._prop = prop
-        gran = int(_check(cu.cuMemGetAllocationGranularity(
-            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity"))
         padded = -(-max(self.nbytes, 1) // ALIGN) * ALIGN
         self.mapped = -(-padded // gran) * gran
         self._base = _check(cu.cuMemAddressReserve(self.mapped + gran, gran, 0, 0), "cuMemAddressReserve")
@@ -178,13 +185,8 @@ class WideBuffer:
         cu = _driver()
         _check(cu.cuInit(0), "cuInit")
         self.nbytes = int(nbytes)
-        prop = cu.CUmemAllocationProp()
-        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        prop.location.id = int(device)
+        prop, gran = _device_allocation(cu, device)
         self._prop = prop
-        gran = int(_check(cu.cuMemGetAllocationGranularity(
-            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity"))
         padded = -(-max(self.nbytes, 1) // ALIGN) * ALIGN
         self.mapped = -(-padded // gran) * gran
         self.guard = -(-max(int(guard), 0) // gran) * gran
