@@ -59,10 +59,8 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
     target = str(cfg._target_)
     try:
         cls = get_class_quietly(target)
-    except Exception as e:
-        from workloads.registry import import_failure
-
-        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {import_failure(target, e)}") from None
+    except ImportError as e:
+        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {e}") from None
     params = inspect.signature(cls).parameters
     node = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if isinstance(cfg, DictConfig) else dict(cfg)
     extra = dict(node.pop("options", None) or {})
@@ -267,10 +265,8 @@ def _evaluator_from_target(cfg: DictConfig, workload: Any, gpu: Any) -> tuple[An
     target = str(cfg.evaluator._target_)
     try:
         cls = get_class_quietly(target)
-    except Exception as e:
-        from workloads.registry import import_failure
-
-        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {import_failure(target, e)}") from None
+    except ImportError as e:
+        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {e}") from None
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     try:
         evaluator = cls(workload, gpu=gpu, **options)
