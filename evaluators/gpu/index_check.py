@@ -122,12 +122,9 @@ class IndexSet:
                 cp.cuda.runtime.memsetAsync(addr, FILLER, size, stream)
 
     def close(self) -> None:
-        for b in self.buffers.values():
-            try:
-                b.close()
-            except Exception:
-                pass
-        self.buffers.clear()
+        from evaluators.gpu.vmm import close_buffers
+
+        close_buffers(self.buffers)
 
 
 class IndexCheckSets:

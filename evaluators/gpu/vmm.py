@@ -247,6 +247,17 @@ class WideBuffer:
             self._va = None
 
 
+def close_buffers(buffers: dict[str, Any]) -> None:
+    """Close every buffer of ``buffers`` (name -> EdgeBuffer or WideBuffer; a driver error while freeing one is
+    ignored so the others are still freed), then empty the dict. The caller makes sure the stream is idle."""
+    for b in buffers.values():
+        try:
+            b.close()
+        except Exception:
+            pass
+    buffers.clear()
+
+
 def fault_check_shape(workload: Any, seed: int) -> tuple[int, ...]:
     """The gate shape the fault check uses: drawn by ``seed`` among the small gate shapes (at most 2^22
     elements) whose every input is a whole number of 16-byte words (so a vectorised kernel keeps its vector path
@@ -303,12 +314,7 @@ class EdgeSet:
             self.rw[k][...] = v
 
     def close(self) -> None:
-        for b in self.buffers.values():
-            try:
-                b.close()
-            except Exception:
-                pass
-        self.buffers.clear()
+        close_buffers(self.buffers)
 
 
 def place_at_edges(arrays: dict[str, Any], protect: list[str], alias: bool = False) -> EdgeSet:
