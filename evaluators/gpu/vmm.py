@@ -258,6 +258,17 @@ def close_buffers(buffers: dict[str, Any]) -> None:
     buffers.clear()
 
 
+def evict_oldest(sets: Any, limit: int) -> None:
+    """Free the least recently used entries of ``sets`` (an OrderedDict of objects with ``close``, oldest first)
+    past ``limit``, synchronising the current stream before each so nothing still reads the mappings freed."""
+    while len(sets) > limit:
+        import cupy as cp
+
+        _, old = sets.popitem(last=False)
+        cp.cuda.get_current_stream().synchronize()
+        old.close()
+
+
 def fault_check_shape(workload: Any, seed: int) -> tuple[int, ...]:
     """The gate shape the fault check uses: drawn by ``seed`` among the small gate shapes (at most 2^22
     elements) whose every input is a whole number of 16-byte words (so a vectorised kernel keeps its vector path
@@ -368,12 +379,7 @@ class FaultCheckSets:
             e.fill(arrays)
             return e
         e = self.sets[key] = place_at_edges(arrays, read_only_buffers(workload, arrays), alias=True)
-        while len(self.sets) > self.limit:
-            import cupy as cp
-
-            _, old = self.sets.popitem(last=False)
-            cp.cuda.get_current_stream().synchronize()  # nothing may still read the mappings freed
-            old.close()
+        evict_oldest(self.sets, self.limit)
         return e
 
     def close(self) -> None:
