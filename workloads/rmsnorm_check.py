@@ -180,42 +180,29 @@ __device__ void reference_rows(const T* __restrict__ x, const float* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_bf16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<unsigned short, 0>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_bf16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<unsigned short, 0>(x, w, rows, use_rows, n, eps, y);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_fp16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<unsigned short, 1>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_fp16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<unsigned short, 1>(x, w, rows, use_rows, n, eps, y);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_fp32(const u32* x, const float* w, const long long* rows, const u32* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<u32, 2>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_fp32(const u32* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<u32, 2>(x, w, rows, use_rows, n, eps, y);
-}
 """
+
+# Element types: the ``kind`` template argument of the kernels and the C type of their bits.
+KIND = {"bf16": 0, "fp16": 1, "fp32": 2}
+_BITS_TYPE = {"bf16": "unsigned short", "fp16": "unsigned short", "fp32": "u32"}
+
+# The two kernels of one element type ``d`` (C type ``t``, kind ``k``), instantiated for every type of KIND.
+_ENTRIES = r"""extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_rows_bad_{d}(const {t}* x, const float* w, const long long* rows, const {t}* got, u64 n, double eps,
+    double atol, double rtol, int mantissa_bits, u64* counter) {{
+    rows_bad<{t}, {k}>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
+}}
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_reference_{d}(const {t}* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+    double* y) {{
+    reference_rows<{t}, {k}>(x, w, rows, use_rows, n, eps, y);
+}}
+"""
+SOURCE += "".join(_ENTRIES.format(d=d, t=_BITS_TYPE[d], k=k) for d, k in KIND.items())
 
 # Compiler options: no FMA contraction, so every element's arithmetic is numpy's (IEEE double, one rounding per
 # operation).
 OPTIONS = ("--fmad=false",)
-KIND = {"bf16": 0, "fp16": 1, "fp32": 2}
 BLOCK = 256
 
 
