@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from workloads.dtypes import bits_dtype
 from workloads.elements import MANTISSA_BITS
 
 SOURCE = r"""
@@ -273,7 +274,7 @@ def count_bad_rows(x: Any, w: Any, rows: Any, got: Any, eps: float, dtype: str, 
     n_rows, n = int(got.shape[0]), int(got.shape[-1])
     if n_rows == 0 or n == 0:
         return
-    bits = np.uint32 if dtype == "fp32" else np.uint16
+    bits = bits_dtype(dtype)
     if xp is np:
         counter[0] += count_bad_rows_host(np.asarray(x).view(bits), w, rows, np.asarray(got).view(bits), eps, dtype,
                                           atol, rtol)
@@ -301,7 +302,7 @@ def reference(x: Any, w: Any, rows: Any, eps: float, dtype: str, xp: ModuleType)
     ``reference_rows_host``. ValueError for an unknown dtype."""
     if dtype not in KIND:
         raise ValueError(f"reference: dtype must be one of {sorted(KIND)}, got {dtype!r}")
-    bits = np.uint32 if dtype == "fp32" else np.uint16
+    bits = bits_dtype(dtype)
     if xp is np:
         return reference_rows_host(np.asarray(x).view(bits), w, rows, eps, dtype)
     x = _contiguous(x, xp)
