@@ -170,9 +170,9 @@ class RaceReport:
     def reason(self) -> str:
         """One line for the store's reason column: the first finding, how many there are and, when they are
         of more than one kind, every kind (``"... (and 3 more; kinds: unfenced_publish, launch_state)"``)."""
-        line = first_finding("static race lint", self.findings)
         kinds = list(dict.fromkeys(f.kind for f in self.findings))
-        return line[:-1] + f"; kinds: {', '.join(kinds)})" if len(kinds) > 1 else line
+        note = f"; kinds: {', '.join(kinds)}" if len(kinds) > 1 else ""
+        return first_finding("static race lint", self.findings, note)
 
 
 def _global_write(ins: Instruction) -> bool:
