@@ -117,11 +117,12 @@ class InputStoreReport:
         return first_finding("static input-store check", self.stores)
 
 
-def first_finding(check: str, findings: Sequence[object]) -> str:
-    """A static check's reason line: ``"<check>: <first finding> (and <n> more)"``, "" when there is none."""
+def first_finding(check: str, findings: Sequence[object], note: str = "") -> str:
+    """A static check's reason line: ``"<check>: <first finding> (and <n> more<note>)"``, "" when there is none
+    (``note`` is written only when there is more than one finding)."""
     if not findings:
         return ""
-    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    more = f" (and {len(findings) - 1} more{note})" if len(findings) > 1 else ""
     return f"{check}: {findings[0]}{more}"
 
 

@@ -73,6 +73,10 @@ REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_E
                         Status.NONDETERMINISTIC, Status.TOO_FAST_TO_BE_TRUE})
 
 
+# The reason prefix of a crash row made from an evaluator exception (_timed_evaluate; counted by the engine).
+EVALUATOR_RAISED = "evaluator raised"
+
+
 @dataclass
 class EngineSettings:
     """capacity: concurrent evaluations (threads); ordered: tell in ask order (see module docstring);
@@ -661,7 +665,7 @@ class Engine:
         """Count evaluations in a row on which the evaluator raised (``_timed_evaluate``); at
         ``settings.max_evaluator_crashes`` set ``halted``, so the run stops with that reason instead of spending
         its budget on crash rows (a resumed run starts counting afresh)."""
-        if result.status == Status.CRASH and (result.reason or "").startswith("evaluator raised"):
+        if result.status == Status.CRASH and (result.reason or "").startswith(EVALUATOR_RAISED):
             self.evaluator_crashes += 1
         else:
             self.evaluator_crashes = 0
@@ -900,7 +904,7 @@ def _timed_evaluate(evaluator: Any, kernel: Kernel, shapes: Any = None) -> EvalR
     try:
         res = evaluator.evaluate(kernel) if shapes is None else evaluator.evaluate(kernel, shapes=list(shapes))
     except Exception as e:
-        res = EvalResult(status=Status.CRASH, reason=f"evaluator raised {_short_exc(e)}")
+        res = EvalResult(status=Status.CRASH, reason=f"{EVALUATOR_RAISED} {_short_exc(e)}")
         log.debug("evaluator raised:\n%s", traceback.format_exc())
     if not res.eval_seconds:
         res.eval_seconds = time.perf_counter() - t0

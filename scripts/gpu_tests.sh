@@ -31,9 +31,8 @@ fi
 if [ -d "${RAY_SITE:-/tmp/ray-site}/ray" ] && ls .whl/ray-deps/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/ray-deps/*.whl
 fi
-export PYTHONPATH=/tmp/site:${RAY_SITE:-/tmp/ray-site}:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=/tmp/site:${RAY_SITE:-/tmp/ray-site}:$PWD WANDB_MODE=offline
+. scripts/device_env.sh
 
 {
   date -u
@@ -55,19 +54,19 @@ PY
 } | tee "$out/versions.txt"
 
 rc=0
+# pytest -m gpu on the given paths/options, cut at TESTS_S; the whole log to $out/<log>, its verdict lines to stdout.
+# -v: a run cut by its limit still shows in the log which tests passed.
+gpu_pytest() {
+  local log=$1; shift
+  timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider "$@" 2>&1 \
+    | tee "$out/$log" | grep -E "FAILED|ERROR|XFAIL|XPASS|passed|failed" | tail -40
+  rc=$((rc | ${PIPESTATUS[0]}))
+}
 for step in "${steps[@]}"; do
   case $step in
-    # -v: a run cut by its limit still shows in the log which tests passed
-    tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests 2>&1 \
-             | tee "$out/pytest_gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED|passed|failed" | tail -40
-           rc=$((rc | ${PIPESTATUS[0]})) ;;
-    gate_tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests/gpu/test_gate*.py \
-                  2>&1 | tee "$out/pytest_gpu_gate.log" | grep -E "FAILED|ERROR|XFAIL|XPASS|passed|failed" | tail -40
-                rc=$((rc | ${PIPESTATUS[0]})) ;;
-    other_tests) timeout -k 10 "${TESTS_S:-540}" python3 -m pytest -m gpu -v -rfEx -p no:cacheprovider tests \
-                   --ignore-glob='tests/gpu/test_gate*.py' 2>&1 | tee "$out/pytest_gpu_other.log" \
-                   | grep -E "FAILED|ERROR|XFAIL|XPASS|passed|failed" | tail -40
-                 rc=$((rc | ${PIPESTATUS[0]})) ;;
+    tests) gpu_pytest pytest_gpu.log tests ;;
+    gate_tests) gpu_pytest pytest_gpu_gate.log tests/gpu/test_gate*.py ;;
+    other_tests) gpu_pytest pytest_gpu_other.log tests --ignore-glob='tests/gpu/test_gate*.py' ;;
     baselines) timeout -k 10 "${BASELINES_S:-540}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
     throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from workloads.dtypes import bits_dtype
 from workloads.elements import MANTISSA_BITS
 
 SOURCE = r"""
@@ -180,42 +181,29 @@ __device__ void reference_rows(const T* __restrict__ x, const float* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_bf16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<unsigned short, 0>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_bf16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<unsigned short, 0>(x, w, rows, use_rows, n, eps, y);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_fp16(const unsigned short* x, const float* w, const long long* rows, const unsigned short* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<unsigned short, 1>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_fp16(const unsigned short* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<unsigned short, 1>(x, w, rows, use_rows, n, eps, y);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_rows_bad_fp32(const u32* x, const float* w, const long long* rows, const u32* got, u64 n, double eps,
-    double atol, double rtol, int mantissa_bits, u64* counter) {
-    rows_bad<u32, 2>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
-}
-extern "C" __global__ void __launch_bounds__(256, 4)
-rmsnorm_reference_fp32(const u32* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
-    double* y) {
-    reference_rows<u32, 2>(x, w, rows, use_rows, n, eps, y);
-}
 """
+
+# Element types: the ``kind`` template argument of the kernels and the C type of their bits.
+KIND = {"bf16": 0, "fp16": 1, "fp32": 2}
+_BITS_TYPE = {"bf16": "unsigned short", "fp16": "unsigned short", "fp32": "u32"}
+
+# The two kernels of one element type ``d`` (C type ``t``, kind ``k``), instantiated for every type of KIND.
+_ENTRIES = r"""extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_rows_bad_{d}(const {t}* x, const float* w, const long long* rows, const {t}* got, u64 n, double eps,
+    double atol, double rtol, int mantissa_bits, u64* counter) {{
+    rows_bad<{t}, {k}>(x, w, rows, got, n, eps, atol, rtol, mantissa_bits, counter);
+}}
+extern "C" __global__ void __launch_bounds__(256, 4)
+rmsnorm_reference_{d}(const {t}* x, const float* w, const long long* rows, int use_rows, u64 n, double eps,
+    double* y) {{
+    reference_rows<{t}, {k}>(x, w, rows, use_rows, n, eps, y);
+}}
+"""
+SOURCE += "".join(_ENTRIES.format(d=d, t=_BITS_TYPE[d], k=k) for d, k in KIND.items())
 
 # Compiler options: no FMA contraction, so every element's arithmetic is numpy's (IEEE double, one rounding per
 # operation).
 OPTIONS = ("--fmad=false",)
-KIND = {"bf16": 0, "fp16": 1, "fp32": 2}
 BLOCK = 256
 
 
@@ -286,7 +274,7 @@ def count_bad_rows(x: Any, w: Any, rows: Any, got: Any, eps: float, dtype: str, 
     n_rows, n = int(got.shape[0]), int(got.shape[-1])
     if n_rows == 0 or n == 0:
         return
-    bits = np.uint32 if dtype == "fp32" else np.uint16
+    bits = bits_dtype(dtype)
     if xp is np:
         counter[0] += count_bad_rows_host(np.asarray(x).view(bits), w, rows, np.asarray(got).view(bits), eps, dtype,
                                           atol, rtol)
@@ -314,7 +302,7 @@ def reference(x: Any, w: Any, rows: Any, eps: float, dtype: str, xp: ModuleType)
     ``reference_rows_host``. ValueError for an unknown dtype."""
     if dtype not in KIND:
         raise ValueError(f"reference: dtype must be one of {sorted(KIND)}, got {dtype!r}")
-    bits = np.uint32 if dtype == "fp32" else np.uint16
+    bits = bits_dtype(dtype)
     if xp is np:
         return reference_rows_host(np.asarray(x).view(bits), w, rows, eps, dtype)
     x = _contiguous(x, xp)

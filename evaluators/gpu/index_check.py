@@ -122,12 +122,9 @@ class IndexSet:
                 cp.cuda.runtime.memsetAsync(addr, FILLER, size, stream)
 
     def close(self) -> None:
-        for b in self.buffers.values():
-            try:
-                b.close()
-            except Exception:
-                pass
-        self.buffers.clear()
+        from evaluators.gpu.vmm import close_buffers
+
+        close_buffers(self.buffers)
 
 
 class IndexCheckSets:
@@ -139,16 +136,13 @@ class IndexCheckSets:
         self.sets: OrderedDict[tuple, IndexSet] = OrderedDict()
 
     def get(self, workload: Any, shape: tuple[int, ...], rows: Mapping[str, tuple[tuple[int, ...], Any]]) -> IndexSet:
+        from evaluators.gpu.vmm import evict_oldest
+
         key = (tuple(shape), tuple((k, v[0], str(np.dtype(v[1]))) for k, v in rows.items()))
         s = self.sets.get(key)
         if s is None:
             s = self.sets[key] = IndexSet(workload, shape, rows)
-            while len(self.sets) > self.limit:
-                import cupy as cp
-
-                _, old = self.sets.popitem(last=False)
-                cp.cuda.get_current_stream().synchronize()
-                old.close()
+            evict_oldest(self.sets, self.limit)
         self.sets.move_to_end(key)
         return s
 

@@ -232,20 +232,15 @@ class Perturbation:
     parts: dict[str, RowPatch] = field(default_factory=dict)
 
     @classmethod
-    def draw(cls, sets: InputSets, i: int, rng: np.random.Generator) -> Perturbation:
-        """A perturbation of set i: PERTURB_ROWS random rows of each floating input with two or more dimensions
-        and more rows than that, every element of the others; a random 1/16 of the changed elements doubled or
-        halved (``launch_prep.perturb_value``, as ``gate.perturbed``), seeded from ``rng``. One kernel per input
-        on the GPU, no synchronisation."""
-        return cls.draw_all(sets, [i], rng)[0]
-
-    @classmethod
     def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator,
                  names: list[str] | None = None) -> list[Perturbation]:
-        """``draw`` for several launches (one per entry of ``set_indices``) at once: per input, the rows of every
-        perturbation go to the device in one transfer and their old and new values share one allocation, so the
-        device work is one kernel per perturbation and input plus a few operations per input. ``names``: the
-        inputs to change (None: every floating input but the inout buffers)."""
+        """A perturbation of each set of ``set_indices`` (one per launch): PERTURB_ROWS random rows of each
+        floating input with two or more dimensions and more rows than that, every element of the others; a random
+        1/16 of the changed elements doubled or halved (``launch_prep.perturb_value``, as ``gate.perturbed``),
+        seeded from ``rng``. Per input, the rows of every perturbation go to the device in one transfer and their
+        old and new values share one allocation, so the device work is one kernel per perturbation and input plus
+        a few operations per input; no synchronisation. ``names``: the inputs to change (None: every floating
+        input but the inout buffers)."""
         out = [cls(i) for i in set_indices]
         if not set_indices:
             return out
@@ -284,12 +279,6 @@ class Perturbation:
         undo would otherwise cover up)."""
         for part in self.parts.values():
             part.put("old" if undo else "new", sets.xp, touched if undo else None, flag)
-
-
-def refill(out: Any, dtype: str, pattern: str, seed: int, answer: Any | None, xp: ModuleType) -> None:
-    """Overwrite output ``out`` in place with ``pattern`` (PATTERNS; "answer" copies ``answer``): one memset,
-    copy or kernel on the current stream (``launch_prep.fill``)."""
-    fill(out, dtype, pattern, seed, answer, xp)
 
 
 @dataclass
@@ -489,7 +478,7 @@ def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs:
         pattern = PATTERNS[int(rng.integers(4))]
         seed = int(rng.integers(2**62))
         for name, buf in outputs.items():
-            refill(buf, specs[name].dtype, pattern, seed, None, sets.xp)
+            fill(buf, specs[name].dtype, pattern, seed, None, sets.xp)
         state["set"] = s
 
     return TimedCall(lambda: fn_per_set[state["set"]](), prepare)

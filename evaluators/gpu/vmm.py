@@ -247,6 +247,28 @@ class WideBuffer:
             self._va = None
 
 
+def close_buffers(buffers: dict[str, Any]) -> None:
+    """Close every buffer of ``buffers`` (name -> EdgeBuffer or WideBuffer; a driver error while freeing one is
+    ignored so the others are still freed), then empty the dict. The caller makes sure the stream is idle."""
+    for b in buffers.values():
+        try:
+            b.close()
+        except Exception:
+            pass
+    buffers.clear()
+
+
+def evict_oldest(sets: Any, limit: int) -> None:
+    """Free the least recently used entries of ``sets`` (an OrderedDict of objects with ``close``, oldest first)
+    past ``limit``, synchronising the current stream before each so nothing still reads the mappings freed."""
+    while len(sets) > limit:
+        import cupy as cp
+
+        _, old = sets.popitem(last=False)
+        cp.cuda.get_current_stream().synchronize()
+        old.close()
+
+
 def fault_check_shape(workload: Any, seed: int) -> tuple[int, ...]:
     """The gate shape the fault check uses: drawn by ``seed`` among the small gate shapes (at most 2^22
     elements) whose every input is a whole number of 16-byte words (so a vectorised kernel keeps its vector path
@@ -303,12 +325,7 @@ class EdgeSet:
             self.rw[k][...] = v
 
     def close(self) -> None:
-        for b in self.buffers.values():
-            try:
-                b.close()
-            except Exception:
-                pass
-        self.buffers.clear()
+        close_buffers(self.buffers)
 
 
 def place_at_edges(arrays: dict[str, Any], protect: list[str], alias: bool = False) -> EdgeSet:
@@ -362,12 +379,7 @@ class FaultCheckSets:
             e.fill(arrays)
             return e
         e = self.sets[key] = place_at_edges(arrays, read_only_buffers(workload, arrays), alias=True)
-        while len(self.sets) > self.limit:
-            import cupy as cp
-
-            _, old = self.sets.popitem(last=False)
-            cp.cuda.get_current_stream().synchronize()  # nothing may still read the mappings freed
-            old.close()
+        evict_oldest(self.sets, self.limit)
         return e
 
     def close(self) -> None:
