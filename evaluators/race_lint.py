@@ -534,13 +534,21 @@ def _stores_into(cur: set[tuple[str, int]], a: _LocalAccess) -> None:
         cur.update((root, off + k) for k in range(size))
 
 
-def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
-    """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
-    unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
+def _predecessors(blocks, back: frozenset[tuple[int, int]] | set[tuple[int, int]] = frozenset()) -> dict[int, list[int]]:
+    """Block id -> the ids of its predecessors, leaving out the edges in ``back``."""
     preds: dict[int, list[int]] = {b.id: [] for b in blocks}
     for b in blocks:
-        for s in b.successors:
-            preds[s].append(b.id)
+        for t in b.successors:
+            if (b.id, t) not in back:
+                preds[t].append(b.id)
+    return preds
+
+
+def _forward(blocks, preds: dict[int, list[int]], meet: Callable[[list[frozenset]], frozenset],
+             transfer: Callable[..., frozenset]) -> dict[int, frozenset | None]:
+    """Block id -> the state on entry to the block of a forward analysis over ``blocks`` (block 0 starts empty;
+    None: unreachable), iterated to its fixed point. meet: the states out of the visited predecessors -> the
+    state in (unvisited ones are left out); transfer: (block, state in) -> state out."""
     state_in: dict[int, frozenset | None] = {b.id: None for b in blocks}
     state_out: dict[int, frozenset | None] = {b.id: None for b in blocks}
     changed = True
@@ -548,19 +556,30 @@ def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, 
         changed = False
         for b in blocks:
             outs = [state_out[p] for p in preds[b.id] if state_out[p] is not None]
-            new_in = frozenset() if b.id == 0 else frozenset.intersection(*outs) if outs else None
+            new_in = frozenset() if b.id == 0 else meet(outs) if outs else None
             if new_in is None or (new_in == state_in[b.id] and state_out[b.id] is not None):
                 continue
             state_in[b.id] = new_in
-            cur = set(new_in)
-            for ins in b.instructions:
-                a = sites.get(id(ins))
-                if a is not None and a[0] == "store":
-                    _stores_into(cur, a)
-            if frozenset(cur) != state_out[b.id]:
-                state_out[b.id] = frozenset(cur)
+            new_out = transfer(b, new_in)
+            if new_out != state_out[b.id]:
+                state_out[b.id] = new_out
                 changed = True
     return state_in
+
+
+def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
+    """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
+    unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
+
+    def transfer(b, state: frozenset) -> frozenset:
+        cur = set(state)
+        for ins in b.instructions:
+            a = sites.get(id(ins))
+            if a is not None and a[0] == "store":
+                _stores_into(cur, a)
+        return frozenset(cur)
+
+    return _forward(blocks, _predecessors(blocks), lambda outs: frozenset.intersection(*outs), transfer)
 
 
 def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
@@ -636,26 +655,9 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruct
     if not any(loads.values()):
         return []
     back = {(u, lp.header) for lp in loops(fn, cfg(fn, blocks)) for u in lp.latches}
-    preds: dict[int, list[int]] = {b.id: [] for b in blocks}
-    for b in blocks:
-        for t in b.successors:
-            if (b.id, t) not in back:
-                preds[t].append(b.id)
-    state_in: dict[int, frozenset[str] | None] = {b.id: None for b in blocks}
-    out: dict[int, frozenset[str] | None] = {b.id: None for b in blocks}
-    changed = True
-    while changed:  # acyclic once the back edges are gone: converges in a pass or two over the block order
-        changed = False
-        for b in blocks:
-            ins_ = [out[p] for p in preds[b.id] if out[p] is not None]
-            new_in = frozenset() if b.id == 0 else frozenset().union(*ins_) if ins_ else None
-            if new_in is None or (new_in == state_in[b.id] and out[b.id] is not None):
-                continue
-            state_in[b.id] = new_in
-            cur = set(new_in).union(*(stores.get(id(i), frozenset()) for i in b.instructions))
-            if frozenset(cur) != out[b.id]:
-                out[b.id] = frozenset(cur)
-                changed = True
+    # acyclic once the back edges are gone: converges in a pass or two over the block order
+    state_in = _forward(blocks, _predecessors(blocks, back), lambda outs: frozenset().union(*outs),
+                        lambda b, st: st.union(*(stores.get(id(i), frozenset()) for i in b.instructions)))
     found: list[tuple[Instruction, str]] = []
     for b in blocks:
         if state_in[b.id] is None:

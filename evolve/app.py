@@ -59,10 +59,8 @@ def make_algorithm(cfg: Any, archive: GridArchive, make_archive: Callable[[], Gr
     target = str(cfg._target_)
     try:
         cls = get_class_quietly(target)
-    except Exception as e:
-        from workloads.registry import import_failure
-
-        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {import_failure(target, e)}") from None
+    except ImportError as e:
+        raise ConfigError(f"algorithm._target_: cannot import {target!r}: {e}") from None
     params = inspect.signature(cls).parameters
     node = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if isinstance(cfg, DictConfig) else dict(cfg)
     extra = dict(node.pop("options", None) or {})
@@ -267,10 +265,8 @@ def _evaluator_from_target(cfg: DictConfig, workload: Any, gpu: Any) -> tuple[An
     target = str(cfg.evaluator._target_)
     try:
         cls = get_class_quietly(target)
-    except Exception as e:
-        from workloads.registry import import_failure
-
-        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {import_failure(target, e)}") from None
+    except ImportError as e:
+        raise ConfigError(f"evaluator._target_: cannot import {target!r}: {e}") from None
     options = dict(OmegaConf.to_container(cfg.evaluator.options, resolve=True))
     try:
         evaluator = cls(workload, gpu=gpu, **options)
@@ -286,7 +282,20 @@ def _versions() -> dict[str, str]:
 
 # What a resumed run must share with the run that started the store: the checkpoint's archive, algorithm state,
 # bandit arms and RNG only mean something under the same settings (the budget and engine knobs may change).
-RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware", "tasks", "objective")
+# Config keys a resume must keep (dotted: one key of a node). evaluator.kind / evaluator.stores: static estimates,
+# replayed GPU times and GPU measurements differ in scale.
+RESUME_KEYS = ("seed", "algorithm", "workload", "archive", "hardware", "tasks", "objective", "evaluator.kind",
+               "evaluator.stores")
+_ABSENT = object()
+
+
+def _at(node: Any, key: str) -> Any:
+    """The value at the dotted ``key`` of the nested dict ``node``; ``_ABSENT`` when a step is missing."""
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
 
 
 def _leaf_diffs(old: Any, new: Any, key: str) -> list[tuple[str, Any, Any]]:
@@ -314,12 +323,10 @@ def check_resume_compatible(cfg: DictConfig, store_path: Path) -> None:
     new = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     diffs: list[tuple[str, Any, Any]] = []
     for key in RESUME_KEYS:
-        if key in old:
-            diffs += _leaf_diffs(old.get(key), new.get(key), key)
-    old_ev = old.get("evaluator") if isinstance(old.get("evaluator"), dict) else {}
-    for sub in ("kind", "stores"):  # static estimates, replayed GPU times and GPU measurements differ in scale
-        if sub in old_ev:
-            diffs += _leaf_diffs(old_ev.get(sub), new["evaluator"].get(sub), f"evaluator.{sub}")
+        was = _at(old, key)
+        if was is not _ABSENT:
+            now = _at(new, key)
+            diffs += _leaf_diffs(was, None if now is _ABSENT else now, key)
     old_ops = [o.get("name") for o in (old.get("mutator") or {}).get("operators", []) if isinstance(o, dict)]
     new_ops = [o.get("name") for o in new["mutator"]["operators"]]
     if old_ops and old_ops != new_ops:

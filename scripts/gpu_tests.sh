@@ -31,9 +31,8 @@ fi
 if [ -d "${RAY_SITE:-/tmp/ray-site}/ray" ] && ls .whl/ray-deps/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/ray-deps/*.whl
 fi
-export PYTHONPATH=/tmp/site:${RAY_SITE:-/tmp/ray-site}:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=/tmp/site:${RAY_SITE:-/tmp/ray-site}:$PWD WANDB_MODE=offline
+. scripts/device_env.sh
 
 {
   date -u

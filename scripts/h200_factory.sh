@@ -45,9 +45,8 @@ if [ "$EVALUATOR" = gpu ] && ls .whl/*.whl >/dev/null 2>&1; then   # the wheels 
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
-export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export WANDB_MODE=${WANDB_MODE:-offline}
+. scripts/device_env.sh
 if [ "$EVALUATOR" = gpu ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
   (nvcc --version | tail -1; ptxas --version | tail -1; compute-sanitizer --version | tail -1; ncu --version | tail -1) 2>&1

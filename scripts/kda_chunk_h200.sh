@@ -20,9 +20,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed"; exit 1; }
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache} JAX_PLATFORMS=cpu FLA_FLASH_KDA=0
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=/tmp/site:$PWD WANDB_MODE=offline
+. scripts/device_env.sh
+export JAX_PLATFORMS=cpu FLA_FLASH_KDA=0
 rc=0
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
   python3 -c "import fla, triton, torch; print('fla', fla.__version__, 'triton', triton.__version__, 'torch', torch.__version__)" 2>&1

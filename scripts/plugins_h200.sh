@@ -19,9 +19,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed"; exit 1; }
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache} JAX_PLATFORMS=cpu
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=/tmp/site:$PWD WANDB_MODE=offline
+. scripts/device_env.sh
+export JAX_PLATFORMS=cpu
 rc=0
 timeout -k 5 "${TESTS_S:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu_softmax.py \
   tests/gpu/test_gpu_pipeline.py tests/gpu/test_gpu_kda.py 2>&1 | tee "$out/pytest_plugins_gpu.log"

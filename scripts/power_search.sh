@@ -55,9 +55,8 @@ if [ "$EVALUATOR" = gpu ]; then
 else
   echo "DRY RUN: static evaluator, no GPU; every number is an ESTIMATE"
 fi
-export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export WANDB_MODE=${WANDB_MODE:-offline}
+. scripts/device_env.sh
 
 if [ ! -d "$RUN" ] && [ -n "${RUN_TAR:-}" ] && [ -f "$RUN_TAR" ]; then
   phase "unpacking $RUN_TAR into $(dirname "$RUN")"

@@ -17,9 +17,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed"; exit 1; }
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-export PTXFORGE_CACHE=${PTXFORGE_CACHE:-/tmp/ptxforge-cache}
-[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=/tmp/site:$PWD WANDB_MODE=offline
+. scripts/device_env.sh
 date -u
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
 python3 -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"

@@ -52,8 +52,9 @@ def workload_config(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
 
 
 def get_class_quietly(target: str) -> type:
-    """``hydra.utils.get_class(target)`` without the ERROR log line it writes before re-raising (the callers
-    report the failure in one line with ``import_failure``). Raises what ``get_class`` raises."""
+    """``hydra.utils.get_class(target)`` without the ERROR log line it writes before re-raising, so the caller
+    reports the failure in one line. Raises ImportError whose message is ``import_failure(target, error)`` for
+    whatever ``get_class`` raised (not importable, not a class)."""
     import logging
 
     from hydra.utils import get_class
@@ -63,6 +64,8 @@ def get_class_quietly(target: str) -> type:
     logger.disabled = True
     try:
         return get_class(target)
+    except Exception as e:
+        raise ImportError(import_failure(target, e)) from None
     finally:
         logger.disabled = was
 

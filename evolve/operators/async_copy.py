@@ -73,6 +73,9 @@ from evolve.operators.common import (
     used_names,
     writes,
 )
+from evolve.operators.common import (
+    make_instruction as _ins,
+)
 from evolve.operators.vectorize import TYPE_BYTES
 from population.analysis import flat_instructions
 from population.ast import (
@@ -268,10 +271,6 @@ def plan(kernel: Kernel, line: int, count: int | None = None) -> Plan:
                          f"kernel's own {total - buffer} B that exceeds the {props.shared_mem_per_block} B per "
                          "block of the target (lower count=)")
     return Plan(tuple(copies), use, sites[use], bx)
-
-
-def _ins(opcode: str, mods: tuple[str, ...], *ops, pred: Predicate | None = None) -> Instruction:
-    return Instruction(opcode=opcode, modifiers=mods, operands=tuple(ops), predicate=pred)
 
 
 def async_copy_edits(kernel: Kernel, line: int, count: int | None = None) -> list[Edit]:

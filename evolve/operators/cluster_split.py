@@ -61,6 +61,9 @@ from evolve.operators.common import (
     target_cc,
     used_names,
 )
+from evolve.operators.common import (
+    make_instruction as _ins,
+)
 from population.analysis import declared_registers, flat_instructions
 from population.ast import (
     Address,
@@ -149,10 +152,6 @@ def _check_instruction(ins: Instruction) -> None:
     elif any(_is_shared(m) for m in mods):
         if op not in ("ld", "st") or any(m in _ORDERED for m in mods):
             raise ValueError(f"{text}: only plain ld.shared/st.shared are mapped to the cluster")
-
-
-def _ins(opcode: str, mods: tuple[str, ...], *ops, pred: Predicate | None = None) -> Instruction:
-    return Instruction(opcode=opcode, modifiers=mods, operands=tuple(ops), predicate=pred)
 
 
 def cluster_split_edits(kernel: Kernel, line: int, cluster: int = 2) -> list[Edit]:

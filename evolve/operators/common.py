@@ -26,7 +26,9 @@ from population.ast import (
     Instruction,
     Label,
     Module,
+    Operand,
     Param,
+    Predicate,
     Register,
     Scope,
     SpecialRegister,
@@ -343,6 +345,11 @@ def line_edits(kernel: Kernel, repl: dict[int, list[Statement]], prologue: Seque
             repl[line0] = [*prologue, *repl.get(line0, [sites[first].node])]
     edits += [Replace(ln, ln, print_lines(stmts)) for ln, stmts in sorted(repl.items())]
     return edits
+
+
+def make_instruction(opcode: str, mods: tuple[str, ...], *ops: Operand, pred: Predicate | None = None) -> Instruction:
+    """A new instruction ``[@pred] opcode.mods ops...`` (the builders of the rewrites that emit PTX)."""
+    return Instruction(opcode=opcode, modifiers=mods, operands=tuple(ops), predicate=pred)
 
 
 def fresh_name(taken: set[str], stem: str) -> str:

@@ -56,11 +56,8 @@ def operator_class(name: str, target: str | None = None) -> type:
 
         try:
             return get_class_quietly(str(target))
-        except Exception as e:
-            from workloads.registry import import_failure
-
-            raise ValueError(f"operator {name!r}: _target_ {target!r} cannot be imported: "
-                             f"{import_failure(str(target), e)}") from None
+        except ImportError as e:
+            raise ValueError(f"operator {name!r}: _target_ {target!r} cannot be imported: {e}") from None
     if name not in OPERATORS:
         raise ValueError(f"unknown operator {name!r}; allowed: {', '.join(sorted(OPERATORS))}")
     module, cls = OPERATORS[name].split(":")
