@@ -62,3 +62,27 @@ def passes(row: dict[str, Any]) -> bool:
     """A row passes when both tolerance measures are <= 1 and both RMS measures are below RMS_LIMIT."""
     return (row["o_tol"] <= 1 and row["state_tol"] <= 1 and row["o_rms"] < RMS_LIMIT
             and row["state_rms"] < RMS_LIMIT)
+
+
+def correctness_row(name: str, shape: tuple[int, ...], dist: str, o: np.ndarray, ro: np.ndarray, st: np.ndarray,
+                    rs: np.ndarray, atol: float, rtol: float, pairs: Any, *, max_lengths: int | None = None
+                    ) -> dict[str, Any]:
+    """One correctness row: kernel ``name`` at ``shape`` (heads, then the sequence lengths; the first
+    ``max_lengths`` of them kept when given) on inputs of distribution ``dist``, its ``error_stats`` (the output
+    ``o`` against ``ro`` with the bf16 rounding allowance of ``ro``, the final state ``st`` against ``rs``; float64
+    arrays), the ``sampled_pairs`` checked (None: all) and ``ok`` (``passes``)."""
+    from workloads.dtypes import half_ulp
+
+    lengths = list(shape[1:]) if max_lengths is None else list(shape[1:])[:max_lengths]
+    row = {"kernel": name, "heads": shape[0], "lengths": lengths, "distribution": dist,
+           **error_stats(o, ro, st, rs, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")), "sampled_pairs": pairs}
+    row["ok"] = passes(row)
+    return row
+
+
+def row_line(row: dict[str, Any], shape: tuple[int, ...], regs: int, width: int) -> str:
+    """The printed line of a ``correctness_row``: kernel (``width`` characters), registers, shape (heads,
+    sequences, total tokens), distribution, the four measures and whether it passes."""
+    where = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
+    return (f"{row['kernel']:{width}s} {regs:4d} {where:>22s} {row['distribution']:>14s} {row['o_tol']:8.3f} "
+            f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} {'yes' if row['ok'] else 'NO'}")

@@ -43,7 +43,7 @@ os.environ.setdefault("FLA_FLASH_KDA", "0")  # before fla is imported anywhere: 
 
 import numpy as np
 
-from experiments.kda_check import error_stats, kernels_of, passes, rms_ratio, tol_units
+from experiments.kda_check import correctness_row, kernels_of, rms_ratio, row_line, tol_units
 
 CHECK_SHAPES = [(1, 1), (1, 65), (2, 63), (3, 1, 63, 17), (2, 5, 1, 70, 2), (1, 2048)]
 BIG_CHECK = (64, *(1024,) * 8)
@@ -157,7 +157,7 @@ def main() -> int:
     from evaluators.gpu.worker import make_launcher
     from evaluators.pipeline import prepare
     from targets.spec import resolve_gpu
-    from workloads.dtypes import half_ulp, storage_dtype, to_device, to_float64
+    from workloads.dtypes import storage_dtype, to_device, to_float64
     from workloads.kda import KDAChunk
     from workloads.kda.baselines import fla_chunk_baselines
 
@@ -196,16 +196,10 @@ def main() -> int:
                     o = to_float64(out["o"].get(), "bf16")
                     st = (inputs["state"] if pairs is None
                           else inputs["state"][tuple(cp.asarray(a) for a in at)]).get().astype(np.float64)
-                    row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:])[:16], "distribution": dist,
-                           **error_stats(o, ro, st, rs, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
-                           "sampled_pairs": pairs}
-                    row["ok"] = passes(row)
+                    row = correctness_row(name, shape, dist, o, ro, st, rs, atol, rtol, pairs, max_lengths=16)
                     all_ok &= row["ok"]
                     results["correctness"].append(row)
-                    where = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
-                    print(f"{name:24s} {regs[name]:4d} {where:>22s} {dist:>14s} {row['o_tol']:8.3f} "
-                          f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} "
-                          f"{'yes' if row['ok'] else 'NO'}", flush=True)
+                    print(row_line(row, shape, regs[name], 24), flush=True)
         shape = (3, 1, 63, 130)
         host = wl.make_inputs(shape, 9)
         ref = wl.reference(host)

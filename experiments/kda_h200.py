@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from experiments.kda_check import error_stats, kernels_of, passes
+from experiments.kda_check import correctness_row, kernels_of, row_line
 
 CHECK_SHAPES = [(1, 1), (1, 17), (2, 63), (3, 1, 63, 17), (1, 2048)]
 
@@ -97,7 +97,7 @@ def main() -> int:
     from evaluators.gpu.benchmark import L2Flusher, median_us, time_interleaved
     from evaluators.pipeline import prepare
     from targets.spec import resolve_gpu
-    from workloads.dtypes import half_ulp, storage_dtype, to_device, to_float64
+    from workloads.dtypes import storage_dtype, to_device, to_float64
     from workloads.kda import KDARecurrent
 
     gpu = resolve_gpu(args.gpu)
@@ -141,16 +141,10 @@ def main() -> int:
             o = to_float64(out["o"].get(), "bf16")
             st = (inputs["state"] if pairs is None else inputs["state"][tuple(cp.asarray(a) for a in at)]
                   ).get().astype(np.float64)
-            row = {"kernel": name, "heads": shape[0], "lengths": list(shape[1:]), "distribution": dist,
-                   **error_stats(o, ro, st, rs, atol, rtol, half_ulp(np.nan_to_num(ro), "bf16")),
-                   "sampled_pairs": pairs}
-            row["ok"] = passes(row)
+            row = correctness_row(name, shape, dist, o, ro, st, rs, atol, rtol, pairs)
             all_ok &= row["ok"]
             results["correctness"].append(row)
-            label = f"({shape[0]}, {len(shape) - 1} seqs, T={sum(shape[1:])})"
-            print(f"{name:34s} {fns[name][3]:4d} {label:>22s} {dist:>14s} {row['o_tol']:8.3f} "
-                  f"{row['o_rms']:9.2e} {row['state_tol']:8.3f} {row['state_rms']:9.2e} "
-                  f"{'yes' if row['ok'] else 'NO'}", flush=True)
+            print(row_line(row, shape, fns[name][3], 34), flush=True)
 
     flush = L2Flusher.for_device()
     print(f"\n{'shape':>28s} " + " ".join(f"{n[:22]:>22s}" for n in fns) + f" {'fla':>10s} {'best/fla':>9s}")

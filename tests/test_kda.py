@@ -247,3 +247,21 @@ def test_study_helpers_shared_by_the_kda_gpu_experiments():
     dev = to_device(host, np)
     assert dev["q"].dtype == np.uint16 and np.array_equal(dev["q"], host["q"].view(np.uint16))
     assert dev["state"].dtype == np.float32 and np.array_equal(dev["state"], host["state"])
+
+
+def test_correctness_row_and_its_line():
+    """experiments/kda_check.correctness_row / row_line (both KDA GPU studies): the row's keys and values, the
+    lengths cut to max_lengths, the pass flag, and the printed line's columns."""
+    from experiments.kda_check import correctness_row, row_line
+
+    ref = np.array([1.0, -2.0, np.nan, 4.0])
+    out = np.array([1.0, -2.0, 7.0, 4.0])
+    row = correctness_row("naive", (2, 5, 7, 9), "normal", out, ref, out, ref, 0.1, 0.0, None, max_lengths=2)
+    assert row == {"kernel": "naive", "heads": 2, "lengths": [5, 7], "distribution": "normal", "o_tol": 0.0,
+                   "o_rms": 0.0, "state_tol": 0.0, "state_rms": 0.0, "sampled_pairs": None, "ok": True}
+    assert row_line(row, (2, 5, 7, 9), 40, 8) == (
+        "naive      40      (2, 3 seqs, T=21)         normal    0.000  0.00e+00    0.000  0.00e+00 yes")
+    bad = correctness_row("t", (1, 3), "uniform", out + 1, ref, out, ref, 0.1, 0.0, [(0, 0)])
+    assert bad["lengths"] == [3] and bad["sampled_pairs"] == [(0, 0)] and bad["ok"] is False
+    # every checked element off by 1; the bf16 half-ulp allowance of ref=1.0 is 2**-8, the smallest
+    assert bad["o_tol"] == pytest.approx(1 / (0.1 + 2**-8)) and bad["state_tol"] == 0.0

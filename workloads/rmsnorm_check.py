@@ -214,12 +214,6 @@ def _module() -> Any:
     return cp.RawModule(code=SOURCE, options=OPTIONS)
 
 
-def warm() -> None:
-    """Compile the kernels now (NVRTC) so no evaluation's deadline pays it."""
-    for name in HOST_TWINS:
-        _module().get_function(name)
-
-
 def element_value_host(bits: np.ndarray, dtype: str) -> np.ndarray:
     """``element_value`` over an unsigned-integer bits array: the exact float64 values."""
     bits = np.asarray(bits)

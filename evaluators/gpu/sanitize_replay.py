@@ -98,16 +98,20 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     return spec
 
 
-def _pool_outputs(wl: Any, shape: tuple[int, ...], pool: Any, cp: Any) -> dict[str, Any]:
-    """The outputs of ``shape`` from the CuPy memory pool ``pool`` (what the worker's ``cp.empty`` gives its
-    benchmark outputs), every byte 0xFF."""
+def _poisoned_outputs(wl: Any, shape: tuple[int, ...], cp: Any, pool: Any = None) -> dict[str, Any]:
+    """The outputs of ``shape`` (name -> CuPy array of the output's storage dtype), every byte 0xFF: from the
+    CuPy memory pool ``pool`` (what the worker's ``cp.empty`` gives its benchmark outputs: the edge layout), or
+    with None from ``cp.empty`` (exact-size allocations once ``replay`` has switched the pool off)."""
     from workloads.dtypes import storage_dtype
 
     outs = {}
     for o in wl.outputs(shape):
         dt = storage_dtype(o.dtype, cp)
-        n = int(np.prod(o.shape)) * np.dtype(dt).itemsize
-        buf = cp.ndarray(o.shape, dtype=dt, memptr=pool.malloc(max(n, 1)))
+        if pool is None:
+            buf = cp.empty(o.shape, dtype=dt)
+        else:
+            n = int(np.prod(o.shape)) * np.dtype(dt).itemsize
+            buf = cp.ndarray(o.shape, dtype=dt, memptr=pool.malloc(max(n, 1)))
         cp.cuda.runtime.memset(buf.data.ptr, 0xFF, buf.nbytes)
         outs[o.name] = buf
     return outs
@@ -126,7 +130,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from evaluators.gpu.sanitizer import TimingLock
     from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
     from population.kernel import LaunchConfig
-    from workloads.dtypes import as_bits, storage_dtype
+    from workloads.dtypes import as_bits
     from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
@@ -153,16 +157,12 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 try:
                     edges = place_at_edges(dev, read_only_buffers(wl, dev))
                     dev = edges.views
-                    outs = _pool_outputs(wl, shape, pool, cp)
+                    outs = _poisoned_outputs(wl, shape, cp, pool)
                 except (VMMError, ImportError) as e:
                     print(json.dumps({"note": f"edge layout not used at {list(shape)}: {e}"}), flush=True)
                     placement = "exact (VMM refused)"
             if edges is None:
-                outs = {}
-                for o in wl.outputs(shape):
-                    buf = cp.empty(o.shape, dtype=storage_dtype(o.dtype, cp))
-                    cp.cuda.runtime.memset(buf.data.ptr, 0xFF, buf.nbytes)
-                    outs[o.name] = buf
+                outs = _poisoned_outputs(wl, shape, cp)
             grid, block, smem = wl.launch_dims(shape, launch)
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

@@ -66,6 +66,17 @@ def _check(result: Any, call: str) -> Any:
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+def _edge_size(nbytes: int, device: int) -> tuple[Any, Any, int, int, int]:
+    """(driver module, allocation properties, granule bytes, padded, mapped) of a buffer of ``nbytes`` ending at
+    an unmapped granule on ``device``: ``padded`` is ``nbytes`` rounded up to ALIGN (at least ALIGN), ``mapped``
+    that rounded up to whole granules. Initialises the driver (cuInit). VMMError when a driver call fails."""
+    cu = _driver()
+    _check(cu.cuInit(0), "cuInit")
+    prop, gran = _device_allocation(cu, device)
+    padded = -(-max(int(nbytes), 1) // ALIGN) * ALIGN
+    return cu, prop, gran, padded, -(-padded // gran) * gran
+
+
 class EdgeBuffer:
     """``nbytes`` of device memory ending at an unmapped granule (see module docstring).
 
@@ -79,13 +90,9 @@ class EdgeBuffer:
     fails."""
 
     def __init__(self, nbytes: int, device: int = 0, alias: bool = False):
-        cu = _driver()
-        _check(cu.cuInit(0), "cuInit")
         self.nbytes = int(nbytes)
-        prop, gran = _device_allocation(cu, device)
+        cu, prop, gran, padded, self.mapped = _edge_size(self.nbytes, device)
         self._prop = prop
-        padded = -(-max(self.nbytes, 1) // ALIGN) * ALIGN
-        self.mapped = -(-padded // gran) * gran
         self._base = _check(cu.cuMemAddressReserve(self.mapped + gran, gran, 0, 0), "cuMemAddressReserve")
         self._handle, self._gran, self._is_mapped = None, gran, False
         self._alias, self._alias_mapped = None, False
@@ -182,13 +189,9 @@ class WideBuffer:
     was made is freed)."""
 
     def __init__(self, nbytes: int, own_from: int, chunk: int, guard: int, device: int = 0):
-        cu = _driver()
-        _check(cu.cuInit(0), "cuInit")
         self.nbytes = int(nbytes)
-        prop, gran = _device_allocation(cu, device)
+        cu, prop, gran, padded, self.mapped = _edge_size(self.nbytes, device)
         self._prop = prop
-        padded = -(-max(self.nbytes, 1) // ALIGN) * ALIGN
-        self.mapped = -(-padded // gran) * gran
         self.guard = -(-max(int(guard), 0) // gran) * gran
         self._total = self.guard + self.mapped + gran
         self._va = _check(cu.cuMemAddressReserve(self._total, gran, 0, 0), "cuMemAddressReserve")
