@@ -45,6 +45,17 @@ class CurvePoint:
     n_elites: int
 
 
+def store_file(store: str | Path) -> Path:
+    """``store`` itself, or the ``store.sqlite`` of the run dir ``store`` names. FileNotFoundError for a directory
+    without one."""
+    path = Path(store)
+    if path.is_dir():
+        if not (path / "store.sqlite").is_file():
+            raise FileNotFoundError(f"{store}: a directory without store.sqlite (give a run dir or a store file)")
+        return path / "store.sqlite"
+    return path
+
+
 def archive_curve(store: str | Path, at: Sequence[int]) -> tuple[list[CurvePoint], GridArchive, dict[str, Any]]:
     """(one ``CurvePoint`` per count in ``at`` (sorted; a count beyond the run's length gives the final
     archive at the run's length), the final rebuilt archive, the store's engine checkpoint).
@@ -54,10 +65,7 @@ def archive_curve(store: str | Path, at: Sequence[int]) -> tuple[list[CurvePoint
     marks = sorted({int(e) for e in at})
     if not marks or marks[0] < 1:
         raise ValueError(f"archive_curve: evaluation counts must be >= 1, got {list(at)}")
-    if Path(store).is_dir():
-        if not (Path(store) / "store.sqlite").is_file():
-            raise FileNotFoundError(f"{store}: a directory without store.sqlite (give a run dir or a store file)")
-        store = Path(store) / "store.sqlite"
+    store = store_file(store)
     with open_store(store) as st:
         rows = st.candidates(with_ptx=False)
         cp = st.load_checkpoint("engine")
@@ -102,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, ValueError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        path = Path(s) / "store.sqlite" if Path(s).is_dir() else Path(s)
+        path = store_file(s)
         name = run_name(path) if path.name != "store.sqlite" else path.resolve().parent.name
         same = rebuilt_equals_checkpoint(archive, cp)
         report[name] = {"store": str(s), "rebuilt_equals_checkpoint": same,
