@@ -32,16 +32,7 @@ RT_ENTRY {
         const bf* xr = x + row * (long long)N;
         bf* yr = y + row * (long long)N;
         uint4 buf[RT_KEEP];
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < RT_KEEP; ++i) {
-            const int c = lane + 32 * i;
-            if (c < nch) {
-                buf[i] = *reinterpret_cast<const uint4*>(xr + h * half + 8 * c);
-                s = rt_acc8(s, buf[i]);
-            }
-        }
-        s = warp_sum(s);
+        const float s = warp_sum(rt_half_load(xr, h, half, nch, lane, buf));
         const unsigned int slot = (unsigned int)(row % RT_SLOTS);
         float ss = 0.0f;
         int last = 0;
@@ -58,14 +49,6 @@ RT_ENTRY {
         if (!last) continue;
         ss = __shfl_sync(0xffffffffu, ss, 0);
         const float r = rsqrtf(ss / (float)N + eps);
-#pragma unroll
-        for (int i = 0; i < RT_KEEP; ++i) {
-            const int c = lane + 32 * i;
-            if (c < nch) {
-                const int e = h * half + 8 * c, f = (h ^ 1) * half + 8 * c;
-                *reinterpret_cast<uint4*>(yr + e) = rt_scale8(buf[i], w + e, r);
-                *reinterpret_cast<uint4*>(yr + f) = rt_scale8(*reinterpret_cast<const uint4*>(xr + f), w + f, r);
-            }
-        }
+        rt_half_store(xr, yr, w, buf, h, half, nch, lane, r);
     }
 }

@@ -128,3 +128,34 @@ __device__ __forceinline__ void rt_rows4(const bf* __restrict__ x, const float* 
         }
     }
 }
+
+// The two-CTA row split of rt_weak_fence and rt_red_publish (launch: block 256, rows_per_cta 8): CTA h
+// (blockIdx.x & 1) of a pair reads half h of each of its rows (N / 2 elements, nch = N / 16 16-byte chunks; a
+// warp per row, lane l holding chunks l, l + 32, ... in buf) and the pair exchanges the two halves' sums of
+// squares. rt_half_load returns this lane's part of half h's sum; rt_half_store writes the whole row (half h from
+// buf, the other half read again) scaled by r = 1 / rms. Force-inlined: the gate's static checks read the entry.
+__device__ __forceinline__ float rt_half_load(const bf* xr, int h, int half, int nch, int lane, uint4 (&buf)[RT_KEEP]) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RT_KEEP; ++i) {
+        const int c = lane + 32 * i;
+        if (c < nch) {
+            buf[i] = *reinterpret_cast<const uint4*>(xr + h * half + 8 * c);
+            s = rt_acc8(s, buf[i]);
+        }
+    }
+    return s;
+}
+
+__device__ __forceinline__ void rt_half_store(const bf* xr, bf* yr, const float* w, const uint4 (&buf)[RT_KEEP],
+                                              int h, int half, int nch, int lane, float r) {
+#pragma unroll
+    for (int i = 0; i < RT_KEEP; ++i) {
+        const int c = lane + 32 * i;
+        if (c < nch) {
+            const int e = h * half + 8 * c, f = (h ^ 1) * half + 8 * c;
+            *reinterpret_cast<uint4*>(yr + e) = rt_scale8(buf[i], w + e, r);
+            *reinterpret_cast<uint4*>(yr + f) = rt_scale8(*reinterpret_cast<const uint4*>(xr + f), w + f, r);
+        }
+    }
+}
