@@ -29,39 +29,19 @@ import numpy as np
 import pytest
 from test_input_stores import HEAD, TAIL
 
-from evaluators.pipeline import Rejected, prepare
 from evaluators.race_lint import race_lint
 from evaluators.types import Status
 from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
-from targets.spec import get_gpu
+from tests.gpu.rmsnorm_kernels import DODGE, ROOT, judge, recorded_h200, redteam
 from workloads.rmsnorm import RMSNorm
 
-ROOT = Path(__file__).resolve().parent.parent
-REDTEAM = Path(__file__).parent / "gpu" / "kernels" / "redteam"
-DODGE_KNOBS = (("rows_per_cta", 1), ("row_iters", 4))  # rt_sanitizer_dodge's launch
 SLEEP = "no race lint rule looked at nanosleep: a wall-clock sleep against a counted loop is a clock"
-
-
-def redteam(name: str, knobs: tuple = DODGE_KNOBS) -> Kernel:
-    from workloads.cuda_build import build_ptx
-
-    return Kernel(parse_module(build_ptx(REDTEAM / f"{name}.cu", {})), "rmsnorm",
-                  LaunchConfig(block=(256, 1, 1), knobs=knobs))
 
 
 @pytest.fixture(scope="module")
 def wl():
     return RMSNorm("bf16")
-
-
-def judge(kernel: Kernel, wl: RMSNorm) -> Rejected | None:
-    """What the GPU pool's front half says: the rejection, or None when the kernel would reach the GPU."""
-    try:
-        prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
-    except Rejected as r:
-        return r
-    return None
 
 
 # ------------------------------------------------------------------------------------ rule 6: wall-clock waits
@@ -129,9 +109,7 @@ def test_every_ptx_file_of_the_repo_passes_rule_6():
 def test_every_recorded_h200_kernel_passes_rule_6():
     """The distinct kernels of the recorded H200 runs (experiments/data/*.sqlite.gz, gate v1 and v5 runs): none
     holds a wall-clock wait, so rule 6 rejects none of them."""
-    from evaluators.recorded import load_recording
-
-    rec = load_recording(sorted(glob.glob(str(ROOT / "experiments" / "data" / "*.sqlite.gz"))))
+    rec = recorded_h200()
     assert len(rec.kernels) >= 1400
     assert [i for i, m in rec.kernels.items() if _waits(m.row.ptx)] == []
 
@@ -214,13 +192,11 @@ def test_every_ptx_file_and_seed_with_local_memory_passes_the_local_form_of_rule
 
 
 def test_no_recorded_h200_kernel_uses_local_memory():
-    from evaluators.recorded import load_recording
-
-    rec = load_recording(sorted(glob.glob(str(ROOT / "experiments" / "data" / "*.sqlite.gz"))))
+    rec = recorded_h200()
     assert [i for i, m in rec.kernels.items() if ".local" in m.row.ptx] == []
 
 
-@pytest.mark.parametrize("name, knobs", [("rt_edge_race", DODGE_KNOBS), ("rt_index32", (("rows_per_cta", 8),))])
+@pytest.mark.parametrize("name, knobs", [("rt_edge_race", DODGE), ("rt_index32", (("rows_per_cta", 8),))])
 def test_the_dynamic_side_holes_pass_every_static_check(wl, name, knobs):
     """Nothing static sees them (a placement test feeding a barrier's guard; 32-bit index arithmetic): the
     dynamic checks of gate rules version 7 do (the replay in the benchmark's layout, the index check; GPU tests

@@ -27,7 +27,6 @@ import pytest
 from test_input_stores import HEAD, TAIL
 
 from evaluators.input_stores import provenance
-from evaluators.pipeline import Rejected, prepare
 from evaluators.race_lint import (
     _launch_state_writes,
     _order_atomics,
@@ -41,34 +40,13 @@ from evaluators.race_lint import (
 from evaluators.types import Status
 from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
-from targets.spec import get_gpu
+from tests.gpu.rmsnorm_kernels import DODGE, ROOT, WARP_ROWS, judge, recorded_h200, redteam
 from workloads.rmsnorm import EPS, EPS_DRAWS, RMSNorm
-
-ROOT = Path(__file__).resolve().parent.parent
-REDTEAM = Path(__file__).parent / "gpu" / "kernels" / "redteam"
-DODGE_KNOBS = (("rows_per_cta", 1), ("row_iters", 4))  # rt_sanitizer_dodge's launch
-WARP_ROWS = (("rows_per_cta", 8),)
-
-
-def redteam(name: str, knobs: tuple = DODGE_KNOBS) -> Kernel:
-    from workloads.cuda_build import build_ptx
-
-    return Kernel(parse_module(build_ptx(REDTEAM / f"{name}.cu", {})), "rmsnorm",
-                  LaunchConfig(block=(256, 1, 1), knobs=knobs))
 
 
 @pytest.fixture(scope="module")
 def wl():
     return RMSNorm("bf16")
-
-
-def judge(kernel: Kernel, wl: RMSNorm) -> Rejected | None:
-    """What the GPU pool's front half says: the rejection, or None when the kernel would reach the GPU."""
-    try:
-        prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
-    except Rejected as r:
-        return r
-    return None
 
 
 def v7_findings(k: Kernel) -> list:
@@ -215,9 +193,7 @@ def test_every_recorded_h200_kernel_passes_the_new_forms():
     """The distinct kernels of the four recorded H200 stores (experiments/data/*.sqlite.gz) that use shared
     memory: none waits on a shared word or reads one before a store into it (~40 s on one core); none uses
     ``atom`` at all (rule 4's order form)."""
-    from evaluators.recorded import load_recording
-
-    rec = load_recording(sorted(glob.glob(str(ROOT / "experiments" / "data" / "*.sqlite.gz"))))
+    rec = recorded_h200()
     assert len(rec.kernels) >= 1400
     assert [i for i, m in rec.kernels.items() if "atom." in m.row.ptx] == []
     linted = 0
@@ -231,7 +207,7 @@ def test_every_recorded_h200_kernel_passes_the_new_forms():
 
 
 # ----------------------------------------------------------------------- dynamic-side kernels: no static rule
-@pytest.mark.parametrize("name, knobs", [("rt_index_tail64", WARP_ROWS), ("rt_replay_eps_dodge", DODGE_KNOBS)])
+@pytest.mark.parametrize("name, knobs", [("rt_index_tail64", WARP_ROWS), ("rt_replay_eps_dodge", DODGE)])
 def test_the_dynamic_side_kernels_pass_every_static_check(wl, name, knobs):
     assert judge(redteam(name, knobs), wl) is None
 

@@ -196,13 +196,14 @@ class GPUPool:
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds, "compile_cached": compiled.cached,
                                  **{f"note_{k}": v for k, v in p.notes.items()}}
         common = p.fields
+        check = check_output or self.check_output
         req = {"op": "evaluate", "cubin": compiled.cubin, "entry": kernel.entry, "param_types": types,
                "launch": kernel.launch.to_json(), "gate": self.gate if gate is None else gate,
                "gate_seed": self._gate_seed(), "gate_shapes": self.gate_shapes, "bench_shapes": bench,
                "warmup": self.warmup, "repeats": self.repeats,
-               "baselines": self.baselines if baselines is None else baselines, "check_output": check_output or self.check_output,
-               "gate_schedule": self._schedule(gate_schedule or ("full" if (check_output or self.check_output) == "all"
-                                                                 else None)), "fault_check": self.fault_check,
+               "baselines": self.baselines if baselines is None else baselines, "check_output": check,
+               "gate_schedule": self._schedule(gate_schedule or ("full" if check == "all" else None)),
+               "fault_check": self.fault_check,
                "timed_checks": self.timed_checks}
         t_wait = time.perf_counter()
         sup = self._free.get()

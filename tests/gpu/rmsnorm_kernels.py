@@ -1,15 +1,29 @@
 """RMSNorm test kernels built from CUDA sources under tests/gpu/kernels (gate cases, red-team kernels, broken
-variants), shared by the GPU test modules and their fixtures (tests/gpu/conftest.py)."""
+variants), shared by the GPU test modules and their fixtures (tests/gpu/conftest.py) and by the CPU red-team
+tests (tests/test_redteam_round4.py, tests/test_redteam_round5.py): the red-team kernel builder, the pipeline's
+front-half verdict, the sanitizer verdict through a pool, and the recorded H200 kernels loaded once per process."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from population.kernel import Kernel, LaunchConfig
+
+if TYPE_CHECKING:
+    from evaluators.pipeline import Rejected
+    from evaluators.recorded import Recording
+    from evaluators.types import Status
+    from workloads.rmsnorm import RMSNorm
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 # Eight rows per 256-thread CTA: one warp per row, the launch config of the gate cases and red-team kernels.
 WARP_ROWS = (("rows_per_cta", 8),)
+REDTEAM = KERNELS / "redteam"
+# One row at a time, four rows per 256-thread CTA: rt_sanitizer_dodge's launch (and the other barrier dodgers').
+DODGE = (("rows_per_cta", 1), ("row_iters", 4))
+ROOT = KERNELS.parent.parent.parent  # the repository
 
 
 def rmsnorm_kernel(cu: Path, defines: dict[str, int] | None = None, knobs: tuple = WARP_ROWS) -> Kernel:
@@ -20,3 +34,48 @@ def rmsnorm_kernel(cu: Path, defines: dict[str, int] | None = None, knobs: tuple
 
     ptx = build_ptx(cu, defines or {})
     return Kernel(parse_module(ptx), "rmsnorm", LaunchConfig(block=(256, 1, 1), knobs=knobs))
+
+
+def redteam(name: str, knobs: tuple = DODGE) -> Kernel:
+    """The red-team kernel ``tests/gpu/kernels/redteam/<name>.cu`` (no defines) with ``knobs``
+    (``rmsnorm_kernel``; needs nvcc)."""
+    return rmsnorm_kernel(REDTEAM / f"{name}.cu", None, knobs)
+
+
+def judge(kernel: Kernel, wl: RMSNorm) -> Rejected | None:
+    """What the GPU pool's front half says (``evaluators.pipeline.prepare`` for an H200 at ``wl``'s first search
+    shape, ptxas included): the rejection, or None when the kernel would reach the GPU."""
+    from evaluators.pipeline import Rejected, prepare
+    from targets.spec import get_gpu
+
+    try:
+        prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
+    except Rejected as r:
+        return r
+    return None
+
+
+def sanitized(pool, kernel: Kernel) -> tuple[Status, Status | None]:
+    """(the pool's status, the sanitizer verdict's status when the kernel was ok, else None). Skips the test
+    when the kernel was ok and compute-sanitizer is not installed."""
+    import pytest
+
+    from evaluators.gpu.sanitizer import find_sanitizer
+    from evaluators.types import Status
+
+    r = pool.evaluate(kernel)
+    if r.status != Status.OK:
+        return r.status, None
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    return r.status, pool.sanitize([kernel])[0].status
+
+
+@functools.cache
+def recorded_h200() -> Recording:
+    """The recorded H200 runs (every ``experiments/data/*.sqlite.gz``, gate v1 and v5 runs) as
+    ``evaluators.recorded.load_recording`` reads them, read once per process and shared by the tests that scan
+    them (read only: callers must not change it)."""
+    from evaluators.recorded import load_recording
+
+    return load_recording(sorted((ROOT / "experiments" / "data").glob("*.sqlite.gz")))

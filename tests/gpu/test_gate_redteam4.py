@@ -26,20 +26,12 @@ import pytest
 
 from evaluators.types import Status
 from population.kernel import Kernel, LaunchConfig
-from tests.gpu.rmsnorm_kernels import KERNELS, WARP_ROWS, rmsnorm_kernel
+from tests.gpu.rmsnorm_kernels import REDTEAM, WARP_ROWS, redteam, sanitized
 
 pytestmark = pytest.mark.gpu
 
 # The ``pool`` fixture (tests/gpu/conftest.py): experiment=rmsnorm_h200 settings, torch baseline only.
 POOL_SEED = 20261206
-
-REDTEAM = KERNELS / "redteam"
-DODGE = (("rows_per_cta", 1), ("row_iters", 4))  # rt_sanitizer_dodge's launch
-
-
-def redteam(name: str, knobs: tuple = DODGE) -> Kernel:
-    return rmsnorm_kernel(REDTEAM / f"{name}.cu", None, knobs)
-
 
 def softmax_kernel(first_shift: int) -> Kernel:
     from population.parser import parse_module
@@ -63,18 +55,6 @@ def launcher(wl, kernel: Kernel):
     run = make_launcher(wl, cp, mod.get_function(kernel.entry), param_types(kernel), kernel.launch.to_json())
     run.module = mod
     return run
-
-
-def sanitized(pool, kernel: Kernel) -> tuple[Status, Status | None]:
-    """(the pool's status, the sanitizer verdict's status when the kernel was ok, else None)."""
-    from evaluators.gpu.sanitizer import find_sanitizer
-
-    r = pool.evaluate(kernel)
-    if r.status != Status.OK:
-        return r.status, None
-    if find_sanitizer() is None:
-        pytest.skip("compute-sanitizer not installed")
-    return r.status, pool.sanitize([kernel])[0].status
 
 
 def test_a_sanitizer_dodge_timed_by_nanosleep_is_rejected_before_any_gpu_time(pool):

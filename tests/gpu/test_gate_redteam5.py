@@ -22,30 +22,9 @@ import numpy as np
 import pytest
 
 from evaluators.types import Status
-from population.kernel import Kernel
-from tests.gpu.rmsnorm_kernels import KERNELS, WARP_ROWS, rmsnorm_kernel
+from tests.gpu.rmsnorm_kernels import WARP_ROWS, redteam, sanitized
 
 pytestmark = pytest.mark.gpu
-
-REDTEAM = KERNELS / "redteam"
-DODGE = (("rows_per_cta", 1), ("row_iters", 4))  # rt_sanitizer_dodge's launch
-
-
-def redteam(name: str, knobs: tuple = DODGE) -> Kernel:
-    return rmsnorm_kernel(REDTEAM / f"{name}.cu", None, knobs)
-
-
-def sanitized(pool, kernel: Kernel) -> tuple[Status, Status | None]:
-    """(the pool's status, the sanitizer verdict's status when the kernel was ok, else None)."""
-    from evaluators.gpu.sanitizer import find_sanitizer
-
-    r = pool.evaluate(kernel)
-    if r.status != Status.OK:
-        return r.status, None
-    if find_sanitizer() is None:
-        pytest.skip("compute-sanitizer not installed")
-    return r.status, pool.sanitize([kernel])[0].status
-
 
 def test_a_sanitizer_dodge_timed_by_an_alu_chain_is_rejected_before_any_gpu_time(pool):
     r = pool.evaluate(redteam("rt_alu_pace_dodge"))

@@ -89,3 +89,42 @@ __device__ __forceinline__ bf* rt_launder_memory(const bf* x) {
     *reinterpret_cast<volatile unsigned long long*>(&rt_ptr_slot) = (unsigned long long)x;
     return reinterpret_cast<bf*>(*reinterpret_cast<volatile unsigned long long*>(&rt_ptr_slot));
 }
+
+// The block-per-4-rows RMSNorm loop of the barrier-dodging kinds (launch: block 256, row_iters 4, grid =
+// ceil(M / 4)): each CTA normalises rows 4 blockIdx.x .. 4 blockIdx.x + 3, reducing each row's sum of squares
+// through the 8 warp partials in red[8] (shared). The barrier after the reads of red[] stands only when
+// `keep_barrier` is true; without it the next row's partials may overwrite red[] while a warp still reads it
+// (a shared-memory write-after-read race). Force-inlined: the gate's static checks read the entry function.
+__device__ __forceinline__ void rt_rows4(const bf* __restrict__ x, const float* __restrict__ w,
+                                         bf* __restrict__ y, int M, int N, float eps, float* red,
+                                         bool keep_barrier) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool vec = rt_vec_ok(x, w, y, N);
+#pragma unroll 1
+    for (int it = 0; it < 4; ++it) {
+        const long long row = (long long)blockIdx.x * 4 + it;
+        if (row >= M) break;  // uniform over the CTA
+        const bf* xr = x + row * (long long)N;
+        bf* yr = y + row * (long long)N;
+        float s = 0.0f;
+        if (vec) {
+            for (int c = threadIdx.x; c < N / 8; c += 256) s = rt_acc8(s, *reinterpret_cast<const uint4*>(xr + 8 * c));
+        } else {
+            for (int i = threadIdx.x; i < N; i += 256) { const float v = to_f(xr[i]); s += v * v; }
+        }
+        s = warp_sum(s);
+        if (lane == 0) red[warp] = s;
+        __syncthreads();
+        float tot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) tot += red[k];
+        if (keep_barrier) __syncthreads();  // the barrier racecheck sees; dropped when the kernel runs at speed
+        const float r = rsqrtf(tot / (float)N + eps);
+        if (vec) {
+            for (int c = threadIdx.x; c < N / 8; c += 256)
+                *reinterpret_cast<uint4*>(yr + 8 * c) = rt_scale8(*reinterpret_cast<const uint4*>(xr + 8 * c), w + 8 * c, r);
+        } else {
+            for (int i = threadIdx.x; i < N; i += 256) yr[i] = from_f(to_f(xr[i]) * r * w[i]);
+        }
+    }
+}
