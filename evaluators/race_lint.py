@@ -105,6 +105,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from evaluators.input_stores import (
     UNKNOWN,
@@ -291,7 +292,8 @@ def _counts_while_waiting(read: Instruction, body: list[Instruction]) -> bool:
     return not _mbarrier_wait(read) or any(writes_memory(i) for i in body if i is not read)
 
 
-def _shared_spin_waits(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+def _shared_spin_waits(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list] = basic_blocks
+                       ) -> list[tuple[Instruction, str]]:
     """Rule 6's shared form (module docstring): loops whose exit waits on a ``.shared`` variable the kernel
     writes (or on an mbarrier, when the loop also writes memory), in the entry and every function it calls."""
     out: list[tuple[Instruction, str]] = []
@@ -303,7 +305,7 @@ def _shared_spin_waits(kernel: Kernel, prov: Provenance) -> list[tuple[Instructi
         if not written:
             continue
         is_read = lambda d: _shared_read(d) or _mbarrier_wait(d)  # noqa: E731
-        for ins, _ in _spin_waits(f, prov, written, basic_blocks(f), is_read, _counts_while_waiting):
+        for ins, _ in _spin_waits(f, prov, written, blocks_of(f), is_read, _counts_while_waiting):
             out.append((ins, "decides the exit of a loop: a wait on a shared variable another thread of the CTA "
                              "writes, and what the loop does meanwhile measures how long that thread took (a clock "
                              "that runs slow under compute-sanitizer; the workload declares no atomics)"))
@@ -582,7 +584,8 @@ def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, 
     return _forward(blocks, _predecessors(blocks), lambda outs: frozenset.intersection(*outs), transfer)
 
 
-def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list] = basic_blocks
+                       ) -> list[tuple[Instruction, str]]:
     """Rule 5's second form (module docstring): loads of ``.local`` memory no store of the thread wrote before."""
     out: list[tuple[Instruction, str]] = []
     for fn in prov.functions:
@@ -595,7 +598,7 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instructi
         # variables the thread stores into at offsets the lint cannot compute (a local array filled in a loop)
         stored_somewhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store" and
                                                (a[2] is None or a[3] is None or len(a[1]) != 1)))
-        blocks = basic_blocks(fn)
+        blocks = blocks_of(fn)
         for b, st in zip(blocks, _written_on_every_path(blocks, sites).values()):
             if st is None:
                 continue  # unreachable
@@ -630,7 +633,8 @@ def _shared_load(ins: Instruction) -> bool:
     return ins.opcode in ("ld", "ldu", "ldmatrix", "atom")
 
 
-def _stale_shared_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list] = basic_blocks
+                        ) -> list[tuple[Instruction, str]]:
     """Rule 5's ``.shared`` form (module docstring): in the entry, loads of a ``.shared`` variable that no path
     from the entry without a back edge (the first iteration of every loop) reaches through a store into it.
 
@@ -642,7 +646,7 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruct
     shared = _shared_variables(kernel, fn)
     if not shared:
         return []
-    blocks = basic_blocks(fn)
+    blocks = blocks_of(fn)
 
     def roots_of(ins: Instruction) -> frozenset[str]:
         if destination_space(ins) not in ("shared", "generic"):
@@ -699,11 +703,18 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     """
     fn = kernel.module.function(kernel.entry)
     prov = prov if prov is not None else provenance(kernel)
+    cut: dict[int, list] = {}  # id(function) -> its basic blocks, cut once for every rule that walks them
+
+    def blocks_of(f: Any) -> list:
+        if id(f) not in cut:
+            cut[id(f)] = basic_blocks(f)
+        return cut[id(f)]
+
     hits: list[tuple[str, Instruction, str]] = []
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
     if not waits_ok:
         hits += [("wall_clock_wait", ins, why) for ins, why in _wall_clock_waits(prov)]
-        hits += [("wall_clock_wait", ins, why) for ins, why in _shared_spin_waits(kernel, prov)]
+        hits += [("wall_clock_wait", ins, why) for ins, why in _shared_spin_waits(kernel, prov, blocks_of)]
     if not float_atomics_ok:
         hits += [("float_atomic", ins, why) for ins, why in _float_atomics(prov)]
     written: frozenset[str] = frozenset()
@@ -719,7 +730,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     clustered = _clustered(kernel, fn)
     if any(_meets(r, written) for r in reads):  # a global location both written and read: may pass between CTAs
         for f in prov.functions or [fn]:
-            blocks = basic_blocks(f)
+            blocks = blocks_of(f)
             if not clustered:
                 hits += [("spin_wait", ins, why) for ins, why in _spin_waits(f, prov, written, blocks)]
             hits += [("unfenced_publish", ins, why)
@@ -728,8 +739,8 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
         hits += [("atomic_order", ins, why) for ins, why in _order_atomics(prov)]
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
         hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
-        hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov)]
-        hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov)]
+        hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov, blocks_of)]
+        hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov, blocks_of)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}
