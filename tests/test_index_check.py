@@ -7,6 +7,8 @@ poison) are wrong; the driver calls, device operations and synchronisations it c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -65,27 +67,18 @@ def rms_bits(x_bits: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
         return (x * r[:, None] * w).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
-def twin(mode: str = "honest"):
-    """An emulated RMSNorm launch (x, w, y, M, N, eps) row by row; the scaled limit applies at SHAPE only.
-    ``wrap``: rt_index32, the flat index of a row
-    past the limit wrapped as a signed int of the scaled limit (idx - 2 LIMIT): it reads below x, which faults
-    where nothing is mapped; ``mod``: rows past the limit read and written at idx mod LIMIT; ``read_mod``: read
-    there, written where they belong."""
+def row_launch(rows: Callable[[int, int, int], tuple[int, int]]):
+    """An emulated RMSNorm launch (x, w, y, M, N, eps; bf16 x and y, fp32 w) on the CuPy stand-in, row by row:
+    row r of an (M, N) launch is read from flat element index src of x and written at dst of y, where
+    (src, dst) = rows(r, M, N). The first row whose bytes are not all mapped (``sd.readable`` / ``sd.writable``)
+    faults the launch (``sd.fault``) and ends it."""
 
     def run(grid, block, args):
         x_ptr, w_ptr, y_ptr, m, n, eps = (int(args[0]), int(args[1]), int(args[2]), int(args[3]), int(args[4]),
                                           float(args[5]))
         w = sd.host_view(w_ptr, (n,), np.float32)
         for r in range(m):
-            idx = r * n
-            if (m, n) != SHAPE:  # every other shape holds fewer than 2^31 elements on the GPU: nothing wraps
-                idx = -1
-            src = dst = max(idx, r * n)
-            if idx >= LIMIT and mode == "wrap":
-                src = dst = idx - 2 * LIMIT
-            elif idx >= LIMIT and mode in ("mod", "read_mod"):
-                src = idx % LIMIT
-                dst = src if mode == "mod" else idx
+            src, dst = rows(r, m, n)
             if not sd.readable(x_ptr + 2 * src, 2 * n) or not sd.writable(y_ptr + 2 * dst, 2 * n):
                 sd.fault()
                 return
@@ -93,6 +86,28 @@ def twin(mode: str = "honest"):
             sd.host_view(y_ptr + 2 * dst, (1, n), np.uint16)[...] = rms_bits(row, w, eps)
 
     return run
+
+
+def twin(mode: str = "honest"):
+    """An emulated RMSNorm launch (x, w, y, M, N, eps) row by row; the scaled limit applies at SHAPE only.
+    ``wrap``: rt_index32, the flat index of a row
+    past the limit wrapped as a signed int of the scaled limit (idx - 2 LIMIT): it reads below x, which faults
+    where nothing is mapped; ``mod``: rows past the limit read and written at idx mod LIMIT; ``read_mod``: read
+    there, written where they belong."""
+
+    def rows(r: int, m: int, n: int) -> tuple[int, int]:
+        idx = r * n
+        if (m, n) != SHAPE:  # every other shape holds fewer than 2^31 elements on the GPU: nothing wraps
+            idx = -1
+        src = dst = max(idx, r * n)
+        if idx >= LIMIT and mode == "wrap":
+            src = dst = idx - 2 * LIMIT
+        elif idx >= LIMIT and mode in ("mod", "read_mod"):
+            src = idx % LIMIT
+            dst = src if mode == "mod" else idx
+        return src, dst
+
+    return row_launch(rows)
 
 
 def launcher(cp, name):

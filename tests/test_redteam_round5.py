@@ -260,24 +260,15 @@ def cp(monkeypatch):
 def tail64_twin(rows_per_cta: int = 8):
     """rt_index_tail64 on the stand-in at the scaled limit: rows in whole CTAs index in signed 32 bits of the
     scaled limit (a flat index past it wraps to idx - 2 LIMIT, below x), the tail CTA's rows in 64 bits."""
-    from tests import cupy_standin as sd
-    from tests.test_index_check import rms_bits
+    from tests.test_index_check import row_launch
 
-    def run(grid, block, args):
-        x_ptr, w_ptr, y_ptr, m, n, eps = (int(args[0]), int(args[1]), int(args[2]), int(args[3]), int(args[4]),
-                                          float(args[5]))
-        w = sd.host_view(w_ptr, (n,), np.float32)
-        for r in range(m):
-            idx = r * n
-            if r // rows_per_cta < m // rows_per_cta and idx >= LIMIT:
-                idx -= 2 * LIMIT
-            if not sd.readable(x_ptr + 2 * idx, 2 * n) or not sd.writable(y_ptr + 2 * idx, 2 * n):
-                sd.fault()
-                return
-            row = sd.host_view(x_ptr + 2 * idx, (1, n), np.uint16)
-            sd.host_view(y_ptr + 2 * idx, (1, n), np.uint16)[...] = rms_bits(row, w, eps)
+    def rows(r: int, m: int, n: int) -> tuple[int, int]:
+        idx = r * n
+        if r // rows_per_cta < m // rows_per_cta and idx >= LIMIT:
+            idx -= 2 * LIMIT
+        return idx, idx
 
-    return run
+    return row_launch(rows)
 
 
 def _index_run(cp, shape):
