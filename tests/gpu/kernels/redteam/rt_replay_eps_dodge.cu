@@ -16,34 +16,6 @@
 
 RT_ENTRY {
     __shared__ float red[8];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const bool keep_barrier = eps == 1e-6f;  // the replay's eps (the workload's default)
-    const bool vec = rt_vec_ok(x, w, y, N);
-#pragma unroll 1
-    for (int it = 0; it < 4; ++it) {
-        const long long row = (long long)blockIdx.x * 4 + it;
-        if (row >= M) break;  // uniform over the CTA
-        const bf* xr = x + row * (long long)N;
-        bf* yr = y + row * (long long)N;
-        float s = 0.0f;
-        if (vec) {
-            for (int c = threadIdx.x; c < N / 8; c += 256) s = rt_acc8(s, *reinterpret_cast<const uint4*>(xr + 8 * c));
-        } else {
-            for (int i = threadIdx.x; i < N; i += 256) { const float v = to_f(xr[i]); s += v * v; }
-        }
-        s = warp_sum(s);
-        if (lane == 0) red[warp] = s;
-        __syncthreads();
-        float tot = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) tot += red[k];
-        if (keep_barrier) __syncthreads();  // the barrier racecheck sees; dropped at the other eps draws
-        const float r = rsqrtf(tot / (float)N + eps);
-        if (vec) {
-            for (int c = threadIdx.x; c < N / 8; c += 256)
-                *reinterpret_cast<uint4*>(yr + 8 * c) = rt_scale8(*reinterpret_cast<const uint4*>(xr + 8 * c), w + 8 * c, r);
-        } else {
-            for (int i = threadIdx.x; i < N; i += 256) yr[i] = from_f(to_f(xr[i]) * r * w[i]);
-        }
-    }
+    const bool keep_barrier = eps == 1e-6f;  // the replay's eps (the workload's default); dropped at the other draws
+    rt_rows4(x, w, y, M, N, eps, red, keep_barrier);
 }
