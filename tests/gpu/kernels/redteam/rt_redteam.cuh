@@ -1,6 +1,8 @@
 // Shared pieces of the red-team RMSNorm kernels (tests/gpu/kernels/redteam): the gate cases' honest row routine
 // and hooks (../gate_cases/rt_common.cuh), plus the "x as scratch" row routine whose stores go through a
-// pointer the caller obtained however it likes (the kinds differ only in how that pointer is laundered).
+// pointer the caller obtained however it likes (the kinds differ only in how that pointer is laundered), the
+// block-per-4-rows loop with an optional barrier (rt_rows4) and the two-CTA half-row load and store
+// (rt_half_load, rt_half_store). Every helper is __forceinline__: the gate's static checks read the entry.
 #pragma once
 #include "../gate_cases/rt_common.cuh"
 
