@@ -43,13 +43,19 @@ def test_the_index_check_runs_in_every_full_schedule_and_one_rotating_evaluation
             assert sum(runs[k:k + INDEX_PERIOD]) == 1, (key, k)
 
 
-@pytest.fixture
-def cp(monkeypatch):
+def scaled_standin(monkeypatch: pytest.MonkeyPatch):
+    """The CuPy and VMM stand-in (tests/cupy_standin.py) installed for one test at the scaled-down limit: LIMIT
+    (2^16) elements, 64 KiB granules and 64 KiB chunks. Returns the stand-in ``cupy`` module."""
     cupy = sd.install(monkeypatch)
     monkeypatch.setattr(sd, "GRANULARITY", 64 << 10)
     monkeypatch.setattr(ic, "INDEX_LIMIT", LIMIT)
     monkeypatch.setattr(ic, "CHUNK_BYTES", 64 << 10)
     return cupy
+
+
+@pytest.fixture
+def cp(monkeypatch):
+    return scaled_standin(monkeypatch)
 
 
 class Small(RMSNorm):

@@ -41,6 +41,7 @@ from evaluators.types import Status
 from population.kernel import Kernel, LaunchConfig
 from population.parser import parse_module
 from tests.gpu.rmsnorm_kernels import DODGE, ROOT, WARP_ROWS, judge, recorded_h200, redteam
+from tests.test_index_check import LIMIT, row_launch, scaled_standin
 from workloads.rmsnorm import EPS, EPS_DRAWS, RMSNorm
 
 
@@ -241,27 +242,17 @@ def test_rmsnorms_index_shape_puts_whole_ctas_and_a_tail_row_past_2_to_the_31(wl
         assert len(whole) >= 1 and m % g == (1 if g > 1 else 0), g
 
 
-LIMIT = 1 << 16
 N_SMALL = 4096
 
 
 @pytest.fixture
 def cp(monkeypatch):
-    from evaluators.gpu import index_check as ic
-    from tests import cupy_standin as sd
-
-    cupy = sd.install(monkeypatch)
-    monkeypatch.setattr(sd, "GRANULARITY", 64 << 10)
-    monkeypatch.setattr(ic, "INDEX_LIMIT", LIMIT)
-    monkeypatch.setattr(ic, "CHUNK_BYTES", 64 << 10)
-    return cupy
+    return scaled_standin(monkeypatch)
 
 
 def tail64_twin(rows_per_cta: int = 8):
     """rt_index_tail64 on the stand-in at the scaled limit: rows in whole CTAs index in signed 32 bits of the
     scaled limit (a flat index past it wraps to idx - 2 LIMIT, below x), the tail CTA's rows in 64 bits."""
-    from tests.test_index_check import row_launch
-
     def rows(r: int, m: int, n: int) -> tuple[int, int]:
         idx = r * n
         if r // rows_per_cta < m // rows_per_cta and idx >= LIMIT:
