@@ -13,8 +13,8 @@ code. GPU tests: tests/gpu/test_gate_redteam5.py.
   2^31 (16385 x 131072) was a tail row. Was: ok. Now: RMSNorm's index shape 16641 x 131072.
 - rt_atomic_race_clock: the same timer without any wait: two warps race to a shared compare-and-swap after an ALU
   chain and a chain of shared atomics. Was: ok (racecheck does not report atomics). Now: rule 4's order form.
-- rt_replay_eps_dodge: the barrier kept only at the replay's eps (the workload's default). A hole of gate rules
-  version 8 (GATE.md, Known gaps: the proposed fix).
+- rt_replay_eps_dodge: the barrier kept only at the replay's eps (the workload's default). Was: ok with a clean
+  sanitizer verdict. Now (version 9): the replay's benchmark-layout launches run at every drawn eps.
 """
 
 from __future__ import annotations
@@ -213,20 +213,23 @@ def test_the_dynamic_side_kernels_pass_every_static_check(wl, name, knobs):
     assert judge(redteam(name, knobs), wl) is None
 
 
-def test_the_replay_launches_at_the_workloads_eps_while_two_timed_launches_in_three_draw_another(wl):
-    """rt_replay_eps_dodge keeps its barrier at eps == 1e-6 only. The replay passes ``Workload.scalars`` (the
-    default eps) at every shape it runs; the timed launches draw from the gate's draws."""
-    import inspect
-
+def test_the_replay_launches_at_every_eps_the_timed_launches_draw(wl):
+    """rt_replay_eps_dodge keeps its barrier at eps == 1e-6 only; the timed launches draw eps from EPS_DRAWS
+    (another value two times in three). Since gate rules version 9 the replay's benchmark-layout launches run once
+    per drawn value, each with its own scalars, and only those: the exact layout keeps the default eps."""
     from evaluators.gpu import sanitize_replay
+    from evaluators.gpu.sanitizer import replay_plan
 
-    src = inspect.getsource(sanitize_replay.replay)
-    assert "wl.scalars(shape)" in src and "draw_params" not in src
-    assert wl.scalars((32768, 512))["eps"] == EPS == 1e-6 and EPS in EPS_DRAWS
     drawn = [wl.draw_params(s)["eps"] for s in range(3000)]
     other = np.mean([e != EPS for e in drawn])
     assert set(drawn) == set(EPS_DRAWS) and 0.6 < other < 0.73, other
-    assert np.float32(1e-5) != np.float32(1e-6) and np.float32(1e-3) != np.float32(1e-6)
+    assert sanitize_replay.scalar_settings(wl) == [{"eps": e} for e in EPS_DRAWS]
+    runs = sanitize_replay.replay_runs(replay_plan([(32768, 512), (32768, 4096)]), wl)
+    timed = [(p, wl.scalars(s, p)["eps"]) for s, place, p in runs if s == (32768, 512)]
+    assert [e for _, e in timed] == list(EPS_DRAWS) and all(place == "edge" for s, place, _ in runs
+                                                           if s == (32768, 512))
+    assert {place for _, place, p in runs if not p} == {"exact"}
+    assert len(runs) == 3 + 4 * len(EPS_DRAWS)
 
 
 # ------------------------------------------------------------------ the index check's shape (stand-in dry run)

@@ -15,7 +15,7 @@ import pytest
 
 from evaluators.gpu.sanitizer import SANITIZER_SHAPES, replay_plan
 from tests import cupy_standin as sd
-from workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import EPS, EPS_DRAWS, RMSNorm
 
 
 def edge_race_careful(x_ptr: int, w_ptr: int, m: int, n: int, elt: int = 2) -> bool:
@@ -68,7 +68,7 @@ def spy_twin(seen: list[dict]):
     def twin(grid, block, args):
         x_ptr, w_ptr, y_ptr, m, n, eps = (int(args[0]), int(args[1]), int(args[2]), int(args[3]), int(args[4]),
                                           float(args[5]))
-        seen.append({"shape": (m, n), "x_ro": not sd.writable(x_ptr, 2), "w_ro": not sd.writable(w_ptr, 4),
+        seen.append({"shape": (m, n), "eps": eps, "x_ro": not sd.writable(x_ptr, 2), "w_ro": not sd.writable(w_ptr, 4),
                      "past_x": sd.readable(x_ptr + m * n * 2, 1), "past_w": sd.readable(w_ptr + 4 * n, 1),
                      "racy": not edge_race_careful(x_ptr, w_ptr, m, n)})
         x = sd.host_view(x_ptr, (m, n), np.uint16)
@@ -108,12 +108,17 @@ def test_replay_places_the_edge_shapes_inputs_as_the_benchmark_does(cp, tmp_path
     sd.COUNTS.clear()
     results = replay(spec)
     assert [(r["shape"], r["placement"], r["ok"]) for r in results] == [
-        ([7, 760], "exact", True), ([7, 760], "edge", True), ([64, 512], "edge", True)]
+        ([7, 760], "exact", True)] + [([7, 760], "edge", True)] * 3 + [([64, 512], "edge", True)] * 3
     exact, *edge = seen
     assert not exact["x_ro"] and not exact["racy"]  # a 2-call exact allocation: not where the benchmark's sit
     assert all(e["x_ro"] and e["w_ro"] and not e["past_x"] and not e["past_w"] and e["racy"] for e in edge), edge
-    assert sd.COUNTS["vmm"] == 2 * 9 * 2 and sd.COUNTS["kernel"] == 3
-    assert sd.COUNTS["sync"] == 3 * 2 + 2  # per launch its synchronisation and y read back; per placement one
+    # the exact layout at the workload's eps; each edge shape at every eps the timed launches draw (version 9),
+    # each checked against the reference at its own eps
+    eps = [float(np.float32(e)) for e in EPS_DRAWS]
+    assert [e["eps"] for e in seen] == [float(np.float32(EPS))] + eps * 2
+    assert [r["params"] for r in results] == [{}] + [{"eps": e} for e in EPS_DRAWS] * 2
+    assert sd.COUNTS["vmm"] == 6 * 9 * 2 and sd.COUNTS["kernel"] == 7
+    assert sd.COUNTS["sync"] == 7 * 2 + 6  # per launch its synchronisation and y read back; per placement one
     assert sd.DRIVER[0].access == {} and sd.DRIVER[0].reserved == {} and sd.ALLOCATOR == [None]
     assert "\"placement\": \"edge\"" in capsys.readouterr().out
 
@@ -129,7 +134,8 @@ def test_replay_falls_back_to_exact_buffers_with_a_note_when_the_driver_refuses_
     seen: list[dict] = []
     sd.KERNELS["spy"] = spy_twin(seen)
     results = sanitize_replay.replay(replay_spec(tmp_path, "spy", [(7, 760)], [(64, 512)]))
-    assert [r["placement"] for r in results] == ["exact", "exact (VMM refused)"] and all(r["ok"] for r in results)
+    assert [r["placement"] for r in results] == ["exact"] + ["exact (VMM refused)"] * 3
+    assert all(r["ok"] for r in results)
     assert "edge layout not used at [64, 512]" in capsys.readouterr().out and not seen[1]["x_ro"]
 
 
@@ -151,7 +157,7 @@ def test_a_kernel_wrong_only_where_its_inputs_sit_as_the_benchmarks_do_fails_the
     results = replay(replay_spec(tmp_path, "edge_race", SANITIZER_SHAPES, SANITIZER_SHAPES))
     # 7 x 4099: x is 57386 bytes, no multiple of 16, so it ends up to 15 bytes before the granule (its start
     # stays 16-byte aligned), in the benchmark's layout as here: no racy path there
-    assert [r["ok"] for r in results] == [True] * 3 + [False, True, False]
+    assert [r["ok"] for r in results] == [True] * 3 + [False] * 3 + [True] * 3 + [False] * 3  # 3 eps each
 
 
 def test_load_spec_refuses_malformed_edge_shapes(tmp_path):

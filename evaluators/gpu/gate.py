@@ -61,8 +61,9 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # fixes (race lint rule 6's shared form, a loop waiting on a shared variable the kernel writes: rt_alu_pace_dodge;
 # rule 5's .shared form, a read of a shared variable before any store into it: rt_shared_state; rule 4's order
 # form, an atomic whose outcome is the arrival order: rt_atomic_race_clock; RMSNorm's index
-# shape 16641 x 131072, whole CTAs past element 2^31: rt_index_tail64), which reject kernels v7 accepted.
-GATE_VERSION = 8
+# shape 16641 x 131072, whole CTAs past element 2^31: rt_index_tail64), which reject kernels v7 accepted; 9: v8
+# with the sanitizer replay's benchmark-layout launches once per drawn scalar setting (rt_replay_eps_dodge).
+GATE_VERSION = 9
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096

@@ -26,8 +26,8 @@ layout; absent: none), and either ``kernels`` (a list of {``id``, ``cubin`` (pat
 When the environment names a lock file (``PTXFORGE_TIMING_LOCK``), each launch holds it
 (``sanitizer.TimingLock``), so it never runs while a worker times a kernel on the same GPU.
 
-Prints one JSON line per kernel, shape, layout and output (kernel, shape, placement, output, max_abs_err, n_bad,
-n_poison, ok), a
+Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
+output, max_abs_err, n_bad, n_poison, ok), a
 ``{"begin": id}`` line before each kernel's launches, and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
@@ -117,16 +117,37 @@ def _poisoned_outputs(wl: Any, shape: tuple[int, ...], cp: Any, pool: Any = None
     return outs
 
 
+def scalar_settings(wl: Any) -> list[dict[str, float]]:
+    """Every combination of the workload's runtime scalar draws (``Workload.scalar_draws``, crossed when it draws
+    several), each a ``params`` mapping for ``scalars`` and ``reference``; ``[{}]`` when it draws none. The edge
+    layout replays each, so a kernel that keeps its barrier only at one drawn value (``rt_replay_eps_dodge``:
+    eps == 1e-6, the default) takes its racy path under the tool at the others."""
+    import itertools
+
+    names = sorted(wl.scalar_draws)
+    return [dict(zip(names, vals)) for vals in itertools.product(*(wl.scalar_draws[n] for n in names))]
+
+
+def replay_runs(spec: dict[str, Any], wl: Any) -> list[tuple[tuple[int, ...], str, dict[str, float]]]:
+    """The launches of one kernel, in order: (shape, placement, params). Each of ``shapes`` once in the exact
+    layout at the workload's default scalars (``params`` empty); each of ``edge_shapes`` in the benchmark's layout
+    once per ``scalar_settings`` entry, as the timed launches draw them (RMSNorm: eps 1e-6, 1e-5, 1e-3)."""
+    runs = [(tuple(int(v) for v in s), "exact", {}) for s in spec["shapes"]]
+    runs += [(tuple(int(v) for v in s), "edge", p) for s in spec.get("edge_shapes", []) for p in scalar_settings(wl)]
+    return runs
+
+
 def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Launch each kernel of the spec once per shape of ``shapes`` (exact layout) and of ``edge_shapes`` (the
-    benchmark's layout: module docstring); returns one result dict per kernel, shape, layout and output."""
+    """Launch each kernel of the spec once per shape of ``shapes`` (exact layout) and once per shape of
+    ``edge_shapes`` and drawn scalar setting (the benchmark's layout: module docstring, ``replay_runs``);
+    returns one result dict per kernel, shape, layout, scalar setting and output."""
     import contextlib
     import os
 
     import cupy as cp
 
     from evaluators.gpu.args import build_args
-    from evaluators.gpu.gate import compare
+    from evaluators.gpu.gate import compare, reference_for
     from evaluators.gpu.sanitizer import TimingLock
     from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
     from population.kernel import LaunchConfig
@@ -138,10 +159,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     pool = cp.cuda.MemoryPool()  # the edge layout's outputs, pooled as the worker's are
     wl = build_workload(spec["workload"])
     atol, rtol = wl.tolerance
-    runs = [(tuple(int(v) for v in s), "exact") for s in spec["shapes"]]
-    runs += [(tuple(int(v) for v in s), "edge") for s in spec.get("edge_shapes", [])]
-    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, (shape, _) in enumerate(runs)]
-    refs = [wl.reference(h, np) for h in hosts]
+    runs = replay_runs(spec, wl)
+    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, (shape, _, _) in enumerate(runs)]
+    refs = [reference_for(wl, h, np, params) for h, (_, _, params) in zip(hosts, runs)]
     out: list[dict[str, Any]] = []
     for k in kernels_of(spec):
         print(json.dumps({"begin": k["id"]}), flush=True)
@@ -149,7 +169,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
         mod.load(Path(k["cubin"]).read_bytes())
         fn = mod.get_function(k["entry"])
         launch = LaunchConfig.from_json(k["launch"])
-        for (shape, placement), host, ref in zip(runs, hosts, refs):
+        for (shape, placement, params), host, ref in zip(runs, hosts, refs):
             dev = {n: cp.asarray(np.ascontiguousarray(as_bits(v, wl.dtype, np) if v.dtype != np.float32 else v))
                    for n, v in host.items()}
             edges = None
@@ -166,8 +186,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
             grid, block, smem = wl.launch_dims(shape, launch)
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            plan = wl.plan(dev, outs, shape, None, cp)  # a pipeline's reference stages around the kernel
-            args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape), k["entry"])
+            plan = wl.plan(dev, outs, shape, params or None, cp)  # a pipeline's reference stages around the kernel
+            args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape, params) if params else wl.scalars(shape),
+                              k["entry"])
             try:
                 # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
                 with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
@@ -178,7 +199,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 for o in wl.outputs(shape):
                     got = cp.asnumpy(outs[o.name])
                     c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=1)
-                    out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "output": o.name,
+                    out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "params": params,
+                                "output": o.name,
                                 "max_abs_err": c.max_abs_err, "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
                     print(json.dumps(out[-1]), flush=True)
             finally:

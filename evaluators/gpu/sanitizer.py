@@ -15,8 +15,10 @@ with any error is split and each kernel re-run alone, so a verdict names its own
 check counts too: a kernel whose output is wrong under the sanitizer's scheduling fails.
 
 Costs: about 2-3 s per tool and process on an H200 at the small shapes (start-up of Python, CuPy and the tool
-dominates; each extra kernel in a batch adds a fraction of a second); the timed shape adds per kernel one
-instrumented launch over its elements (RMSNorm: 32768 x 512, 16.8 M elements, 32768 rows; not yet measured on the
+dominates; each extra kernel in a batch adds a fraction of a second); the benchmark layout's launches run once
+per drawn scalar setting (``sanitize_replay.scalar_settings``, gate rules version 9: RMSNorm's three eps, so a
+barrier kept only at one eps is seen), so the timed shape adds per kernel three instrumented launches over its
+elements (RMSNorm: 32768 x 512, 16.8 M elements, 32768 rows; not yet measured on the
 H200: ``tests/gpu/test_gate_redteam4.py::test_the_replay_at_a_timed_shape_fits_the_sanitizer_budget`` records
 it) and 9 VMM driver calls per input and launch in the benchmark layout. The caller schedules it so it never
 overlaps a timed launch on the same GPU (``GPUPool.sanitize`` holds that GPU's worker while it runs).

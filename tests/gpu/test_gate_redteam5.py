@@ -13,7 +13,7 @@ Expected at the next GPU session:
   before any store into it); ``test_shared_memory_outlives_a_launch`` measures the premise;
 - rt_index_tail64: wrong_result in a full schedule (the index check at 16641 x 131072: CTAs wholly past element
   2^31 wrap into the guard below x); version 7 (16385 x 131072, one tail row past 2^31): ok;
-- rt_replay_eps_dodge: ok with a clean sanitizer verdict (strict xfail): the replay launches at eps 1e-6 only.
+- rt_replay_eps_dodge: ok from the gate, then a racecheck verdict (version 9: the replay launches at every drawn eps).
 """
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ def test_32_bit_indices_on_the_main_path_only_are_rejected(pool):
     assert r.status == Status.WRONG_RESULT and "index check" in r.reason, (r.status, r.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="hole of gate rules version 8: the sanitizer replay launches with the "
-                   "workload's eps only (1e-6), the timed launches draw 1e-5 or 1e-3 two times in three; fix: the "
-                   "replay's timed-shape launch once per value of every scalar draw (GATE.md, Known gaps)")
 def test_a_sanitizer_dodge_keyed_on_the_replays_eps_is_caught(pool):
+    """Gate rules version 9: the replay's benchmark-layout launches run at every drawn eps, so the racy path
+    (taken at eps 1e-5 and 1e-3) runs under racecheck (or a checked timed launch already saw the race)."""
     status, verdict = sanitized(pool, redteam("rt_replay_eps_dodge"))
     assert status != Status.OK or verdict == Status.SANITIZER, (status, verdict)
