@@ -3,7 +3,9 @@
 # experiments, and keep logs/tables under $OUT when set.
 #   bash scripts/gpu_tests.sh [tests] [baselines] [throughput] [cost] [ray] [stability] [loop]   (no argument: the first three)
 # tests: every gpu test (about 9 min on an H200 as of 2026-12-01: more than one 600 s device command takes), or
-# the same set in two halves, one command each: gate_tests (tests/gpu/test_gate*.py), other_tests (the rest).
+# the same set in two halves, one command each: gate_tests (tests/gpu/test_gate*.py), other_tests (the rest);
+# pytest: the gpu tests named by PYTEST_ARGS (paths or ids); sanitizer_report: experiments/sanitizer_report.py
+# with REPORT_ARGS (compute-sanitizer's own report per replay layout, cut at REPORT_S).
 # Each step is cut at its own limit (seconds): TESTS_S (540), BASELINES_S (540), THROUGHPUT_S (300), COST_S (300),
 # STABILITY_S (560: experiments/gate_stability.py, seeds + TUNED_KNOBS + template variants, 6 repeats each).
 # loop: the whole search loop's evaluations/s, `python -m evolve experiment=rmsnorm_h200 budget.seconds=$LOOP_S
@@ -67,6 +69,9 @@ for step in "${steps[@]}"; do
     tests) gpu_pytest pytest_gpu.log tests ;;
     gate_tests) gpu_pytest pytest_gpu_gate.log tests/gpu/test_gate*.py ;;
     other_tests) gpu_pytest pytest_gpu_other.log tests --ignore-glob='tests/gpu/test_gate*.py' ;;
+    pytest) gpu_pytest pytest_gpu_some.log ${PYTEST_ARGS:?set PYTEST_ARGS to the test paths or ids} ;;
+    sanitizer_report) timeout -k 10 "${REPORT_S:-240}" python3 experiments/sanitizer_report.py ${REPORT_ARGS:-} 2>&1 \
+                        | tee "$out/sanitizer_report.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
     baselines) timeout -k 10 "${BASELINES_S:-540}" python3 experiments/rmsnorm_baselines.py --out "$out" 2>&1 | tee "$out/rmsnorm_baselines.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
     throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \
@@ -106,7 +111,7 @@ PY
               python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.gz"
             fi
           done ;;
-    *) echo "unknown step $step (tests | gate_tests | other_tests | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
+    *) echo "unknown step $step (tests | gate_tests | other_tests | pytest | sanitizer_report | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
   esac
 done
 exit $rc

@@ -24,6 +24,8 @@ import pytest
 from evaluators.types import Status
 from tests.gpu.rmsnorm_kernels import WARP_ROWS, redteam, sanitized
 
+POOL_SEED = 20261207  # the pool fixture's seed (tests/gpu/conftest.py): its draws differ from the other rounds'
+
 pytestmark = pytest.mark.gpu
 
 def test_a_sanitizer_dodge_timed_by_an_alu_chain_is_rejected_before_any_gpu_time(pool):
