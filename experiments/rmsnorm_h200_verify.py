@@ -50,7 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.gpu.gate import GATE_VERSION
-from evaluators.gpu.sanitizer import find_sanitizer, parse_sanitizer
+from evaluators.gpu.sanitizer import find_sanitizer, parse_sanitizer, tool_command
 from evaluators.provenance import versions as package_versions
 
 SCHEMA = 1
@@ -170,11 +170,10 @@ def run_sanitizer(tool: str, spec_path: Path, timeout_s: float, exe: str) -> dic
     """One ``compute-sanitizer --tool <tool>`` run of the replay: errors, summary lines, exit code, replay
     output lines (one per shape, with the output check), the tail of the sanitizer's report and ``clean``
     (see below). TimeoutExpired propagates."""
-    replay = Path(__file__).resolve().parent / "sanitize_replay.py"
-    cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, str(replay), "--spec", str(spec_path)]
-    if tool == "racecheck":
-        cmd[3:3] = ["--racecheck-report", "all"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    cmd = tool_command(exe, tool, spec_path)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=root, env=env)
     text = proc.stdout + proc.stderr
     out = parse_sanitizer(text)
     out.update(tool=tool, rc=proc.returncode, command=" ".join(cmd),

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv: list[str] | None = None) -> int:
     from evaluators.gpu.sanitize_replay import build_spec
-    from evaluators.gpu.sanitizer import SANITIZER_SHAPES, find_sanitizer, replay_plan
+    from evaluators.gpu.sanitizer import SANITIZER_SHAPES, find_sanitizer, replay_plan, tool_command
     from evaluators.toolchain import compile_ptx
     from population.kernel import Kernel
     from population.parser import parse_module
@@ -54,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             shapes, edge = plans[layout]
             spec = Path(tmp) / f"{layout}.json"
             spec.write_text(json.dumps(build_spec(k, wl, cubin, shapes, edge_shapes=edge)))
-            cmd = [exe, "--tool", a.tool, "--print-limit", "8", sys.executable, "-m",
-                   "evaluators.gpu.sanitize_replay", "--spec", str(spec)]
+            cmd = tool_command(exe, a.tool, spec, print_limit=8)
             p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             text = (p.stdout + p.stderr).splitlines()
             print(f"## {layout}: shapes {shapes}, edge {edge}, rc {p.returncode}")

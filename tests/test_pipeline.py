@@ -73,3 +73,20 @@ def test_prepare_reports_ptxas_line_and_limits(wl):
         prepare(kernels["block_over_1024"][0], wl, gpu, wl.search_shapes[:1])
     with pytest.raises(ValueError, match="at least one shape"):
         prepare(wl.seeds()[0], wl, gpu, [])
+
+
+def test_the_gpu_tests_broken_kernels_reach_the_step_they_are_made_for(wl):
+    """tests/gpu/kernels/rmsnorm_broken.cu's defects as the GPU pool's front half judges them (ptxas, input-store
+    check, race lint): defect 2 (a read of shared memory no store of the CTA reaches) is rejected statically by race
+    lint rule 5's `.shared` form; every other defect must reach the GPU, where tests/gpu/test_gpu_pool.py expects
+    its runtime status (4: a spin without nanosleep, which rule 6 would reject, so the watchdog's timeout is
+    what judges it)."""
+    from pathlib import Path
+
+    from tests.gpu.rmsnorm_kernels import judge, rmsnorm_kernel
+
+    cu = Path(__file__).parent / "gpu" / "kernels" / "rmsnorm_broken.cu"
+    verdicts = {d: judge(rmsnorm_kernel(cu, {"BROKEN": d}, (("rows_per_cta", 1),)), wl) for d in range(1, 7)}
+    assert verdicts[2] is not None and verdicts[2].status == Status.NONDETERMINISTIC
+    assert "launch_state" in verdicts[2].reason and "stash" in verdicts[2].reason
+    assert {d: v for d, v in verdicts.items() if d != 2 and v is not None} == {}

@@ -1,7 +1,7 @@
 // Deliberately broken RMSNorm kernels (bf16 x, fp32 w), each with the workload ABI (x, w, y, M, N, eps) and
 // one defect chosen by BROKEN; the gate / supervisor must reject each with the right status:
 //   1 writes only the first half of the rows                     -> wrong_result (unwritten)
-//   2 reads shared memory nothing in this CTA wrote              -> wrong_result
+//   2 reads shared memory nothing in this CTA wrote              -> nondeterministic (race lint rule 5, .shared form)
 //   3 misses the barrier between the warp sums and their reader  -> wrong_result or nondeterministic
 //   4 never terminates                                            -> timeout
 //   5 stores far out of bounds (unmapped address)                 -> crash
@@ -47,7 +47,9 @@ extern "C" __global__ void rmsnorm(const unsigned short* __restrict__ x, const f
 #endif
     const float r = rsqrtf(warp_sums[0] / (float)N + eps);
 #if BROKEN == 4
-    while (r == r) __nanosleep(1000);  // r is never NaN for finite inputs: spins forever
+    // r is never NaN for finite inputs: spins forever (no nanosleep: race lint rule 6 rejects a sleeping wait
+    // before any GPU time; the empty volatile asm keeps the compiler from deleting the loop)
+    while (r == r) asm volatile("");
 #endif
     for (int i = threadIdx.x; i < N; i += blockDim.x) {
         const float v = to_f(xr[i]) * r * w[i];
