@@ -177,8 +177,10 @@ def test_load_spec_refuses_malformed_edge_shapes(tmp_path):
 
 def test_sanitize_hands_every_tool_the_fixed_shapes_in_both_layouts_and_the_pools_smallest_timed_shape(
         monkeypatch):
-    """``sanitize`` (what GPUPool.sanitize calls with its timed shapes): every tool's spec holds the fixed shapes
-    in both layouts and 32768 x 512 in the benchmark's; a clean replay gives OK."""
+    """``sanitize`` (what GPUPool.sanitize calls with its timed shapes): every tool's first spec holds the fixed
+    shapes in both layouts, its second 32768 x 512 alone in the benchmark's (``replay_phases``: a kernel with an
+    error at the fixed shapes never pays for the timed one, tests/test_sanitizer_phases.py); a clean replay gives
+    OK."""
     from evaluators.gpu import sanitizer
     from evaluators.types import Status
 
@@ -187,14 +189,16 @@ def test_sanitize_hands_every_tool_the_fixed_shapes_in_both_layouts_and_the_pool
     def fake_tool(tool, spec_path, timeout_s, exe, env=None):
         spec = json.loads(Path(spec_path).read_text())
         specs.append((tool, spec))
-        replay = [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"] for s in spec["shapes"]]
+        replay = [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"]
+                  for s in spec["shapes"] + spec["edge_shapes"]]
         return sanitizer.ToolRun(tool, 0, replay, 0, 0.1, "")
 
     monkeypatch.setattr(sanitizer, "run_tool", fake_tool)
     wl = RMSNorm("bf16")
     v = sanitizer.sanitize(wl.seeds()[1:], wl, arch="sm_90", exe="/bin/true", timed_shapes=wl.search_shapes)
     assert [x.status for x in v] == [Status.OK]
-    assert [t for t, _ in specs] == list(sanitizer.ELITE_TOOLS)
-    for _, spec in specs:
-        assert spec["shapes"] == [list(s) for s in SANITIZER_SHAPES]
-        assert spec["edge_shapes"] == [list(s) for s in SANITIZER_SHAPES] + [[32768, 512]]
+    assert [t for t, _ in specs] == list(sanitizer.ELITE_TOOLS) * 2
+    fixed = [list(s) for s in SANITIZER_SHAPES]
+    for i, (_, spec) in enumerate(specs):
+        want = (fixed, fixed) if i < len(sanitizer.ELITE_TOOLS) else ([], [[32768, 512]])
+        assert (spec["shapes"], spec["edge_shapes"]) == want, i

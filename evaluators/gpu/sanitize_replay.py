@@ -83,12 +83,14 @@ def load_spec(path: str | Path) -> dict[str, Any]:
         missing += [k for k in KERNEL_KEYS if k not in spec]
     if missing:
         raise ValueError(f"{path}: spec lacks {missing} (needs {list(SPEC_KEYS)} and kernels or {list(KERNEL_KEYS)})")
-    if not spec["shapes"] or any(len(s) != 2 for s in spec["shapes"]):
-        raise ValueError(f"{path}: 'shapes' must be a non-empty list of [M, N], got {spec['shapes']!r}")
+    if not isinstance(spec["shapes"], list) or any(len(s) != 2 for s in spec["shapes"]):
+        raise ValueError(f"{path}: 'shapes' must be a list of [M, N], got {spec['shapes']!r}")
     edge = spec.get("edge_shapes", [])
     if not isinstance(edge, list) or any(not isinstance(s, list) or not s or
                                          not all(isinstance(v, int) and v > 0 for v in s) for s in edge):
         raise ValueError(f"{path}: 'edge_shapes' must be a list of shapes (lists of positive ints), got {edge!r}")
+    if not spec["shapes"] and not edge:
+        raise ValueError(f"{path}: nothing to launch: 'shapes' and 'edge_shapes' are both empty")
     for k in kernels_of(spec):
         lack = [key for key in KERNEL_KEYS if key not in k]
         if lack:

@@ -1,0 +1,91 @@
+"""How ``sanitizer.sanitize`` schedules its tool runs (``replay_phases``): the fixed shapes first, the timed shape
+only for kernels still clean, batches split on failure. The tool is a stand-in executable that reads the replay
+spec it is given, logs it and reports errors by a rule (a kernel racy at the fixed shapes, one racy only at the
+timed shape); the real tool's verdicts are tests/gpu's (test_gate_cases.py, test_gate_redteam*.py)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluators.gpu.sanitizer import SANITIZER_SHAPES, replay_phases, replay_plan, sanitize, tool_command
+from evaluators.types import Status
+from workloads.rmsnorm import RMSNorm
+
+FAKE = '''#!{python}
+import json, os, sys
+args = sys.argv[1:]
+tool = args[args.index("--tool") + 1]
+spec = json.load(open(args[args.index("--spec") + 1]))
+rules = json.loads(os.environ["FAKE_RULES"])  # tool -> kernel id -> "fixed" | "timed"
+ids = [k["id"] for k in spec["kernels"]]
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps({{"tool": tool, "ids": ids, "shapes": spec["shapes"], "edge": spec["edge_shapes"],
+                         "api": args[args.index("--report-api-errors") + 1]}}) + "\\n")
+timed = [32768, 512] in spec["edge_shapes"]
+errors = 0
+for k in ids:
+    print(json.dumps({{"begin": k}}))
+    print(json.dumps({{"kernel": k, "shape": [7, 4099], "ok": True}}))
+    where = rules.get(tool, {{}}).get(str(k))
+    errors += 3 if where == "fixed" or (where == "timed" and timed) else 0
+print(f"========= ERROR SUMMARY: {{errors}} errors")
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text(FAKE.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    return str(exe), log
+
+
+def runs(log: Path) -> list[dict]:
+    return [json.loads(ln) for ln in log.read_text().splitlines()]
+
+
+def test_replay_phases_split_the_plan_into_fixed_shapes_then_timed_shapes():
+    wl = RMSNorm("bf16")
+    fixed, timed = replay_phases(wl.search_shapes)
+    fixed_shapes = [list(s) for s in SANITIZER_SHAPES]
+    assert fixed == {"shapes": fixed_shapes, "edge_shapes": fixed_shapes}
+    assert timed == {"shapes": [], "edge_shapes": [[32768, 512]]}
+    plan = replay_plan(wl.search_shapes)  # together they are the whole plan
+    assert fixed["edge_shapes"] + timed["edge_shapes"] == plan["edge_shapes"]
+    assert replay_phases(()) == [fixed]  # no timed shapes: one phase
+
+
+def test_a_kernel_racy_at_the_fixed_shapes_never_reaches_the_timed_shape(fake, monkeypatch):
+    exe, log = fake
+    wl = RMSNorm("bf16")
+    kernels = [wl.seeds()[0], wl.seeds()[1], wl.instantiate({"rows_per_cta": 4})]
+    monkeypatch.setenv("FAKE_RULES", json.dumps({"racecheck": {"1": "fixed", "2": "timed"}}))
+    v = sanitize(kernels, wl, arch="sm_90", exe=exe, timed_shapes=wl.search_shapes)
+    assert [x.status for x in v] == [Status.OK, Status.SANITIZER, Status.SANITIZER]
+    assert v[1].reason == v[2].reason == "compute-sanitizer racecheck: 3 error(s)"
+    assert v[0].tools == {t: {"errors": 0, "clean": True} for t in ("memcheck", "racecheck", "synccheck")}
+    seen = [(r["tool"], r["ids"], [32768, 512] in r["edge"]) for r in runs(log)]
+    assert seen == [
+        ("memcheck", [0, 1, 2], False), ("racecheck", [0, 1, 2], False),  # the batch, then split
+        ("racecheck", [0], False), ("racecheck", [1], False), ("racecheck", [2], False),
+        ("synccheck", [0, 2], False),
+        ("memcheck", [0, 2], True), ("racecheck", [0, 2], True),  # the timed shape: kernel 1 is out
+        ("racecheck", [0], True), ("racecheck", [2], True),
+        ("synccheck", [0], True)]
+    assert all(r["api"] == "no" for r in runs(log))
+    assert v[2].tools["racecheck"] == {"errors": 3, "clean": False}  # 0 at the fixed shapes + 3 at the timed
+
+
+def test_the_tool_command_reports_device_errors_only():
+    cmd = tool_command("cs", "racecheck", "s.json")
+    assert cmd[:9] == ["cs", "--tool", "racecheck", "--print-limit", "20", "--report-api-errors", "no",
+                       "--racecheck-report", "all"]
+    assert cmd[-4:] == ["-m", "evaluators.gpu.sanitize_replay", "--spec", "s.json"]
+    assert "--racecheck-report" not in tool_command("cs", "memcheck", "s.json")
