@@ -10,7 +10,8 @@ VMM mappings ending at an unmapped granule, read-only, as ``vmm.place_at_edges``
 the smallest shape the pool times, in the benchmark's layout: the replay differs from a timed launch in nothing
 a kernel can see at that shape (its inputs' placement, alignment and protection, the shape itself), so a kernel
 that keeps a barrier only where the replay used to run and drops it where it is timed (``rt_edge_race``: inputs
-ending 64 KiB aligned; ``rt_sanitizer_dodge`` RT_SENSE 3: the fixed small shapes) races under the tool. A batch
+ending 64 KiB aligned; ``rt_sanitizer_dodge`` RT_SENSE 3: the fixed small shapes) races under the tool. The fixed
+shapes run first, the timed shape only for kernels every tool found clean there (``replay_phases``). A batch
 with any error is split and each kernel re-run alone, so a verdict names its own kernel. The replay's own output
 check counts too: a kernel whose output is wrong under the sanitizer's scheduling fails.
 
