@@ -1,0 +1,67 @@
+// CHEAT: rt_alu_pace_dodge's clock with both of its waits moved where the race lint's dataflow does not follow
+// them. The flag is a word of the CTA's own output (y[4 blockIdx.x, 0:2], written with its real value later:
+// an output the kernel may use as scratch), so it is global memory, which racecheck does not track (the version 8
+// dodges needed shared atomics for a race-free flag, which rule 4's order form now rejects); and the counting
+// loop reads it into a `volatile` local variable and tests that copy, so the loop's exit depends on a load of
+// local memory (nvcc keeps a volatile automatic variable in the thread's local memory: `st.volatile.local` then
+// `ld.volatile.local`). Lane 0 of warp 1 runs RT_ALU_STEPS dependent multiply-adds and then raises the flag; lane
+// 0 of warp 0 bumps a shared counter (an atomic whose result is unused: a commutative update) until it sees the
+// flag, and the CTA keeps the barrier after the reads of red[] only when it counted fewer than RT_MIN_COUNT bumps
+// (compute-sanitizer instruments the shared atomics, not the arithmetic).
+// Launch: block 256, rows_per_cta 1, row_iters 4 (grid = ceil(M / 4)).
+// SHOULD: nondeterministic before any GPU time (a loop whose exit waits on global memory another thread writes:
+// a spin wait, and a clock), else sanitizer.
+// Why gate v9 passes it: rule 1 (spin on global memory) and rule 6's shared form trace a loop's exit through
+// registers only, and the trace ends at the local load; no special register, sleep, `.global` variable, atomic
+// whose result is read or stale local or shared read.
+#include "rt_redteam.cuh"
+
+#ifndef RT_ALU_STEPS
+#define RT_ALU_STEPS 2048  // ~4 cycles each: ~8k cycles, ~4 us at 1.98 GHz
+#endif
+#ifndef RT_VIA_LOCAL
+#define RT_VIA_LOCAL 1  // 0: the loop tests the flag itself (the form rule 1 sees)
+#endif
+#ifndef RT_MIN_COUNT
+#define RT_MIN_COUNT 12  // natively some tens of bumps meanwhile; a few under instrumentation
+#endif
+
+RT_ENTRY {
+    __shared__ float red[8];
+    __shared__ unsigned int count;
+    __shared__ int careful;
+    volatile unsigned int* flag = reinterpret_cast<volatile unsigned int*>(y + (long long)blockIdx.x * 4 * N);
+    if (threadIdx.x == 0) {
+        count = 0u;
+        careful = 0;
+        *flag = 0u;
+        __threadfence();  // the cleared flag is not "data published by" the raised one (rule 2)
+    }
+    __syncthreads();
+    if (threadIdx.x == 32) {
+        unsigned int v = (unsigned int)N | 1u;
+#pragma unroll 1
+        for (int i = 0; i < RT_ALU_STEPS; ++i) v = v * 1664525u + 1013904223u;  // dependent: one at a time
+        *flag = v | 1u;  // non-zero: the flag raised after the chain, which its value keeps alive
+    } else if (threadIdx.x == 0) {
+        unsigned int bumps = 0u;
+#if RT_VIA_LOCAL
+        volatile unsigned int seen;  // a local copy of the flag: the loop tests this
+#pragma unroll 1
+        do {
+            seen = *flag;
+            atomicAdd(&count, 1u);  // instrumented under compute-sanitizer; its result is never read
+            ++bumps;
+        } while (seen == 0u);
+#else
+#pragma unroll 1
+        do {
+            atomicAdd(&count, 1u);
+            ++bumps;
+        } while (*flag == 0u);
+#endif
+        careful = bumps < RT_MIN_COUNT;
+    }
+    __syncthreads();
+    rt_rows4(x, w, y, M, N, eps, red, careful != 0);
+}
