@@ -103,6 +103,7 @@ location (roots that do not meet), a missing acquire on the consumer's side.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +122,6 @@ from population.defuse import TYPE_BITS, destinations, sources
 from population.kernel import Kernel
 from population.printer import listing
 
-_CLUSTER_DIRECTIVES = frozenset({"reqnctapercluster", "explicitcluster", "maxclusterrank"})
 _STRONG_STORE = frozenset({"relaxed", "volatile", "mmio"})
 _RELEASE = frozenset({"release", "acq_rel"})
 _SCOPES = frozenset({"cta", "cluster", "gpu", "sys"})
@@ -218,9 +218,23 @@ def _meets(a: frozenset[str], b: frozenset[str]) -> bool:
     return bool(a & b) or (UNKNOWN in a and bool(b)) or (UNKNOWN in b and bool(a))
 
 
-def _clustered(kernel: Kernel, fn) -> bool:
+def _cluster_size(kernel: Kernel, fn) -> int:
+    """CTAs per cluster of ``kernel``'s launch, as ``evaluators.static.cluster_size`` counts them: the product of
+    ``fn``'s ``.reqnctapercluster`` (what nvcc writes for ``__cluster_dims__``), else the launch's ``cluster`` knob
+    (``.explicitcluster`` or ``.maxclusterrank`` alone leave the size to the launch), else 1."""
+    req = next((d for d in fn.directives if d.name == "reqnctapercluster" and d.values), None)
+    if req is not None:
+        return max(1, math.prod(int(v) for v in req.values))
     knob = getattr(kernel.launch, "knob", None)  # a LaunchConfig; other launch rules name no cluster knob
-    return any(d.name in _CLUSTER_DIRECTIVES for d in fn.directives) or (knob is not None and knob("cluster", 1) > 1)
+    return max(1, int(knob("cluster", 1))) if knob is not None else 1
+
+
+def _clustered(kernel: Kernel, fn) -> bool:
+    """A cluster launch of more than one CTA per cluster (``_cluster_size``): only then are other CTAs
+    co-scheduled with this one and does cluster scope reach beyond it. A cluster of one CTA
+    (``__cluster_dims__(1, 1, 1)``) is a plain launch (``rt_cluster_of_one``: gate rules version 9 took any cluster
+    directive for a cluster launch)."""
+    return _cluster_size(kernel, fn) > 1
 
 
 def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
@@ -252,21 +266,78 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
             if t.opcode == "brx":  # brx.idx index, targets: the index picks the successor
                 work.extend(sources(t))
         seen: set[str] = set()
+        followed: set[int] = set()  # loads already traced through memory
         spin = None
+
+        def found(d: Instruction, body: list[Instruction] = body) -> bool:
+            return is_read(d) and _meets(prov.address_roots(d), written) and (keep is None or keep(d, body))
+
         while work and spin is None:
             r = work.pop()
             if r in seen:
                 continue
             seen.add(r)
             for d in defs.get(r, ()):
-                if is_read(d) and _meets(prov.address_roots(d), written) and (keep is None or keep(d, body)):
+                if found(d):
                     spin = d
                     break
                 work.extend(s for s in sources(d) if s not in seen)
+                if d.opcode in ("ld", "ldu") and id(d) not in followed:  # a value that went through memory
+                    followed.add(id(d))
+                    regs, callee_read = _through_memory(d, body, prov, found)
+                    if callee_read is not None:
+                        spin = callee_read
+                        break
+                    work.extend(s for s in regs if s not in seen)
         if spin is not None:
             out.append((spin, f"decides the exit of the loop at block {lp.header}: a spin wait on global memory "
                               "another CTA writes (no co-scheduling without a cooperative or cluster launch)"))
     return out
+
+
+def _through_memory(load: Instruction, body: list[Instruction], prov: Provenance,
+                    found: Callable[[Instruction], bool]) -> tuple[list[str], Instruction | None]:
+    """Where a value ``load`` reads from memory (that no rule's read matched) came from in the loop ``body``:
+    (the registers read by every write in the body that may store where it loads -- address roots that meet,
+    ``UNKNOWN`` meeting any; none for ``.const``/``.nc`` loads, read-only while the kernel runs --, the first read
+    ``found`` accepts in a function that a ``call`` of the body returns through the ``.param`` it loads, or None;
+    a kernel's own ``.param`` is never written). A copy through a thread's own local memory (a ``volatile``
+    automatic variable: ``rt_local_spin_dodge``), through shared or global scratch, or a value a called function
+    returns keeps its dependence on the read it copies (gate rules version 10; version 9 traced registers only)."""
+    regs: list[str] = []
+    addr = next((o for o in load.operands if isinstance(o, Address)), None)
+    if "param" not in load.modifiers:
+        if "const" in load.modifiers or "nc" in load.modifiers:  # read-only while the kernel runs
+            return regs, None
+        roots = prov.address_roots(load)
+        for ins in body:
+            if ins is not load and writes_memory(ins) and _meets(prov.address_roots(ins), roots):
+                regs.extend(sources(ins))
+        return regs, None
+    if addr is None or not isinstance(addr.base, Symbol):  # a kernel's own parameters: never written
+        return regs, None
+    bodies = {f.name: f for f in prov.functions}
+    for ins in body:  # `call (retval0), f, (...)` then `ld.param [retval0]`: f's reads decide the value
+        if ins.opcode != "call" or not ins.operands:
+            continue
+        rets = getattr(ins.operands[0], "elements", None) or ()
+        if not any(isinstance(e, Symbol) and e.name == addr.base.name for e in rets):
+            continue
+        target = next((o for o in ins.operands[1:] if isinstance(o, (Symbol, Register))), None)
+        names = [target.name] if isinstance(target, Symbol) else list(bodies)
+        todo, done = [n for n in names if n in bodies], set()
+        while todo:
+            name = todo.pop()
+            if name in done:
+                continue
+            done.add(name)
+            for c in flat_instructions(bodies[name]):
+                if found(c):
+                    return regs, c
+                if c.opcode == "call":
+                    t = next((o for o in c.operands if isinstance(o, Symbol) and o.name in bodies), None)
+                    todo.extend([t.name] if t is not None else list(bodies))
+    return regs, None
 
 
 def _shared_variables(kernel: Kernel, fn) -> frozenset[str]:
@@ -691,6 +762,122 @@ def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruc
     return out
 
 
+# Instructions through which a register keeps holding (an offset into) the address ``mapa`` gave.
+_ADDRESS_ARITH = frozenset({"mov", "add", "sub", "mad", "cvt", "cvta", "selp"})
+_PLAIN_ACCESS = frozenset({"ld", "ldu", "st", "atom", "red"})
+
+
+def _remote_registers(fn) -> set[str]:
+    """Registers of ``fn`` that hold an address ``mapa`` produced (another CTA's shared memory in the cluster), or
+    one computed from such an address by ``_ADDRESS_ARITH`` (the guard predicate is not a source of it)."""
+    instrs = flat_instructions(fn)
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for ins in instrs:
+            srcs = sources(ins)[1:] if ins.predicate is not None else sources(ins)
+            if ins.opcode == "mapa" or (ins.opcode in _ADDRESS_ARITH and any(r in out for r in srcs)):
+                for r in destinations(ins):
+                    if r not in out:
+                        out.add(r)
+                        changed = True
+    return out
+
+
+def _remote_access(ins: Instruction, remote: set[str]) -> bool:
+    """An ``ld``/``ldu``/``st``/``atom``/``red`` of distributed shared memory: in ``.shared::cluster``, or at an
+    address in a register of ``remote`` (generic, as nvcc writes ``cluster.map_shared_rank``)."""
+    if ins.opcode not in _PLAIN_ACCESS:
+        return False
+    if any(m == "shared::cluster" for m in ins.modifiers):
+        return True
+    addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+    return addr is not None and isinstance(addr.base, Register) and addr.base.name in remote
+
+
+def _cluster_barrier_step(ins: Instruction, arrived: bool, relaxed_ok: bool) -> tuple[bool, bool]:
+    """(arrived, done) after ``ins`` on a path: an unpredicated ``barrier.cluster.arrive`` (not ``.relaxed`` unless
+    ``relaxed_ok``) arrives; an unpredicated ``barrier.cluster.wait`` after an arrival completes the barrier."""
+    if ins.opcode != "barrier" or "cluster" not in ins.modifiers or ins.predicate is not None:
+        return arrived, False
+    if "arrive" in ins.modifiers and (relaxed_ok or "relaxed" not in ins.modifiers):
+        return True, False
+    return arrived, arrived and "wait" in ins.modifiers
+
+
+def _unbarriered_path(blocks, start: tuple[int, int], target: Callable[[Instruction], bool],
+                      relaxed_ok: bool, to_exit: bool) -> Instruction | None:
+    """The first instruction ``target`` accepts that a path from ``start`` (block id, position) reaches with no
+    cluster barrier (``_cluster_barrier_step``) completed on the way; with ``to_exit`` the path's end (``ret``,
+    ``exit``, or a block without successors: its last instruction) counts as a target too. None: every path
+    crosses one."""
+    stack = [(start[0], start[1], False)]
+    seen: set[tuple[int, int, bool]] = set()
+    while stack:
+        b, pos, arrived = stack.pop()
+        if (b, pos, arrived) in seen:
+            continue
+        seen.add((b, pos, arrived))
+        blk, done = blocks[b], False
+        for ins in blk.instructions[pos:]:
+            if target(ins):
+                return ins
+            arrived, done = _cluster_barrier_step(ins, arrived, relaxed_ok)
+            if done:
+                break
+            if ins.opcode in ("ret", "exit") and ins.predicate is None:
+                done = True
+                break
+        if done:
+            continue
+        if not blk.successors:
+            if to_exit and blk.instructions:
+                return blk.instructions[-1]
+            continue
+        stack.extend((t, 0, arrived) for t in blk.successors)
+    return None
+
+
+def _cluster_lifetimes(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list]
+                       ) -> list[tuple[Instruction, str]]:
+    """Rule 7 (module docstring): in a cluster launch, accesses of another CTA's shared memory that a path from
+    the entry reaches before any cluster barrier, or from which a path reaches the kernel's exit without one."""
+    fn = kernel.module.function(kernel.entry)
+    if not _clustered(kernel, fn):
+        return []
+    remote = _remote_registers(fn)
+    with_remote = {f.name for f in prov.functions[1:]
+                   if any(_remote_access(i, _remote_registers(f)) for i in flat_instructions(f))}
+
+    def is_remote(ins: Instruction) -> bool:
+        if ins.opcode == "call":
+            return any(isinstance(o, Symbol) and o.name in with_remote for o in ins.operands)
+        return _remote_access(ins, remote)
+
+    blocks = blocks_of(fn)
+    out: list[tuple[Instruction, str]] = []
+    first = _unbarriered_path(blocks, (0, 0), is_remote, relaxed_ok=True, to_exit=False)
+    if first is not None:
+        out.append((first, "accesses another CTA's shared memory on a path from the entry that crosses no cluster "
+                           "barrier (barrier.cluster.arrive, then .wait): that CTA may not have started (CUDA C++ "
+                           "Programming Guide, \"Distributed Shared Memory\")"))
+    for b in blocks:
+        for i, ins in enumerate(b.instructions):
+            if not is_remote(ins):
+                continue
+            end = _unbarriered_path(blocks, (b.id, i + 1), lambda x: x.opcode in ("ret", "exit"), relaxed_ok=False,
+                                    to_exit=True)
+            if end is not None:
+                out.append((ins, "accesses another CTA's shared memory, and a path from it reaches the kernel's exit "
+                                 "with no cluster barrier (barrier.cluster.arrive, then .wait) after it: every CTA "
+                                 "runs this code, so the CTA whose shared memory it reads may already have exited "
+                                 "(CUDA C++ Programming Guide, \"Distributed Shared Memory\": a block must not exit "
+                                 "before the distributed shared memory accesses to it are done)"))
+                return out
+    return out
+
+
 def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True,
               launch_state_ok: bool = True, waits_ok: bool = True, order_ok: bool = True) -> RaceReport:
     """Lint ``kernel``'s entry, and every function it calls, for the patterns of the module docstring.
@@ -731,10 +918,11 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     if any(_meets(r, written) for r in reads):  # a global location both written and read: may pass between CTAs
         for f in prov.functions or [fn]:
             blocks = blocks_of(f)
-            if not clustered:
+            if not clustered or not waits_ok:  # version 10: no cluster exemption without atomics
                 hits += [("spin_wait", ins, why) for ins, why in _spin_waits(f, prov, written, blocks)]
             hits += [("unfenced_publish", ins, why)
                      for ins, why in _unfenced_publishes(prov, blocks, loaded, clustered)]
+    hits += [("cluster_lifetime", ins, why) for ins, why in _cluster_lifetimes(kernel, prov, blocks_of)]
     if not order_ok:  # after the ordering findings, which say more about what a kernel gets wrong
         hits += [("atomic_order", ins, why) for ins, why in _order_atomics(prov)]
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
