@@ -422,6 +422,7 @@ def _make_cupy() -> types.ModuleType:
     runtime = types.SimpleNamespace(
         memsetAsync=_memset_async, memcpyAsync=_memcpy_async,
         memset=lambda p, v, n: _memset_async(p, v, n, 0), getDevice=lambda: 0, getDeviceProperties=_props,
+        memcpy=lambda d, s, n, k: _memcpy_async(d, s, n, k, 0), memcpyHostToDevice=1,
         memcpyDeviceToDevice=3, CUDARuntimeError=CUDARuntimeError)
     stream = _Stream()
     cp.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]

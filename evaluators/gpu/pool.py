@@ -117,6 +117,7 @@ class GPUPool:
         self.baselines, self.check_output = baselines, check_output
         self._seed_counter = itertools.count() if seed is not None else None
         self._seed = seed
+        self._sanitize_calls = itertools.count()
         GateSchedule(gate_schedule)  # ValueError on an unknown profile
         self.gate_schedule, self.fault_check, self.timed_checks = gate_schedule, bool(fault_check), bool(timed_checks)
         # Evaluation counter and secret key of the gate schedule (gate_schedule.select): unknown to any kernel.
@@ -252,13 +253,16 @@ class GPUPool:
     def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
         """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
         robin), now, replayed also at the smallest of the pool's timed shapes in the benchmark's layout
-        (``sanitizer.replay_plan``); its launches wait while a worker of that GPU times a candidate
+        (``sanitizer.replay_plan``), its launch conditions drawn from a seed of the OS's (of the pool's seed for a
+        seeded pool: reproducible); its launches wait while a worker of that GPU times a candidate
         (``TimingLock``)."""
         from evaluators.gpu.devices import physical_device
 
         device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
+        # the replay's seed: drawn from the OS per call (sanitizer.sanitize), from the pool's seed when it has one
+        seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
-                        timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes)
+                        timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""

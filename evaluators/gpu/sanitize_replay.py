@@ -17,17 +17,30 @@ float64 reference. Two layouts:
   Where the driver refuses VMM a ``{"note": ...}`` line says so and the launch uses the exact layout (the
   worker then holds its benchmark inputs in plain allocations too).
 
+What a launch reads and finds in its outputs: with ``draw_conditions`` (what ``sanitizer.sanitize`` writes, gate
+rules version 10) each launch draws, from the spec's seed and its index, as the timed launches draw theirs
+(``launch_conditions``): its input distribution (any of the workload's, with probability 1 / their count) and the
+pattern its outputs hold before it runs (``timed_checks.PATTERNS``: NaN poison, all-ones, zeros, random finite
+values, or the correct output for other inputs -- never for inputs of the workload's first distribution, as the
+timed launches never give set 0 the "answer"). A kernel that keeps a barrier only where the replay's conditions
+used to be fixed (``rt_replay_refill_dodge``: outputs of all-ones bytes; ``rt_replay_scale_dodge``: rows of unit
+scale; ``rt_replay_seed_dodge``: the inputs of seed 7, which ``sanitize`` now draws per call) takes its racy path
+at a replayed launch unless every launch at its shape draws what it keeps the barrier for: for a kernel racing at a
+share q of the timed launches' conditions, (1 - q)^k at k replayed launches of the timed shape (RMSNorm: k = 3, one
+per eps; q = 4/5 for a dodge keyed on all-ones outputs or on unit-scale rows: 0.8%; q >= 1/2, what moving a median
+takes: at most 12.5%). Without it (specs written before) every launch reads ``normal`` inputs into all-ones outputs.
+
 Spec (JSON file, ``--spec``): ``workload`` (``Workload.spec()``: ``_target_`` and constructor options), ``shapes``
 (list of [M, N]), ``seed`` (input seed, int), optionally ``edge_shapes`` (list of shapes replayed in the ``edge``
-layout; absent: none), and either ``kernels`` (a list of {``id``, ``cubin`` (path), ``entry``,
-``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top level (one kernel, id 0).
-``build_spec`` writes one.
+layout; absent: none) and ``draw_conditions`` (bool; absent: false), and either ``kernels`` (a list of {``id``,
+``cubin`` (path), ``entry``, ``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top
+level (one kernel, id 0). ``build_spec`` writes one.
 
 When the environment names a lock file (``PTXFORGE_TIMING_LOCK``), each launch holds it
 (``sanitizer.TimingLock``), so it never runs while a worker times a kernel on the same GPU.
 
 Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
-output, max_abs_err, n_bad, n_poison, ok), a
+distribution, pattern, output, max_abs_err, n_bad, n_poison, ok), a
 ``{"begin": id}`` line before each kernel's launches, and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
@@ -139,6 +152,55 @@ def replay_runs(spec: dict[str, Any], wl: Any) -> list[tuple[tuple[int, ...], st
     return runs
 
 
+def launch_conditions(spec: dict[str, Any], wl: Any, count: int) -> list[tuple[str, str, int]]:
+    """(input distribution, output pattern, fill seed) of each of ``count`` launches (``replay_runs`` order). With
+    the spec's ``draw_conditions`` each is drawn from ``numpy.random.default_rng([seed, i])`` as the timed launches
+    draw theirs (module docstring): the distribution uniformly among ``wl.distributions``, the pattern uniformly
+    among ``timed_checks.PATTERNS`` ("answer" only for a distribution other than the workload's first); without,
+    ``(first distribution, "ones", 0)`` for every launch (all-ones outputs, the replay's fill before gate rules
+    version 10)."""
+    from evaluators.gpu.timed_checks import PATTERNS
+
+    first = wl.distributions[0]
+    if not spec.get("draw_conditions"):
+        return [(first, "ones", 0)] * count
+    out = []
+    for i in range(count):
+        rng = np.random.default_rng([int(spec["seed"]) % 2**63, i])
+        dist = str(wl.distributions[int(rng.integers(len(wl.distributions)))])
+        choices = [p for p in PATTERNS if p != "answer" or dist != first]
+        out.append((dist, choices[int(rng.integers(len(choices)))], int(rng.integers(2**62))))
+    return out
+
+
+def _fill_outputs(outs: dict[str, Any], wl: Any, shape: tuple[int, ...], pattern: str, fill_seed: int,
+                  answer_seed: int, params: dict[str, float], cp: Any) -> int | None:
+    """Give every output of ``outs`` the bytes of ``pattern`` (``launch_prep.fill`` on a host copy, then one copy
+    to the device; all-ones and zeros by ``cudaMemset``); "answer": the correct output, at ``params``, for inputs
+    of the workload's first distribution drawn from ``answer_seed``. Returns the poison id ``gate.compare`` counts
+    unwritten elements by (0: NaN poison, 1: all-ones) or None."""
+    from evaluators.gpu.gate import reference_for
+    from evaluators.gpu.launch_prep import fill
+    from workloads.dtypes import as_bits, from_float, host_dtype
+
+    if pattern in ("ones", "zeros"):
+        for buf in outs.values():
+            cp.cuda.runtime.memset(buf.data.ptr, 0xFF if pattern == "ones" else 0, buf.nbytes)
+        return 1 if pattern == "ones" else None
+    answers: dict[str, Any] = {}
+    if pattern == "answer":
+        other = wl.make_inputs(shape, answer_seed, wl.distributions[0], np)
+        ref = reference_for(wl, other, np, params)
+        answers = {o.name: as_bits(from_float(ref[o.name], o.dtype, np), o.dtype, np) if o.dtype == "bf16"
+                   else from_float(ref[o.name], o.dtype, np) for o in wl.outputs(shape)}
+    for o in wl.outputs(shape):
+        buf = outs[o.name]
+        host = np.empty(buf.shape, dtype=host_dtype(o.dtype) if o.dtype != "bf16" else np.uint16)
+        fill(host, o.dtype, pattern, fill_seed, answers.get(o.name), np)
+        cp.cuda.runtime.memcpy(buf.data.ptr, host.ctypes.data, host.nbytes, cp.cuda.runtime.memcpyHostToDevice)
+    return 0 if pattern == "nan" else None
+
+
 def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Launch each kernel of the spec once per shape of ``shapes`` (exact layout) and once per shape of
     ``edge_shapes`` and drawn scalar setting (the benchmark's layout: module docstring, ``replay_runs``);
@@ -162,7 +224,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     wl = build_workload(spec["workload"])
     atol, rtol = wl.tolerance
     runs = replay_runs(spec, wl)
-    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, "normal", np) for i, (shape, _, _) in enumerate(runs)]
+    conditions = launch_conditions(spec, wl, len(runs))
+    hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, dist, np)
+             for i, ((shape, _, _), (dist, _, _)) in enumerate(zip(runs, conditions))]
     refs = [reference_for(wl, h, np, params) for h, (_, _, params) in zip(hosts, runs)]
     out: list[dict[str, Any]] = []
     for k in kernels_of(spec):
@@ -171,7 +235,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
         mod.load(Path(k["cubin"]).read_bytes())
         fn = mod.get_function(k["entry"])
         launch = LaunchConfig.from_json(k["launch"])
-        for (shape, placement, params), host, ref in zip(runs, hosts, refs):
+        for i, ((shape, placement, params), host, ref) in enumerate(zip(runs, hosts, refs)):
+            dist, pattern, fill_seed = conditions[i]
             dev = {n: cp.asarray(np.ascontiguousarray(as_bits(v, wl.dtype, np) if v.dtype != np.float32 else v))
                    for n, v in host.items()}
             edges = None
@@ -185,6 +250,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     placement = "exact (VMM refused)"
             if edges is None:
                 outs = _poisoned_outputs(wl, shape, cp)
+            poison = 1 if pattern == "ones" else _fill_outputs(outs, wl, shape, pattern, fill_seed,
+                                                                int(spec["seed"]) + len(runs) + i, params, cp)
             grid, block, smem = wl.launch_dims(shape, launch)
             if smem > 48 * 1024:
                 cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -200,9 +267,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     cp.cuda.Device().synchronize()
                 for o in wl.outputs(shape):
                     got = cp.asnumpy(outs[o.name])
-                    c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=1)
+                    c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=poison)
                     out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "params": params,
-                                "output": o.name,
+                                "distribution": dist, "pattern": pattern, "output": o.name,
                                 "max_abs_err": c.max_abs_err, "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
                     print(json.dumps(out[-1]), flush=True)
             finally:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -190,11 +191,12 @@ class Verdict:
     reason: str = ""
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
+    seed: int | None = None  # the replay's seed (its inputs and drawn conditions: sanitize_replay.launch_conditions)
 
 
 def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
              shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
-             exe: str | None = None, device: str | None = None, seed: int = 7,
+             exe: str | None = None, device: str | None = None, seed: int | None = None,
              timed_shapes: Sequence[tuple[int, ...]] = ()) -> list[Verdict]:
     """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: per phase of ``replay_phases`` (the fixed
     shapes, then the timed ones for the kernels still clean), each tool runs once over the whole batch; when a
@@ -202,7 +204,11 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
 
     shapes: replayed in both layouts; timed_shapes: the shapes the benchmark times (``replay_plan`` adds the
     smallest, in the benchmark's layout; empty: none). arch: ptxas target; device: the physical GPU id for
-    CUDA_VISIBLE_DEVICES (None: inherit). A kernel that no longer compiles gets SKIPPED. Never raises for a bad
+    CUDA_VISIBLE_DEVICES (None: inherit). seed: the replay's inputs and drawn launch conditions
+    (``sanitize_replay.launch_conditions``: each launch's input distribution and output refill pattern, drawn as
+    the timed launches draw theirs; gate rules version 10); None: drawn from the OS, so a kernel cannot know the
+    replay's inputs in advance (``rt_replay_seed_dodge``: version 9 always replayed seed 7). Every verdict
+    records it (``Verdict.seed``). A kernel that no longer compiles gets SKIPPED. Never raises for a bad
     kernel; a timeout counts as an error of that tool."""
     from evaluators.gpu.sanitize_replay import kernel_entry
     from evaluators.toolchain import compile_ptx
@@ -215,7 +221,9 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 for _ in kernels]
     env = ({"CUDA_VISIBLE_DEVICES": str(device), "PTXFORGE_TIMING_LOCK": str(timing_lock_path(str(device)))}
            if device is not None else None)
-    verdicts = [Verdict(Status.OK) for _ in kernels]
+    if seed is None:
+        seed = secrets.randbits(31)
+    verdicts = [Verdict(Status.OK, seed=int(seed)) for _ in kernels]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ptxforge-sanitize-") as tmp:
         entries = []
@@ -228,7 +236,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
             path = Path(tmp) / f"k{i}.cubin"
             path.write_bytes(cubin)
             entries.append(kernel_entry(k, path, i))
-        base = {"workload": workload.spec(), "seed": int(seed)}
+        base = {"workload": workload.spec(), "seed": int(seed), "draw_conditions": True}
 
         def spec_file(name: str, phase: dict[str, Any], ks: list[dict[str, Any]]) -> Path:
             p = Path(tmp) / f"{name}.json"
