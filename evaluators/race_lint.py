@@ -11,18 +11,25 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    ``.acquire``) or an ``atom`` result -- of a location the kernel itself writes (``st``/``atom``/``red``;
    locations compared by provenance roots, ``evaluators.input_stores.provenance``). The exit condition is the
    guard of every ``bra`` that leaves or closes the loop, the index of a ``brx.idx`` there, and the guard of a
-   predicated ``exit``/``ret`` inside it (a loop left only by ending the thread). One CTA waits for another:
-   without a cooperative launch nothing guarantees that the other CTA is resident, and the wait hangs when it
-   is not (CUDA C++ Programming Guide, "Grid Synchronization": only a cooperative launch co-schedules every
-   CTA). Exempt: entries launched as thread-block clusters (``.reqnctapercluster``/``.explicitcluster``/
-   ``.maxclusterrank``, or a ``cluster`` knob above 1), whose CTAs are co-scheduled; rule 2 still applies.
+   predicated ``exit``/``ret`` inside it (a loop left only by ending the thread). The def-use goes through
+   memory too (gate rules version 10): a value the loop loads from local, shared or global memory depends on
+   whatever the loop's writes to that location (roots that meet) store there, and a value a ``call`` returns on
+   the reads of the function called (``_through_memory``: ``rt_local_spin_dodge`` tested a ``volatile`` local
+   copy of its flag). One CTA waits for another: without a cooperative launch nothing guarantees that the other
+   CTA is resident, and the wait hangs when it is not (CUDA C++ Programming Guide, "Grid Synchronization": only a
+   cooperative launch co-schedules every CTA). Exempt, for a workload that declares atomics: cluster launches of
+   more than one CTA per cluster (the product of ``.reqnctapercluster``, else the ``cluster`` knob), whose CTAs
+   are co-scheduled; rule 2 still applies. A cluster of one CTA (``__cluster_dims__(1, 1, 1)``) co-schedules
+   nothing (``rt_cluster_of_one``: version 9 exempted any cluster directive), and a workload without atomics
+   gets no exemption (its cluster kernels exchange through distributed shared memory and cluster barriers;
+   version 9 exempted them, so a spin between CTAs of different clusters passed).
 2. **Publish without a fence** (``unfenced_publish``): a global/generic write (``st``, ``atom``, ``red``, any
    strength) of data that the kernel also reads back (its address roots meet those of a global ``ld``: another
    CTA may consume it) followed, on some control-flow path, by another flag write -- ``atom``, ``red`` or a
    strong ``st`` (``.relaxed``/``.volatile``/``.mmio``/``.release``) -- with no ordering fence in between, and the flag write
    itself no release at a scope that reaches other CTAs. A fence orders here when it is ``membar.gl``/``.sys``
-   or ``fence.sc``/``.acq_rel``/``.release`` at gpu or sys scope -- at cluster scope only in a cluster launch
-   (without clusters a cluster is one CTA) -- and not a restricted fence (``fence.mbarrier_init``,
+   or ``fence.sc``/``.acq_rel``/``.release`` at gpu or sys scope -- at cluster scope only in a cluster launch of
+   more than one CTA per cluster (otherwise a cluster is one CTA) -- and not a restricted fence (``fence.mbarrier_init``,
    ``fence.op_restrict``: prior ``mbarrier.init`` only) or a proxy fence; a flag's ``.release``/``.acq_rel``
    counts at the same scopes (an ``atom``/``red`` without a scope is gpu scope). The PTX memory model ("Memory
    Consistency Model": release patterns, "Scope") orders the data before the flag only through such a fence or
@@ -93,6 +100,19 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    loop. Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
    atomicAdd(&next, 1)) < n)``), for workloads without atomics.
 
+7. **Distributed shared memory outside cluster barriers** (``cluster_lifetime``, every workload, gate rules
+   version 10): in a cluster launch of more than one CTA per cluster, an ``ld``/``ldu``/``st``/``atom``/``red``
+   of another CTA's shared memory (``.shared::cluster``, or generic at an address ``mapa`` gave, as nvcc writes
+   ``cluster.map_shared_rank``) that a path from the entry reaches without crossing a cluster barrier (an
+   unpredicated ``barrier.cluster.arrive`` then ``barrier.cluster.wait``: the peer may not have started), or from
+   which a path reaches the kernel's exit without crossing one whose arrive is not ``.relaxed`` (every CTA runs
+   the same code, so the CTA whose shared memory is read may have exited: its memory then belongs to no CTA, or
+   to the next one). CUDA C++ Programming Guide, "Distributed Shared Memory": every block must have started
+   before its shared memory is accessed, and a block must not exit before the accesses to it are done
+   (``cluster.sync()`` at the end). Dropping that last barrier saves a rendezvous per row group and almost
+   never shows on a GPU (``rt_cluster_exit_race``); the template keeps it. Entry only; a call to a function
+   that accesses distributed shared memory counts as an access.
+
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
 loops and the provenance pass the input-store check also runs (a few ms). Cannot see: races through a fenced
@@ -144,7 +164,7 @@ class RaceFinding:
     """One pattern of the module docstring.
 
     kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"``, ``"float_atomic"``,
-    ``"atomic_order"``, ``"launch_state"`` or ``"wall_clock_wait"``; line: 1-based line in the module's canonical listing of the instruction that shows it
+    ``"atomic_order"``, ``"launch_state"``, ``"wall_clock_wait"`` or ``"cluster_lifetime"``; line: 1-based line in the module's canonical listing of the instruction that shows it
     (the spin's global read, the unfenced data write, the clock read, the atomic, the variable's store); text: that line; why: the pattern in words (with the flag
     write for ``unfenced_publish``).
     """

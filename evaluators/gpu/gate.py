@@ -62,8 +62,13 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # rule 5's .shared form, a read of a shared variable before any store into it: rt_shared_state; rule 4's order
 # form, an atomic whose outcome is the arrival order: rt_atomic_race_clock; RMSNorm's index
 # shape 16641 x 131072, whole CTAs past element 2^31: rt_index_tail64), which reject kernels v7 accepted; 9: v8
-# with the sanitizer replay's benchmark-layout launches once per drawn scalar setting (rt_replay_eps_dodge).
-GATE_VERSION = 9
+# with the sanitizer replay's benchmark-layout launches once per drawn scalar setting (rt_replay_eps_dodge); 10: v9
+# with the sixth red-team round's fixes (race lint: loop exits traced through memory and calls, rt_local_spin_dodge;
+# a cluster launch needs more than one CTA per cluster and exempts nothing from rule 1 without atomics,
+# rt_cluster_of_one; rule 7, distributed shared memory between cluster barriers, rt_cluster_exit_race; the sanitizer
+# replay draws each launch's input distribution and refill pattern from a seed drawn per call, rt_replay_refill_dodge,
+# rt_replay_scale_dodge, rt_replay_seed_dodge), which reject kernels v9 accepted.
+GATE_VERSION = 10
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096

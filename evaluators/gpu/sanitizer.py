@@ -11,7 +11,10 @@ the smallest shape the pool times, in the benchmark's layout: the replay differs
 a kernel can see at that shape (its inputs' placement, alignment and protection, the shape itself), so a kernel
 that keeps a barrier only where the replay used to run and drops it where it is timed (``rt_edge_race``: inputs
 ending 64 KiB aligned; ``rt_sanitizer_dodge`` RT_SENSE 3: the fixed small shapes) races under the tool. The fixed
-shapes run first, the timed shape only for kernels every tool found clean there (``replay_phases``). A batch
+shapes run first, the timed shape only for kernels every tool found clean there (``replay_phases``). Every
+launch draws its input distribution and its outputs' refill pattern as the timed launches do, from a seed drawn
+per call (``sanitize_replay.launch_conditions``, gate rules version 10): a kernel cannot keep a barrier only where
+the replay's launches were alike (all-ones outputs, unit-scale rows, the inputs of a fixed seed). A batch
 with any error is split and each kernel re-run alone, so a verdict names its own kernel. The replay's own output
 check counts too: a kernel whose output is wrong under the sanitizer's scheduling fails.
 
