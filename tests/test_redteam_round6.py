@@ -114,7 +114,7 @@ def test_what_each_static_trick_launders_was_caught_by_version_9_without_it(wl, 
     direct = rmsnorm_kernel(REDTEAM / "rt_local_spin_dodge.cu", {"RT_VIA_LOCAL": 0}, DODGE)
     assert v9_kinds(direct, monkeypatch) == ["spin_wait"]
     laundered = redteam("rt_local_spin_dodge", DODGE)
-    assert "st.local.u32" in laundered.ptx and "ld.local.u32" in laundered.ptx
+    assert "st.local.u32 [rt_copy]" in laundered.ptx and "ld.local.u32 %r" in laundered.ptx
     plain = rmsnorm_kernel(REDTEAM / "rt_cluster_of_one.cu", {"RT_CLUSTER_OF_ONE": 0}, WARP_ROWS)
     assert v9_kinds(plain, monkeypatch) == ["spin_wait", "unfenced_publish"]
     assert ".reqnctapercluster 1, 1, 1" in redteam("rt_cluster_of_one", WARP_ROWS).ptx
