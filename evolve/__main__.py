@@ -8,12 +8,14 @@ Examples::
     python -m evolve experiment=rmsnorm_h200            # the GPU run
     python -m evolve hydra.run.dir=outputs/2026-11-30/01-02-03-123-abcd   # resume that run
 
-A configuration error exits with status 2 and a message naming the key and the allowed values.
+A configuration error exits with status 2 and a message naming the key and the allowed values. Ctrl-C (SIGINT)
+or SIGTERM closes the run and prints the command that resumes it (exit status 130 or 143).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import hydra
@@ -43,6 +45,7 @@ def main(cfg: DictConfig) -> None:
     """Hydra entry point (never call it from tests: use the compose API or a subprocess)."""
     from evolve.app import RunInterrupted, run
 
+    received = _sigterm_as_interrupt()
     try:
         _check_experiment()
         summary = run(cfg)
@@ -52,8 +55,28 @@ def main(cfg: DictConfig) -> None:
     except RunInterrupted as e:
         print(f"\n{e}\nresume it with:\n  {resume_command(_job_overrides(), e.run_dir)}", file=sys.stderr,
               flush=True)
-        sys.exit(130)
+        sys.exit(128 + (received[-1] if received else signal.SIGINT))
     print(_final_line(summary), flush=True)
+
+
+def _sigterm_as_interrupt() -> list[int]:
+    """Make SIGTERM (``kill <pid>``, a batch scheduler's time limit) close the run as Ctrl-C does: the run is
+    interrupted, the resume command printed, and the exit status is 128 + 15 = 143 (130 for Ctrl-C). Returns the
+    list the handler appends the signal number to. A second SIGTERM while the run closes ends the process at
+    once (the handler restores the default). Only in the main thread, where Python allows a handler."""
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        return received
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    return received
 
 
 def _job_overrides() -> list[str]:

@@ -403,13 +403,14 @@ def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> lis
 def check_override_keys(args: list[str]) -> None:
     """Refuse a command-line override whose key is not in the schema, with the nearest key named.
 
-    args: the command line's arguments (``sys.argv[1:]``). Only plain ``key=value`` overrides are checked
-    (``+key``/``++key``/``~key``, ``hydra.*``, ``group/option`` and ``key@package`` forms are Hydra's to judge);
-    a key is followed down the dataclasses of ``Config`` and stops being checked at a field that is not a
+    args: the command line's arguments (``sys.argv[1:]``). ``key=value``, ``+key=value`` and ``++key=value``
+    overrides are checked (``~key``, ``hydra.*``, ``group/option`` and ``key@package`` forms are Hydra's to
+    judge); a key is followed down the dataclasses of ``Config`` and stops being checked at a field that is not a
     dataclass (``workload.*``, ``evaluator.options.*``: open dicts). A top-level key may also be a config group of
     ``conf/`` (``experiment``). Hydra's own message for such a typo ("To append to your config use +key=...")
-    suggests adding the misspelt key, which the schema refuses too. Raises ConfigError:
-    "<key>: no such key; did you mean <nearest>? (the keys of <parent>: ...)".
+    suggests adding the misspelt key; Hydra's ``+`` adds it even where the schema is closed, and nothing reads
+    it, so ``+budget.evaluatons=30`` would run with the default budget: it is refused like the plain form.
+    Raises ConfigError: "<key>: no such key; did you mean <nearest>? (the keys of <parent>: ...)".
     """
     import dataclasses
     import difflib
@@ -418,8 +419,8 @@ def check_override_keys(args: list[str]) -> None:
 
     groups = {p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir()}
     for arg in args:
-        key = arg.split("=", 1)[0]
-        if ("=" not in arg or arg.startswith(("-", "+", "~")) or key.startswith("hydra.") or key == "hydra"
+        key = arg.split("=", 1)[0].lstrip("+")
+        if ("=" not in arg or arg.startswith(("-", "~")) or key.startswith("hydra.") or key == "hydra"
                 or any(c in key for c in "/@")):
             continue
         node: Any = Config

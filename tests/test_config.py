@@ -191,8 +191,14 @@ def test_misspelt_key_names_the_nearest_key(tmp_path):
         check_override_keys(["evalutor=static"])
     with pytest.raises(ConfigError, match=r"^zzz: no such key \(the keys of the config: algorithm, "):
         check_override_keys(["zzz=1"])
+    # Hydra's "+" appends even into the closed schema, and nothing reads the misspelt key: refused the same way.
+    with pytest.raises(ConfigError, match=r"^budget\.evaluatons: no such key; did you mean budget\.evaluations\?"):
+        check_override_keys(["+budget.evaluatons=30"])
+    with pytest.raises(ConfigError, match=r"^sed: no such key; did you mean seed\?"):
+        check_override_keys(["++sed=3"])
     check_override_keys(["-m", "experiment=compare", "algorithm=map_elites,random", "workload.rows=4096",
-                         "+algorithm.options.epsilon=0.1", "algorithm._target_=a.B", "hydra.run.dir=x",
+                         "+algorithm.options.epsilon=0.1", "+workload.colour=red", "+experiment=compare",
+                         "++engine.ahead=2", "~logger.entity", "algorithm._target_=a.B", "hydra.run.dir=x",
                          "hydra/launcher=ray_jobs", "evaluator.ray.address=auto", "llm.model=m",
                          "engine.max_evaluator_crashes=3", "workload.seed_launch={grid: [M, 1, 1]}"])
     run_dir = tmp_path / "run"
