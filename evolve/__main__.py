@@ -118,19 +118,30 @@ def _precheck_run_dir(args: list[str]) -> None:
 
 
 def _final_line(summary: dict) -> str:
-    """One line saying where the run went and how it ended. Estimates are labelled with the evaluator that made
-    them (``summary["provenance"]["evaluator"]``): the static model, or replay (recorded GPU times where the
-    kernel was measured, the surrogate's estimate otherwise)."""
+    """One line saying where the run went and how it ended. The best objective names what it is a speedup over
+    (``summary["provenance"]["baseline"]``); estimates are labelled with the evaluator that made them
+    (``summary["provenance"]["evaluator"]``): the static model, or replay (recorded GPU times where the kernel
+    was measured, the surrogate's estimate otherwise). Coverage names the filled cells and the archive's size
+    (``n_elites / coverage``)."""
     best = summary.get("best_objective")
-    kind = ""
+    provenance = summary.get("provenance") or {}
+    notes = []
+    baseline = provenance.get("baseline")
+    if isinstance(baseline, str) and baseline:  # what the objective is over (evolve.app.objective_definition)
+        over = {"naive_seed": "the naive seed", "best": "the fastest library"}.get(baseline, baseline)
+        notes.append(f"geomean speedup over {over}")
     if summary.get("estimate"):
-        evaluator = (summary.get("provenance") or {}).get("evaluator") or summary.get("evaluator") or "static"
-        kind = (" (replay: recorded GPU time where measured, surrogate ESTIMATE otherwise)" if evaluator == "replay"
-                else f" (ESTIMATE: {evaluator} evaluator)")
+        evaluator = provenance.get("evaluator") or summary.get("evaluator") or "static"
+        notes.append("replay: recorded GPU time where measured, surrogate ESTIMATE otherwise" if evaluator == "replay"
+                     else f"ESTIMATE: {evaluator} evaluator")
+    kind = f" ({'; '.join(notes)})" if notes else ""
     best_text = f"{best:.4g}" if isinstance(best, int | float) else "none"
+    cov = summary.get("coverage", 0)
+    n = summary.get("n_elites")
+    cells = f" ({n} of {round(n / cov)} cells)" if isinstance(n, int) and n > 0 and cov else ""
     why = f"; stopped: {summary['stop_reason']}" if summary.get("stop_reason") else ""
     return (f"done: {summary.get('evaluations', '?')} evaluations, best objective {best_text}{kind}, "
-            f"QD score {summary.get('qd_score', float('nan')):.4g}, coverage {summary.get('coverage', 0):.1%}; "
+            f"QD score {summary.get('qd_score', float('nan')):.4g}, coverage {cov:.1%}{cells}; "
             f"run dir {summary.get('run_dir')} (store.sqlite, summary.json, best/){why}")
 
 
