@@ -147,11 +147,13 @@ def _final_line(summary: dict) -> str:
 
 def _precheck_keys(args: list[str]) -> None:
     """A misspelt key stops with one line naming the nearest key (``evolve.config.check_override_keys``), before
-    Hydra's message, which suggests appending the misspelt key with ``+``."""
-    from evolve.config import check_override_keys
+    Hydra's message, which suggests appending the misspelt key with ``+``; so does an option a config group does
+    not have (``evolve.config.check_group_options``), before Hydra's message and its config search path."""
+    from evolve.config import check_group_options, check_override_keys
 
     try:
         check_override_keys(args)
+        check_group_options(args)
     except ConfigError as e:
         print(f"configuration error: {e}", file=sys.stderr)
         sys.exit(2)

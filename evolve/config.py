@@ -438,3 +438,38 @@ def check_override_keys(args: list[str]) -> None:
                 raise ConfigError(f"{key}: no such key{hint} (the keys of {where or 'the config'}: "
                                   f"{', '.join(names)})")
             node = typing.get_type_hints(node).get(part)
+
+
+def check_group_options(args: list[str]) -> None:
+    """Refuse a ``group=option`` override (or a sweep ``-m group=a,b``) naming an option that ``conf/<group>/``
+    does not have, with the options and the nearest one: one ``configuration error:`` line (exit status 2)
+    instead of Hydra's "Could not find 'group/option'" and its config search path.
+
+    args: the command line's arguments (``sys.argv[1:]``). Skipped when ``hydra.searchpath``, ``--config-dir`` or
+    ``--config-path`` is given (options may then live in another config folder, Hydra judges them), for ``hydra/...`` groups, and for values that
+    are not plain names (sweep functions such as ``glob(*)``, interpolations). ``null`` is left to Hydra.
+    Raises ConfigError: "<group>: '<option>' is not one of [...]; did you mean <nearest>?".
+    """
+    import difflib
+    import re
+    from pathlib import Path
+
+    if any(a.lstrip("+").startswith("hydra.searchpath") or a.split("=", 1)[0] in ("-cd", "--config-dir", "-cp",
+                                                                                   "--config-path") for a in args):
+        return
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for arg in args:
+        if "=" not in arg or arg.startswith(("-", "~")):
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+")
+        if not re.fullmatch(r"\w+", key) or key == "hydra" or not (conf / key).is_dir():
+            continue
+        if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):
+            continue
+        options = sorted(p.stem for p in (conf / key).glob("*.yaml"))
+        for v in value.split(","):
+            if v != "null" and v not in options:
+                near = difflib.get_close_matches(v, options, n=1, cutoff=0.6)
+                hint = f"; did you mean {near[0]}?" if near else ""
+                raise ConfigError(f"{key}: {v!r} is not one of {options}{hint}")
