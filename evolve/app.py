@@ -420,7 +420,9 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
         # The evaluator's own banner says what its numbers are and their measured fidelity (static, replay).
         text = evaluator.banner() if callable(getattr(evaluator, "banner", None)) else ESTIMATE_BANNER
         print(f"\n{'=' * 100}\n{text}\n{'=' * 100}\n", file=sys.stderr, flush=True)
-        log.warning(text)
+        # For the record: under `python -m evolve` this logger writes only to the run's evolve.log
+        # (conf/hydra/job_logging/ptxforge.yaml), so the console shows the banner once.
+        logging.getLogger("evolve.banner").warning(text)
 
     dims = archive_dimensions(cfg.archive, gpu)
     if tasks is not None:

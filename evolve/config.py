@@ -403,13 +403,14 @@ def assign_devices(job_num: int | None, visible: list[int], per_job: int) -> lis
 def check_override_keys(args: list[str]) -> None:
     """Refuse a command-line override whose key is not in the schema, with the nearest key named.
 
-    args: the command line's arguments (``sys.argv[1:]``). Only plain ``key=value`` overrides are checked
-    (``+key``/``++key``/``~key``, ``hydra.*``, ``group/option`` and ``key@package`` forms are Hydra's to judge);
-    a key is followed down the dataclasses of ``Config`` and stops being checked at a field that is not a
+    args: the command line's arguments (``sys.argv[1:]``). ``key=value``, ``+key=value`` and ``++key=value``
+    overrides are checked (``~key``, ``hydra.*``, ``group/option`` and ``key@package`` forms are Hydra's to
+    judge); a key is followed down the dataclasses of ``Config`` and stops being checked at a field that is not a
     dataclass (``workload.*``, ``evaluator.options.*``: open dicts). A top-level key may also be a config group of
     ``conf/`` (``experiment``). Hydra's own message for such a typo ("To append to your config use +key=...")
-    suggests adding the misspelt key, which the schema refuses too. Raises ConfigError:
-    "<key>: no such key; did you mean <nearest>? (the keys of <parent>: ...)".
+    suggests adding the misspelt key; Hydra's ``+`` adds it even where the schema is closed, and nothing reads
+    it, so ``+budget.evaluatons=30`` would run with the default budget: it is refused like the plain form.
+    Raises ConfigError: "<key>: no such key; did you mean <nearest>? (the keys of <parent>: ...)".
     """
     import dataclasses
     import difflib
@@ -418,8 +419,8 @@ def check_override_keys(args: list[str]) -> None:
 
     groups = {p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir()}
     for arg in args:
-        key = arg.split("=", 1)[0]
-        if ("=" not in arg or arg.startswith(("-", "+", "~")) or key.startswith("hydra.") or key == "hydra"
+        key = arg.split("=", 1)[0].lstrip("+")
+        if ("=" not in arg or arg.startswith(("-", "~")) or key.startswith("hydra.") or key == "hydra"
                 or any(c in key for c in "/@")):
             continue
         node: Any = Config
@@ -437,3 +438,38 @@ def check_override_keys(args: list[str]) -> None:
                 raise ConfigError(f"{key}: no such key{hint} (the keys of {where or 'the config'}: "
                                   f"{', '.join(names)})")
             node = typing.get_type_hints(node).get(part)
+
+
+def check_group_options(args: list[str]) -> None:
+    """Refuse a ``group=option`` override (or a sweep ``-m group=a,b``) naming an option that ``conf/<group>/``
+    does not have, with the options and the nearest one: one ``configuration error:`` line (exit status 2)
+    instead of Hydra's "Could not find 'group/option'" and its config search path.
+
+    args: the command line's arguments (``sys.argv[1:]``). Skipped when ``hydra.searchpath``, ``--config-dir`` or
+    ``--config-path`` is given (options may then live in another config folder, Hydra judges them), for ``hydra/...`` groups, and for values that
+    are not plain names (sweep functions such as ``glob(*)``, interpolations). ``null`` is left to Hydra.
+    Raises ConfigError: "<group>: '<option>' is not one of [...]; did you mean <nearest>?".
+    """
+    import difflib
+    import re
+    from pathlib import Path
+
+    if any(a.lstrip("+").startswith("hydra.searchpath") or a.split("=", 1)[0] in ("-cd", "--config-dir", "-cp",
+                                                                                   "--config-path") for a in args):
+        return
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for arg in args:
+        if "=" not in arg or arg.startswith(("-", "~")):
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+")
+        if not re.fullmatch(r"\w+", key) or key == "hydra" or not (conf / key).is_dir():
+            continue
+        if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):
+            continue
+        options = sorted(p.stem for p in (conf / key).glob("*.yaml"))
+        for v in value.split(","):
+            if v != "null" and v not in options:
+                near = difflib.get_close_matches(v, options, n=1, cutoff=0.6)
+                hint = f"; did you mean {near[0]}?" if near else ""
+                raise ConfigError(f"{key}: {v!r} is not one of {options}{hint}")

@@ -238,7 +238,9 @@ def select_runs(runs: list[RunRecord], *, include_partial: bool = False, pool_an
 def evaluation_marks(runs: list[RunRecord], points: int, at: list[int] | None = None) -> list[int]:
     """The evaluation counts to report: ``at`` when given, else ``points`` counts evenly spaced up to the
     smallest evaluation count every run reached, rounded down to a multiple of the runs' common ``log_every``
-    (where the engine logs a snapshot)."""
+    (where the engine logs a snapshot). A count below the first multiple is raised to it (30 evaluations with
+    ``log_every`` 10 and 4 points: 10, 20, 30, not 8, which has no snapshot), so fewer than ``points`` counts
+    may come back; only runs shorter than ``log_every`` get counts between snapshots."""
     if at:
         return sorted(set(int(x) for x in at))
     horizon = min(r.reached for r in runs)
@@ -247,7 +249,7 @@ def evaluation_marks(runs: list[RunRecord], points: int, at: list[int] | None = 
     marks = set()
     for i in range(points):
         e = horizon * (i + 1) / points
-        m = int(e // step) * step if e >= step else max(1, round(e))
+        m = int(max(e, step) // step) * step if horizon >= step else max(1, round(e))
         marks.add(min(max(1, m), horizon))
     marks.add(horizon)
     return sorted(marks)

@@ -51,6 +51,24 @@ def test_snapshot_at_10_holds_evaluation_10(tmp_path):
     assert rec.at(10, "qd_score")[1] == 10
 
 
+def test_default_marks_land_on_snapshots(tmp_path):
+    """30 evaluations logged every 10 (the README's small CPU sweep), 4 points: the first point, 7.5, was
+    rounded to 8, which no snapshot holds, and every run warned that it used the one at evaluation 1."""
+    runs = []
+    for seed in (0, 1):
+        one_run(tmp_path / f"r{seed}", "logger.log_every=10", "budget.evaluations=30", f"seed={seed}")
+        runs.append(ca.load_run(tmp_path / f"r{seed}"))
+    assert [r.log_every for r in runs] == [10, 10] and [r.reached for r in runs] == [30, 30]
+    marks = ca.evaluation_marks(runs, 4)
+    assert marks == [10, 20, 30]
+    _rows, _tests, lags = ca.comparison_table(runs, marks)
+    assert lags == []
+    # A run shorter than log_every still gets its points (between the snapshots at 1 and at its end).
+    short = [ca.load_run(tmp_path / "r0")]
+    short[0].log_every = 50
+    assert ca.evaluation_marks(short, 3) == [10, 20, 30]
+
+
 def at_12(run_dir: Path) -> float:
     """qd_score of the snapshot logged at evaluation 12 (read straight from metrics.jsonl)."""
     snaps = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -191,8 +191,14 @@ def test_misspelt_key_names_the_nearest_key(tmp_path):
         check_override_keys(["evalutor=static"])
     with pytest.raises(ConfigError, match=r"^zzz: no such key \(the keys of the config: algorithm, "):
         check_override_keys(["zzz=1"])
+    # Hydra's "+" appends even into the closed schema, and nothing reads the misspelt key: refused the same way.
+    with pytest.raises(ConfigError, match=r"^budget\.evaluatons: no such key; did you mean budget\.evaluations\?"):
+        check_override_keys(["+budget.evaluatons=30"])
+    with pytest.raises(ConfigError, match=r"^sed: no such key; did you mean seed\?"):
+        check_override_keys(["++sed=3"])
     check_override_keys(["-m", "experiment=compare", "algorithm=map_elites,random", "workload.rows=4096",
-                         "+algorithm.options.epsilon=0.1", "algorithm._target_=a.B", "hydra.run.dir=x",
+                         "+algorithm.options.epsilon=0.1", "+workload.colour=red", "+experiment=compare",
+                         "++engine.ahead=2", "~logger.entity", "algorithm._target_=a.B", "hydra.run.dir=x",
                          "hydra/launcher=ray_jobs", "evaluator.ray.address=auto", "llm.model=m",
                          "engine.max_evaluator_crashes=3", "workload.seed_launch={grid: [M, 1, 1]}"])
     run_dir = tmp_path / "run"
@@ -201,6 +207,33 @@ def test_misspelt_key_names_the_nearest_key(tmp_path):
     assert out.returncode == 2 and not run_dir.exists()
     assert out.stderr == ("configuration error: budget.evaluatons: no such key; did you mean budget.evaluations? "
                           "(the keys of budget: evaluations, seconds, candidates)\n")
+
+
+def test_unknown_group_option_names_the_group_and_its_options(tmp_path):
+    """An option a group lacks: one line naming the group, its options and the nearest (Hydra's own message
+    ended with its config search path and exit status 1)."""
+    from evolve.config import check_group_options
+
+    algorithms = "['ga', 'hill_climb', 'islands', 'map_elites', 'random']"
+    with pytest.raises(ConfigError) as e:
+        check_group_options(["algorithm=map_elite"])
+    assert str(e.value) == f"algorithm: 'map_elite' is not one of {algorithms}; did you mean map_elites?"
+    with pytest.raises(ConfigError, match=r"^evaluator: 'statc' is not one of \['auto', 'gpu', 'ray', 'replay', "
+                                          r"'static'\]; did you mean static\?$"):
+        check_group_options(["-m", "evaluator=static,statc"])
+    with pytest.raises(ConfigError, match=r"^algorithm: 'nope' is not one of \[.*\]$"):
+        check_group_options(["algorithm=nope"])
+    check_group_options(["-m", "algorithm=map_elites,random", "workload=softmax", "evaluator=static",
+                         "experiment=compare", "+experiment=rmsnorm_cpu_smoke", "hydra/launcher=ray_jobs",
+                         "algorithm=glob(*)", "seed=0,1", "algorithm.name=anything", "experiment=null"])
+    # an option of one's own config folder is Hydra's to find
+    check_group_options(["hydra.searchpath=[file:///x/conf]", "workload=my_op"])
+    check_group_options(["--config-dir", "/x/conf", "workload=my_op"])
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "evolve", "algorithm=nope", f"hydra.run.dir={run_dir}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and not run_dir.exists()
+    assert out.stderr == f"configuration error: algorithm: 'nope' is not one of {algorithms}\n"
 
 
 def test_assign_devices():

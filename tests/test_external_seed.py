@@ -98,6 +98,13 @@ def test_launch_rule_errors_name_the_key(launch, message: str) -> None:
 def test_missing_file_and_entry(tmp_path: Path) -> None:
     with pytest.raises(SeedConfigError, match=r"workload.seed_ptx=/nonexistent.ptx: no such file"):
         build_workload(spec(seed_ptx="/nonexistent.ptx", seed_launch=LAUNCH))
+    # without a launch rule the path is still what is named first (it was "seed_launch.grid is required")
+    with pytest.raises(SeedConfigError, match=r"^workload.seed_ptx=/nonexistent.ptx: no such file$"):
+        build_workload(spec(seed_ptx="/nonexistent.ptx"))
+    notes = tmp_path / "seed.txt"
+    notes.write_text(NAIVE.read_text())
+    with pytest.raises(SeedConfigError, match=r"^workload.seed_ptx=.*seed.txt: expected a .ptx or .cu file$"):
+        build_workload(spec(seed_ptx=str(notes)))
     with pytest.raises(SeedConfigError, match=r"workload.seed_entry=other: .* has entries \['rmsnorm'\]"):
         build_workload(spec(seed_ptx=str(NAIVE), seed_launch=LAUNCH, seed_entry="other"))
 

@@ -122,7 +122,9 @@ def test_unwritable_run_dir_cli(tmp_path):
                                                "Not a directory"]
 
 
-def test_ctrl_c_closes_the_run_and_prints_the_resume_command(tmp_path):
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_closes_the_run_and_prints_the_resume_command(tmp_path, sig, status):
+    """Ctrl-C, and SIGTERM (kill, a scheduler's time limit; it used to end the process with no message)."""
     d = tmp_path / "run"
     args = ["evaluator=static", "logger=none", "budget.evaluations=100000", "mutator=template",
             "engine.export=false", "logger.log_every=1", f"hydra.run.dir={d}"]
@@ -135,9 +137,9 @@ def test_ctrl_c_closes_the_run_and_prints_the_resume_command(tmp_path):
         assert p.poll() is None, p.stderr.read()[-2000:]
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     _out, err = p.communicate(timeout=120)
-    assert p.returncode == 130, err[-2000:]
+    assert p.returncode == status, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert f"interrupted; the run in {d} is saved up to its last checkpoint" in err
     cmd = err.split("resume it with:\n", 1)[1].strip().splitlines()[0]

@@ -175,19 +175,26 @@ class LaunchRule:
 # ------------------------------------------------------------------------------------------------ the kernel
 
 
-def read_seed_ptx(path: str | Path, key: str = "workload.seed_ptx") -> str:
-    """PTX text of a ``.ptx`` file, or of a ``.cu`` file compiled with nvcc (``workloads.cuda_build``).
-    SeedConfigError naming ``key`` for a missing file or another suffix; SeedBuildError when nvcc fails."""
+def seed_path(path: str | Path, key: str = "workload.seed_ptx") -> Path:
+    """``path`` (``~`` expanded) when it is an existing ``.ptx`` or ``.cu`` file; SeedConfigError naming ``key``
+    for a missing file or another suffix."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise SeedConfigError(f"{key}={path}: no such file")
+    if p.suffix not in (".ptx", ".cu"):
+        raise SeedConfigError(f"{key}={path}: expected a .ptx or .cu file")
+    return p
+
+
+def read_seed_ptx(path: str | Path, key: str = "workload.seed_ptx") -> str:
+    """PTX text of a ``.ptx`` file, or of a ``.cu`` file compiled with nvcc (``workloads.cuda_build``).
+    SeedConfigError naming ``key`` for a missing file or another suffix; SeedBuildError when nvcc fails."""
+    p = seed_path(path, key)
     if p.suffix == ".ptx":
         return p.read_text()
-    if p.suffix == ".cu":
-        from workloads.cuda_build import build_ptx
+    from workloads.cuda_build import build_ptx
 
-        return build_ptx(p.resolve())
-    raise SeedConfigError(f"{key}={path}: expected a .ptx or .cu file")
+    return build_ptx(p.resolve())
 
 
 def seed_kernel(text: str, workload: Workload, rule: LaunchRule, *, entry: str | None = None,
@@ -239,6 +246,7 @@ class ExternalSeedWorkload(Workload):
         self.inner = workload
         self.seed_ptx = str(seed_ptx)
         self.seed_entry = seed_entry
+        seed_path(seed_ptx)  # a wrong path is named before the launch rule that goes with it
         self.rule = LaunchRule.from_config(seed_launch)
         self._seed = seed_kernel(read_seed_ptx(seed_ptx), workload, self.rule, entry=seed_entry,
                                  source=str(seed_ptx))
