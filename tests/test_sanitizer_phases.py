@@ -89,3 +89,35 @@ def test_the_tool_command_reports_device_errors_only():
                        "--racecheck-report", "all"]
     assert cmd[-4:] == ["-m", "evaluators.gpu.sanitize_replay", "--spec", "s.json"]
     assert "--racecheck-report" not in tool_command("cs", "memcheck", "s.json")
+
+
+def test_a_batch_of_one_kernel_is_not_run_again_alone(fake, monkeypatch):
+    """A racy kernel alone in its batch: each tool runs once per phase it reaches (the split of a one-kernel batch
+    would repeat the same run, and at the timed shape a racy kernel's racecheck can take minutes)."""
+    exe, log = fake
+    wl = RMSNorm("bf16")
+    monkeypatch.setenv("FAKE_RULES", json.dumps({"racecheck": {"0": "timed"}}))
+    v = sanitize([wl.instantiate({"rows_per_cta": 4})], wl, arch="sm_90", exe=exe, timed_shapes=wl.search_shapes)
+    assert (v[0].status, v[0].reason) == (Status.SANITIZER, "compute-sanitizer racecheck: 3 error(s)")
+    seen = [(r["tool"], [32768, 512] in r["edge"]) for r in runs(log)]
+    assert seen == [("memcheck", False), ("racecheck", False), ("synccheck", False),
+                    ("memcheck", True), ("racecheck", True)]
+
+
+def test_a_timed_out_batch_of_one_is_its_verdict(fake, monkeypatch):
+    import subprocess
+
+    from evaluators.gpu import sanitizer
+
+    exe, _ = fake
+    calls = []
+
+    def hang(tool, spec, timeout_s, exe, env):
+        calls.append(tool)
+        raise subprocess.TimeoutExpired([exe], timeout_s)
+
+    monkeypatch.setattr(sanitizer, "run_tool", hang)
+    wl = RMSNorm("bf16")
+    v = sanitize([wl.seeds()[0]], wl, arch="sm_90", exe=exe, timeout_s=7.0)
+    assert (v[0].status, v[0].reason) == (Status.SANITIZER, "compute-sanitizer memcheck: timed out after 7 s")
+    assert calls == ["memcheck"]

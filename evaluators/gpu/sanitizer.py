@@ -212,7 +212,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     the timed launches draw theirs; gate rules version 10); None: drawn from the OS, so a kernel cannot know the
     replay's inputs in advance (``rt_replay_seed_dodge``: version 9 always replayed seed 7). Every verdict
     records it (``Verdict.seed``). A kernel that no longer compiles gets SKIPPED. Never raises for a bad
-    kernel; a timeout counts as an error of that tool."""
+    kernel; a timeout counts as an error of that tool. A batch of one kernel is never re-run alone."""
     from evaluators.gpu.sanitize_replay import kernel_entry
     from evaluators.toolchain import compile_ptx
 
@@ -277,6 +277,14 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                     run = None
                 if run is not None and all(run.clean_for(e["id"]) for e in todo):
                     for e in todo:
+                        record(e["id"], tool, run)
+                    continue
+                if len(todo) == 1:  # a batch of one is already its own run: a re-run would repeat it (and its
+                    e = todo[0]     # timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
+                    if run is None:
+                        verdicts[e["id"]].status = Status.SANITIZER
+                        verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
+                    else:
                         record(e["id"], tool, run)
                     continue
                 for e in todo:  # split: one process per kernel
