@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", action="store_true", help=f"record the pooled held-out numbers in {FIDELITY_FILE}")
+    ap.add_argument("--write-later", action="store_true",
+                    help=f"with --fit (the shipped calibration's own stores) and --score (runs recorded after it): "
+                    f"record the pooled numbers in {FIDELITY_FILE} as the shipped model's fidelity on later runs")
     ap.add_argument("--json", default=None, help="also write every metric to this JSON file")
     args = ap.parse_args(argv)
     console = Console(width=max(Console().width, 180))
@@ -121,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     if split and args.write:
         ap.error(f"--write records the shipped model's leave-one-run-out fidelity in {FIDELITY_FILE}: not with "
                  "--fit / --score")
+    if args.write_later:
+        shipped = sorted(load_calibration().info.get("stores", []))
+        if not split or sorted(Path(s).name for s in args.fit) != shipped:
+            ap.error(f"--write-later needs --fit with exactly the shipped calibration's stores ({', '.join(shipped)}) "
+                     "and --score with runs recorded after it")
     if not split and len(args.stores) < 2:
         ap.error("leave-one-run-out needs at least two stores")
     try:
@@ -180,7 +188,28 @@ def main(argv: list[str] | None = None) -> int:
                                     for k, v in res.items() if k != "pooled"}}
         FIDELITY_FILE.write_text(json.dumps(out, indent=1) + "\n")
         console.print(f"wrote {FIDELITY_FILE}")
+    if args.write_later:
+        write_later(report, [Path(s).name for s in args.score], method)
     return 0
+
+
+def write_later(report: dict[str, dict], stores: list[str], method: str) -> None:
+    """Record under ``"later_runs"`` of each kind's entry in FIDELITY_FILE how the shipped model (its version must
+    be the entry's) ranked the kernels of runs recorded after it was fitted: the strongest held-out evidence, since
+    neither the constants nor the model's design could have seen them."""
+    cal = load_calibration()
+    out = json.loads(FIDELITY_FILE.read_text()) if FIDELITY_FILE.is_file() else {}
+    for which, res in report.items():
+        version = cal.version if which == "static" else f"replay+{cal.version}"
+        entry = out.get(which)
+        if not entry or entry.get("model_version") != version:
+            raise SystemExit(f"{FIDELITY_FILE}: no {which} entry for {version}: run --write first")
+        entry["later_runs"] = {"stores": stores, "date": time.strftime("%Y-%m-%d"), "method": method,
+                               "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
+                               "median_rel_error_per_shape": {k: v["median_rel_error"]
+                                                              for k, v in res["pooled"]["per_shape"].items()}}
+    FIDELITY_FILE.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote later_runs in {FIDELITY_FILE}")
 
 
 if __name__ == "__main__":

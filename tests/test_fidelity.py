@@ -4,6 +4,7 @@ the surrogate on unseen kernels) and leave-one-run-out validation."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +214,21 @@ def test_fidelity_line_names_the_version(tmp_path):
     assert "Spearman 0.50" in fidelity_line("static", "static-v2/x", p, workload="rmsnorm")
     other = fidelity_line("static", "static-v2/x", p, workload="kda_recurrent")
     assert "No fidelity was measured for workload 'kda_recurrent'" in other and "Spearman" not in other
+    assert "recorded after" not in line
+
+
+def test_fidelity_line_quotes_runs_recorded_after_the_fit(tmp_path):
+    rec = {"model_version": "static-v4/x", "stores": ["a"], "median_rel_error_per_shape": {"1x2": 0.1},
+           "held_out": {"n": 10, "spearman": 0.5, "spearman_top": 0.1, "overlap_top": 7, "favourite_percentile": 0.2},
+           "later_runs": {"stores": ["later.sqlite.gz"], "median_rel_error_per_shape": {"1x2": 0.08, "3x4": 0.149},
+                          "held_out": {"n": 556, "spearman": 0.8747, "spearman_top": 0.923, "overlap_top": 35,
+                                       "favourite_percentile": 0.0072}}}
+    p = tmp_path / "f.json"
+    p.write_text(json.dumps({"static": rec}))
+    line = fidelity_line("static", "static-v4/x", p)
+    assert ("On runs recorded after it was fitted (later.sqlite.gz; 556 kernels): Spearman 0.87, 0.92 within the "
+            "GPU's top 50, top-50 overlap 35/50, favourite inside the top 1 %, median time error 8-15%.") in line
+    assert line.index("Spearman 0.50") < line.index("recorded after") < line.index("Rankings below")
 
 
 # ------------------------------------------------------------------------------------------------ replay
