@@ -207,13 +207,15 @@ class AddResult:
     status: ``"new"`` (empty cell filled), ``"improved"`` (incumbent replaced) or ``"not_added"``;
     cell: the cell index the features map to; previous: the incumbent's objective (None for an empty cell);
     improvement: the QD-score change for new (objective - qd_offset) and improved (objective - previous),
-    and objective - incumbent (<= 0) for not_added.
+    and objective - incumbent (<= 0) for not_added; displaced: the candidate id of the incumbent an
+    ``"improved"`` replaced (else None).
     """
 
     status: Literal["new", "improved", "not_added"]
     cell: Cell
     previous: float | None
     improvement: float
+    displaced: CandidateId | None = None
 
     @property
     def added(self) -> bool:
@@ -293,7 +295,8 @@ class GridArchive:
         self._by_id[candidate_id] = cell
         if pending:
             self._pending[candidate_id] = inc
-        return AddResult(status, cell, None if inc is None else inc.objective, gain)  # type: ignore[arg-type]
+        return AddResult(status, cell, None if inc is None else inc.objective, gain,  # type: ignore[arg-type]
+                         None if inc is None else inc.candidate_id)
 
     def credit(self, parent_id: CandidateId, child_added: bool) -> bool:
         """Update the curiosity score of the elite ``parent_id`` (+1 when its child entered the archive,
@@ -310,9 +313,22 @@ class GridArchive:
         cell = self._by_id.pop(candidate_id, None)
         return None if cell is None else self._cells.pop(cell)
 
-    def confirm(self, candidate_id: CandidateId) -> None:
-        """The pending verdict on ``candidate_id`` passed: it is a plain elite from now on (no-op if not pending)."""
-        self._pending.pop(candidate_id, None)
+    def confirm(self, candidate_id: CandidateId) -> list[CandidateId]:
+        """The pending verdict on ``candidate_id`` passed: it is a plain elite from now on (no-op if not pending).
+        The pending candidates it displaced, directly or down their own chain, can no longer come back (only a
+        failed verdict on the one that displaced them could bring them back): they stop being pending. Returns
+        their ids, so a caller can drop the verdicts it still owes them."""
+        displaced = self._pending.pop(candidate_id, None)
+        dropped: list[CandidateId] = []
+        while (displaced is not None and displaced.candidate_id in self._pending
+               and self.elite_of(displaced.candidate_id) is None):
+            dropped.append(displaced.candidate_id)
+            displaced = self._pending.pop(displaced.candidate_id)
+        return dropped
+
+    def is_pending(self, candidate_id: CandidateId) -> bool:
+        """True while ``candidate_id`` awaits its verdict (an elite, or one a pending elite displaced)."""
+        return candidate_id in self._pending
 
     def reject(self, candidate_id: CandidateId) -> Elite | None:
         """The pending verdict on ``candidate_id`` failed: take it out of the archive and bring back the elite it

@@ -275,6 +275,11 @@ class Engine:
         self._committed = False
         self.halted: str | None = None  # why the run stopped before its budget (operators off, evaluator broken)
         self.evaluator_crashes = 0  # evaluations in a row on which the evaluator raised
+        # pending elites displaced before their verdict's batch started: the verdict was withdrawn and is asked
+        # again only if a failed verdict brings the candidate back (lazy verdicts; not checkpointed: on resume
+        # the pending candidates that are not elites are the withdrawn ones)
+        self.withdrawn: set[Any] = set()
+        self.verdicts_withdrawn = 0
 
     # ---------------------------------------------------------------------------------------- lookups
     def kernel(self, cid: CandidateId) -> Kernel:
@@ -356,7 +361,10 @@ class Engine:
         self.load_state(cp.state)
         submit = getattr(self.evaluator, "submit_verdict", None)
         for cid in self.archive.pending if submit is not None and hasattr(self.archive, "pending") else []:
-            submit(cid, self.kernel(cid))  # verdicts lost with the killed run are asked again
+            if self.archive.elite_of(cid) is None:  # displaced while pending: asked only if it comes back
+                self.withdrawn.add(cid)
+            else:
+                submit(cid, self.kernel(cid))  # verdicts lost with the killed run are asked again
         self.resumed = True
         self._session_evals0 = self.budget.evaluations
         log.info("resumed from checkpoint: %d evaluations, %d candidates, %d untold", self.budget.evaluations,
@@ -634,6 +642,8 @@ class Engine:
                     self.store.update_candidate(cid, cell=[int(c) for c in cell])
                     if submit is not None:  # a sanitizer verdict before the elite counts (pending till then)
                         submit(cid, item.kernel)
+                        if res.displaced is not None and self.archive.is_pending(res.displaced):
+                            self._withdraw_verdict(res.displaced)
                     # A new best of its task is "good on one task": try it on the neighbouring tasks.
                     if (item.task is not None and self.tasks is not None
                             and (task_best is None or float(result.objective) > task_best)):
@@ -675,22 +685,42 @@ class Engine:
                            f"(engine.max_evaluator_crashes={limit}), the last: {result.reason[:400]}")
             log.error("stopping: %s", self.halted)
 
-    def _apply_verdicts(self, wait: bool = False, timeout: float | None = None) -> None:
+    def _apply_verdicts(self, wait: bool = False, timeout: float | None = None) -> int:
         """Apply the evaluator's finished elite verdicts (compute-sanitizer): a failed one takes the elite out of
-        the archive, brings back the elite it displaced and turns its row's status into the verdict's; the
-        others are confirmed. Call inside a store transaction."""
+        the archive, brings back the elite it displaced (asking its verdict again when it had been withdrawn) and
+        turns its row's status into the verdict's; the others are confirmed, and the pending candidates they had
+        displaced are owed no verdict any more. Returns how many verdicts it asked again. Call inside a store
+        transaction."""
         collect = getattr(self.evaluator, "collect_verdicts", None)
         if collect is None:
-            return
+            return 0
+        asked = 0
         for cid, v in collect(wait=wait, timeout=timeout):
+            self.withdrawn.discard(cid)  # a withdrawal that came too late: its verdict counts as any other
             if v.status == Status.SANITIZER:
-                self.archive.reject(cid)
+                back = self.archive.reject(cid)
                 self.store.update_candidate(int(cid), status=str(v.status), reason=v.reason, cell=None)
                 self.statuses[str(Status.OK)] -= 1
                 self.statuses[str(v.status)] += 1
                 log.info("candidate %s rejected by compute-sanitizer: %s", cid, v.reason)
+                if back is not None and back.candidate_id in self.withdrawn:  # an elite again: its verdict is owed
+                    self.withdrawn.discard(back.candidate_id)
+                    self.evaluator.submit_verdict(back.candidate_id, self.kernel(back.candidate_id))
+                    asked += 1
             else:
-                self.archive.confirm(cid)
+                for gone in self.archive.confirm(cid):  # displaced for good: no verdict is owed them
+                    if gone not in self.withdrawn:
+                        self._withdraw_verdict(gone)
+                    self.withdrawn.discard(gone)
+        return asked
+
+    def _withdraw_verdict(self, cid: Any) -> None:
+        """Withdraw the queued verdict of ``cid`` (a pending elite just displaced) when the evaluator can
+        (``withdraw_verdict``; else it still comes and is applied as usual)."""
+        withdraw = getattr(self.evaluator, "withdraw_verdict", None)
+        if withdraw is not None and withdraw(cid):
+            self.withdrawn.add(cid)
+            self.verdicts_withdrawn += 1
 
     def _after_commit(self) -> None:
         if self._committed and self.lessons is not None:
@@ -869,8 +899,15 @@ class Engine:
                 self.host_seconds["tell"] += time.perf_counter() - t_tell
         if getattr(self.evaluator, "submit_verdict", None) is not None:
             with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
-                self._apply_verdicts(wait=True, timeout=VERDICT_WAIT_S)
+                deadline = time.monotonic() + VERDICT_WAIT_S
+                # a failed verdict can bring back a withdrawn elite, whose verdict is then asked: wait for it too
+                while (self._apply_verdicts(wait=True, timeout=max(0.0, deadline - time.monotonic()))
+                       and time.monotonic() < deadline):
+                    pass
                 self._checkpoint(tx)
+            if self.verdicts_withdrawn:
+                log.info("%d elite verdicts withdrawn: displaced before their sanitizer batch started",
+                         self.verdicts_withdrawn)
             self._after_commit()
         final = self.snapshot()
         if self.on_snapshot is not None:

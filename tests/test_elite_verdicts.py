@@ -109,3 +109,102 @@ def test_sanitize_without_the_tool_gives_no_verdict():
     wl = RMSNorm()
     v = sanitize(wl.seeds()[:1], wl, arch="sm_90", tools=("memcheck",))
     assert len(v) == 1 and v[0].status == Status.SKIPPED and "not found" in v[0].reason
+
+
+# ------------------------------------------------------------------------------------------- lazy verdicts
+def test_add_names_the_incumbent_it_displaced_and_confirm_drops_dead_chains():
+    a = GridArchive(default_dimensions())
+    assert a.add(1, 1.0, F).displaced is None
+    assert a.add(2, 1.5, F, pending=True).displaced == 1
+    assert a.add(3, 2.0, F, pending=True).displaced == 2
+    assert a.add(4, 1.0, F).displaced is None  # not added
+    assert a.is_pending(2) and a.is_pending(3) and not a.is_pending(1)
+    # 3 passes: 2 can never come back (only 3's failure could bring it), so it is owed no verdict
+    assert a.confirm(3) == [2] and a.pending == [] and a.elite_of(3) is not None
+    b = GridArchive(default_dimensions())
+    b.add(1, 1.0, F, pending=True)
+    b.add(2, 1.5, F, pending=True)
+    b.add(3, 2.0, F, pending=True)
+    assert b.confirm(3) == [2, 1] and b.pending == []
+    c = GridArchive(default_dimensions())
+    c.add(1, 1.0, F, pending=True)
+    assert c.confirm(1) == [] and c.confirm(1) == []  # no chain; a second confirm is a no-op
+
+
+def test_a_verdict_queue_drops_a_withdrawn_key_unless_its_batch_started():
+    import threading
+
+    from evaluators.gpu.sanitizer import VerdictQueue
+
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def run(kernels):
+        runs.append(list(kernels))
+        started.set()
+        release.wait(10)
+        return [Verdict(Status.OK) for _ in kernels]
+
+    q = VerdictQueue(run, max_batch=1)
+    q.submit("a", "ka")
+    assert started.wait(10)  # "a" is being computed
+    q.submit("b", "kb")
+    q.submit("c", "kc")
+    assert q.withdraw("c") is True and q.withdraw("c") is False
+    assert q.withdraw("a") is False  # its batch started: its verdict still comes
+    release.set()
+    done = q.collect(wait=True, timeout=10)
+    q.close()
+    assert [k for k, _ in done] == ["a", "b"] and runs == [["ka"], ["kb"]]
+
+
+class LazyVerdictEvaluator(VerdictEvaluator):
+    """Verdicts that arrive only when the engine waits for them (the end of the run), withdrawable till then:
+    every elite displaced during the run is withdrawn, so only the last elites (and any a failed verdict brings
+    back) are sanitized. Even keys fail."""
+
+    def __init__(self):
+        super().__init__()
+        self.withdrawn: list[int] = []
+        self.computed: list[int] = []
+
+    def withdraw_verdict(self, key):
+        n = len(self.queue)
+        self.queue = [(k, v) for k, v in self.queue if k != key]
+        if len(self.queue) != n:
+            self.withdrawn.append(key)
+        return len(self.queue) != n
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        if not wait:
+            return []
+        self.computed += [k for k, _ in self.queue]
+        return super().collect_verdicts(wait, timeout)
+
+
+def test_the_engine_withdraws_verdicts_of_displaced_elites_and_asks_again_for_any_that_come_back(tmp_path):
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    from archive.grid import Dimension
+    from evolve.algorithms.map_elites import MapElites
+
+    store = Store(tmp_path / "s.sqlite")
+    ev = LazyVerdictEvaluator()
+    eng = make_engine(get_workload("rmsnorm"), store, budget=40, evaluator=ev)
+    # two cells per axis, so elites are displaced often (the default grid's 576 cells rarely see one in 40)
+    coarse = GridArchive([Dimension(d.name, (d.edges[0], d.edges[len(d.edges) // 2], d.edges[-1]))
+                          for d in default_dimensions()])
+    eng.archive, eng.algorithm = coarse, MapElites(coarse)
+    eng.run()
+    assert ev.withdrawn, "no elite was displaced while pending: the test shows nothing"
+    assert len(ev.computed) < len(ev.submitted)  # the saving
+    assert eng.verdicts_withdrawn == len(ev.withdrawn)
+    # every final elite had its own verdict, and passed it (odd keys); nothing is left pending
+    assert eng.archive.pending == [] and eng.withdrawn == set()
+    elites = [e.candidate_id for e in eng.archive.elites()]
+    assert elites and all(k in ev.computed and k % 2 == 1 for k in elites)
+    rows = {r.id: r for r in store.candidates(with_ptx=False)}
+    assert all(rows[k].status == "sanitizer" for k in ev.computed if k % 2 == 0)
+    # a withdrawn candidate that a failed verdict brought back was asked again
+    again = [k for k in ev.withdrawn if ev.submitted.count(k) > 1]
+    assert all(k in ev.computed for k in again)

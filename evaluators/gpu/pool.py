@@ -73,8 +73,9 @@ class GPUPool:
     drawn per evaluation (default: a randomised audit at a fraction of the cost), or not); seed (None: fresh
     gate inputs from the OS per evaluation; an int: a reproducible sequence); objective
     (``evaluators.objective.ObjectiveSpec`` or its config mapping; default: the best library per shape);
-    sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``collect_verdicts``,
-    run in a background thread whose launches never overlap a timed interval on the same GPU); sanitizer_tools
+    sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``withdraw_verdict`` /
+    ``collect_verdicts``, run in a background thread whose launches never overlap a timed interval on the same
+    GPU); sanitizer_tools
     (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch); gate_schedule
     (``gate_schedule.PROFILES``: "rotating" (default) spreads run 4 of the small gate checks and the large checks
     over evaluations by the pool's evaluation counter and a secret key (GATE.md, "Schedule"); "full" runs every
@@ -145,6 +146,7 @@ class GPUPool:
         self._verdicts: VerdictQueue | None = None
         if not sanitize_elites:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
+            self.withdraw_verdict = None  # type: ignore[assignment]
         self._next_device = itertools.count()
 
     @property
@@ -269,6 +271,11 @@ class GPUPool:
         if self._verdicts is None:
             self._verdicts = VerdictQueue(self.sanitize)
         self._verdicts.submit(key, kernel)
+
+    def withdraw_verdict(self, key: Any) -> bool:
+        """Drop the queued verdict for ``key`` unless its batch has started (``VerdictQueue.withdraw``); True when
+        dropped."""
+        return self._verdicts is not None and self._verdicts.withdraw(key)
 
     def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
         """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one."""

@@ -356,6 +356,17 @@ class VerdictQueue:
             self._todo.append((key, kernel))
             self._cv.notify_all()
 
+    def withdraw(self, key: Any) -> bool:
+        """Drop ``key``'s verdict if its batch has not started (an elite displaced while it waited: its verdict
+        is owed only if it comes back). True when it was dropped; a verdict already being computed still comes."""
+        with self._cv:
+            n = len(self._todo)
+            self._todo = [(k, v) for k, v in self._todo if k != key]
+            if len(self._todo) != n:
+                self._cv.notify_all()
+                return True
+            return False
+
     @property
     def pending(self) -> list[Any]:
         with self._cv:
