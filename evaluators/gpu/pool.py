@@ -269,7 +269,9 @@ class GPUPool:
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
         if self._verdicts is None:
-            self._verdicts = VerdictQueue(self.sanitize)
+            # batches of 8: at the timed shape a kernel costs ~5 s per tool (R14), so a batch of 16 ran ~4 min, and
+            # the elites displaced meanwhile could no longer be withdrawn (R17: 181 entered, 31 stayed, 330 s)
+            self._verdicts = VerdictQueue(self.sanitize, max_batch=8)
         self._verdicts.submit(key, kernel)
 
     def withdraw_verdict(self, key: Any) -> bool:
