@@ -449,7 +449,8 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
                               reward_improvement=float(cfg.mutator.reward_improvement),
                               log_every=int(cfg.logger.get("log_every", 10)),
                               ahead=int(cfg.engine.get("ahead", 0) or 0),
-                              max_evaluator_crashes=int(cfg.engine.get("max_evaluator_crashes", 20)))
+                              max_evaluator_crashes=int(cfg.engine.get("max_evaluator_crashes", 20)),
+                              verdict_wait_s=float(cfg.engine.get("verdict_wait_s", 900.0)))
 
     store = _open_store(store_path)
     knowledge = None

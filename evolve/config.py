@@ -221,7 +221,9 @@ class EngineConfig:
     ``inline`` or ``ray`` (``evaluators.compile_executor``); compile_workers: its workers (null: CPU cores - 1);
     lock: hold an exclusive lock on the run dir (``evolve.rundir``); max_evaluator_crashes: stop the run (its
     stop reason says why; the store stays resumable) after this many evaluations in a row on which the evaluator
-    itself raised (0: never), so a broken evaluator does not spend a whole budget on ``crash`` rows."""
+    itself raised (0: never), so a broken evaluator does not spend a whole budget on ``crash`` rows;
+    verdict_wait_s: seconds the end of a run waits for elite verdicts still out (compute-sanitizer; those left
+    stay pending and are asked again on resume)."""
 
     capacity: int | None = None
     ordered: bool = True
@@ -235,6 +237,7 @@ class EngineConfig:
     compile_workers: int | None = None
     lock: bool = True
     max_evaluator_crashes: int = 20
+    verdict_wait_s: float = 900.0
 
 
 @dataclass
@@ -320,6 +323,7 @@ def validate(cfg: DictConfig) -> None:
     _need(e.inspirations >= 0, "engine.inspirations", f"must be >= 0, got {e.inspirations}")
     _need(e.lessons >= 0, "engine.lessons", f"must be >= 0, got {e.lessons}")
     _need(e.ahead >= 0, "engine.ahead", f"must be >= 0, got {e.ahead}")
+    _need(e.verdict_wait_s >= 0, "engine.verdict_wait_s", f"must be >= 0, got {e.verdict_wait_s}")
     _need(e.compile_executor in ("process", "thread", "inline", "ray"), "engine.compile_executor",
           f"{e.compile_executor!r} is not one of ['process', 'thread', 'inline', 'ray']")
     _need(e.compile_workers is None or e.compile_workers >= 1, "engine.compile_workers",

@@ -66,9 +66,6 @@ CHECKPOINT = "engine"
 TRANSFER = "transfer"
 # Statuses after which an operator's repair role gets a chance (compile or gate failures, DESIGN.md words).
 EVAL_STATUSES = frozenset(str(s) for s in Status)
-# Seconds the end of a run waits for outstanding elite verdicts (compute-sanitizer); those still out stay pending
-# in the archive checkpoint and are asked again on resume.
-VERDICT_WAIT_S = 900.0
 REPAIRABLE = frozenset({Status.COMPILE_ERROR, Status.LOAD_ERROR, Status.LAUNCH_ERROR, Status.WRONG_RESULT,
                         Status.NONDETERMINISTIC, Status.TOO_FAST_TO_BE_TRUE})
 
@@ -87,7 +84,9 @@ class EngineSettings:
     made beyond ``capacity`` whose template instantiations (nvcc) run on the engine's compile executor while
     earlier candidates are evaluated (0: every child is built in the engine's thread when proposed; needs a
     ``compile_executor``); max_evaluator_crashes: halt after this many evaluations in a row on which the
-    evaluator itself raised (``crash`` rows whose reason starts "evaluator raised"; 0: never)."""
+    evaluator itself raised (``crash`` rows whose reason starts "evaluator raised"; 0: never); verdict_wait_s:
+    seconds the end of a run waits for elite verdicts still out (compute-sanitizer): those left stay pending in
+    the checkpoint and are asked again on resume."""
 
     capacity: int = 1
     ordered: bool = True
@@ -100,6 +99,7 @@ class EngineSettings:
     log_every: int = 10
     ahead: int = 0
     max_evaluator_crashes: int = 20
+    verdict_wait_s: float = 900.0
 
 
 @dataclass
@@ -899,7 +899,7 @@ class Engine:
                 self.host_seconds["tell"] += time.perf_counter() - t_tell
         if getattr(self.evaluator, "submit_verdict", None) is not None:
             with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
-                deadline = time.monotonic() + VERDICT_WAIT_S
+                deadline = time.monotonic() + float(self.settings.verdict_wait_s)
                 # a failed verdict can bring back a withdrawn elite, whose verdict is then asked: wait for it too
                 while (self._apply_verdicts(wait=True, timeout=max(0.0, deadline - time.monotonic()))
                        and time.monotonic() < deadline):

@@ -14,7 +14,8 @@
 # checks, every large check, plain timed launches on one input set, a full-output audit at one shape, no fault
 # check, no sanitizer verdicts). Each run starts a worker (startup not counted in eval/s); summary.json's
 # evaluations, seconds and evals_per_s go to $OUT/loop.txt. LOOP_S (100) seconds of search per mode, each mode
-# cut at LOOP_S + 300 s (the engine waits for every pending sanitizer verdict before it reports): one mode per
+# cut at LOOP_S + 300 s (the engine waits up to VERDICT_WAIT_S (240) s for pending sanitizer verdicts before it
+# reports; the rest stay pending in the checkpoint): one mode per
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); store and summary under
 # /tmp/ptxforge-loop-<mode>. The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
@@ -96,7 +97,8 @@ for step in "${steps[@]}"; do
             [ "$mode" = v2ahead ] && extra=(engine.ahead=8)
             dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
             timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
-              "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "${extra[@]}" > "$out/loop_$mode.log" 2>&1
+              "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "engine.verdict_wait_s=${VERDICT_WAIT_S:-240}" \
+              "${extra[@]}" > "$out/loop_$mode.log" 2>&1
             rc=$((rc | $?)); tail -5 "$out/loop_$mode.log"
             python3 - "$dir/summary.json" "$mode" <<'PY' | tee -a "$out/loop.txt"
 import json, sys

@@ -4,7 +4,8 @@
 # pack each run's store with the cubins dropped (ptxas rebuilds them from the stored PTX) as
 # $OUT/<name>.sqlite.gz, plus record.log (GPU, driver, versions, settings, UTC times).
 #   RUNS="map_elites:0 random:1" SEARCH_S=220 bash scripts/record_gpu_runs.sh
-# Environment: RUNS (space-separated algorithm:seed pairs), SEARCH_S (search seconds per run), EVOLVE_ARGS
+# Environment: RUNS (space-separated algorithm:seed pairs), SEARCH_S (search seconds per run), VERDICT_WAIT_S
+# (end-of-run wait for sanitizer verdicts, 45 s), EVOLVE_ARGS
 # (extra Hydra overrides), OUT (output folder). Carry .whl/ (scripts/fetch_device_wheels.sh) to the machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +29,12 @@ for r in $RUNS; do
   alg=${r%%:*}; seed=${r##*:}; name="rmsnorm_${alg}_s${seed}"; dir=/tmp/ptxforge-record-runs/$name
   echo "[$(date -u +%H:%M:%S)] $name: algorithm=$alg seed=$seed budget.seconds=$SEARCH_S ${EVOLVE_ARGS:-}"
   # shellcheck disable=SC2086
+  # engine.verdict_wait_s: the end-of-run wait for sanitizer verdicts fits the limit, so the run closes itself
+  # (summary.json written; the verdicts still out stay pending in the store's checkpoint)
   timeout -s INT -k 20 $((SEARCH_S + 120)) python3 -m evolve experiment=rmsnorm_h200 "hydra.run.dir=$dir" \
-    "algorithm=$alg" "seed=$seed" "budget.seconds=$SEARCH_S" logger=none ${EVOLVE_ARGS:-} 2>&1 | tail -5
+    "algorithm=$alg" "seed=$seed" "budget.seconds=$SEARCH_S" logger=none "engine.verdict_wait_s=${VERDICT_WAIT_S:-45}" \
+    ${EVOLVE_ARGS:-} 2>&1 | tail -5
+  [ -f "$dir/summary.json" ] && cp "$dir/summary.json" "$out/$name.summary.json"
   [ -f "$dir/store.sqlite" ] || { echo "no store for $name"; continue; }
   python3 scripts/pack_store.py "$dir/store.sqlite" "$out/$name.sqlite.gz"
 done

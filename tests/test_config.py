@@ -98,6 +98,7 @@ def test_unknown_group_option_lists_the_options():
     (["mutator.operators=[]"], "mutator.operators"),
     (["~workload._target_"], "workload._target_"),
     (["engine.capacity=0"], "engine.capacity"),
+    (["engine.verdict_wait_s=-1"], "engine.verdict_wait_s"),
     (["seed=-1"], "seed"),
     (["mutator.operators=[{name:foo}]"], "mutator.operators[0].name"),
     (["mutator.operators=[{name:hints,weight:0}]"], "mutator.operators"),

@@ -182,11 +182,10 @@ class LazyVerdictEvaluator(VerdictEvaluator):
 
 
 def test_the_engine_withdraws_verdicts_of_displaced_elites_and_asks_again_for_any_that_come_back(tmp_path):
-    from tests.test_engine import make_engine
-    from workloads.registry import get_workload
-
     from archive.grid import Dimension
     from evolve.algorithms.map_elites import MapElites
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
 
     store = Store(tmp_path / "s.sqlite")
     ev = LazyVerdictEvaluator()
@@ -208,3 +207,26 @@ def test_the_engine_withdraws_verdicts_of_displaced_elites_and_asks_again_for_an
     # a withdrawn candidate that a failed verdict brought back was asked again
     again = [k for k in ev.withdrawn if ev.submitted.count(k) > 1]
     assert all(k in ev.computed for k in again)
+
+
+class SilentVerdictEvaluator(VerdictEvaluator):
+    """A sanitizer that never answers: the waits time out."""
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        self.waited = getattr(self, "waited", []) + ([timeout] if wait else [])
+        return []
+
+
+def test_the_end_of_run_wait_is_bounded_and_leaves_the_rest_pending(tmp_path):
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    store = Store(tmp_path / "s.sqlite")
+    ev = SilentVerdictEvaluator()
+    eng = make_engine(get_workload("rmsnorm"), store, budget=6, evaluator=ev)
+    eng.settings.verdict_wait_s = 2.5
+    eng.run()
+    assert len(ev.waited) == 1 and 0 < ev.waited[0] <= 2.5  # one bounded wait, then the run reports
+    assert eng.archive.pending and set(eng.archive.pending) <= set(ev.submitted)
+    again = GridArchive.from_state(store.checkpoint("engine").state["archive"])
+    assert again.pending == eng.archive.pending  # asked again on resume
