@@ -101,26 +101,24 @@ def fidelity_line(kind: str, model_version: str, path: str | Path | None = None,
         return (f"No fidelity was measured for workload {workload!r}: {model_version} was calibrated and "
                 f"measured on recorded {measured_on} runs only, so how well it ranks {workload} kernels as the "
                 "GPU does is unknown.")
+    return (f"Measured on recorded H200 runs it was not fitted on ({agreement(rec)} per shape."
+            f"{later_sentence(rec)} Rankings below that agreement are not evidence about the GPU.")
+
+
+def agreement(rec: Mapping[str, Any]) -> str:
+    """``rec``'s stores, kernel count and held-out numbers as the banner words them (from "stores; n kernels)"
+    to the median time error range)."""
     h = rec["held_out"]
     errs = rec.get("median_rel_error_per_shape", {})
     err = f"{100 * min(errs.values()):.0f}-{100 * max(errs.values()):.0f}%" if errs else "n/a"
-    return (f"Measured on recorded H200 runs it was not fitted on ({', '.join(rec.get('stores', []))}; "
-            f"{int(h['n'])} kernels): Spearman {h['spearman']:.2f} overall, {h['spearman_top']:.2f} within the "
-            f"GPU's top 50, top-50 overlap {int(h['overlap_top'])}/50, its favourite inside the GPU's top "
-            f"{max(1, math.ceil(100 * h['favourite_percentile'])):.0f} %, median time error {err} per shape."
-            f"{later_sentence(rec)} Rankings below that agreement are not evidence about the GPU.")
+    return (f"{', '.join(rec.get('stores', []))}; {int(h['n'])} kernels): Spearman {h['spearman']:.2f} overall, "
+            f"{h['spearman_top']:.2f} within the GPU's top 50, top-50 overlap {int(h['overlap_top'])}/50, its "
+            f"favourite inside the GPU's top {max(1, math.ceil(100 * h['favourite_percentile'])):.0f} %, median "
+            f"time error {err}")
 
 
 def later_sentence(rec: Mapping[str, Any]) -> str:
     """The banner's sentence on ``rec["later_runs"]`` (runs recorded after the model was fitted and designed,
     scored unchanged: ``experiments/static_fidelity.py --write-later``), with a leading space; "" when absent."""
     later = rec.get("later_runs")
-    if not later:
-        return ""
-    h = later["held_out"]
-    errs = later.get("median_rel_error_per_shape", {})
-    err = f"{100 * min(errs.values()):.0f}-{100 * max(errs.values()):.0f}%" if errs else "n/a"
-    return (f" On runs recorded after it was fitted ({', '.join(later.get('stores', []))}; {int(h['n'])} kernels): "
-            f"Spearman {h['spearman']:.2f}, {h['spearman_top']:.2f} within the GPU's top 50, top-50 overlap "
-            f"{int(h['overlap_top'])}/50, favourite inside the top "
-            f"{max(1, math.ceil(100 * h['favourite_percentile'])):.0f} %, median time error {err}.")
+    return f" On runs recorded after it was fitted ({agreement(later)}." if later else ""

@@ -226,8 +226,9 @@ def test_fidelity_line_quotes_runs_recorded_after_the_fit(tmp_path):
     p = tmp_path / "f.json"
     p.write_text(json.dumps({"static": rec}))
     line = fidelity_line("static", "static-v4/x", p)
-    assert ("On runs recorded after it was fitted (later.sqlite.gz; 556 kernels): Spearman 0.87, 0.92 within the "
-            "GPU's top 50, top-50 overlap 35/50, favourite inside the top 1 %, median time error 8-15%.") in line
+    assert ("On runs recorded after it was fitted (later.sqlite.gz; 556 kernels): Spearman 0.87 overall, 0.92 within "
+            "the GPU's top 50, top-50 overlap 35/50, its favourite inside the GPU's top 1 %, median time error "
+            "8-15%.") in line
     assert line.index("Spearman 0.50") < line.index("recorded after") < line.index("Rankings below")
 
 
@@ -563,3 +564,31 @@ def test_replay_run_objective_meta_names_its_reference(wl):
                             "surrogate ESTIMATE")
     assert measured_against({"provenance": {"evaluator": "static", "estimate": True}})["kind"] == (
         "ESTIMATE (static model, no GPU measurement)")
+
+
+def test_write_later_records_the_shipped_models_numbers_on_later_runs(tmp_path, monkeypatch, capsys):
+    """``--write-later`` needs the shipped calibration's own stores as --fit, and adds ``later_runs`` to the
+    shipped version's entries only (the leave-one-run-out record stays)."""
+    import importlib.util
+    import json
+
+    from evaluators.cost_model import load_calibration
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
+    sf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sf)
+    with pytest.raises(SystemExit) as e:
+        sf.main(["--fit", str(RANDOM), "--score", str(RANDOM), "--write-later"])
+    assert e.value.code == 2 and "the shipped calibration's stores (rmsnorm_gate5" in capsys.readouterr().err
+    version = load_calibration().version
+    f = tmp_path / "fidelity.json"
+    f.write_text(json.dumps({"static": {"model_version": version, "held_out": {"n": 1}}}))
+    monkeypatch.setattr(sf, "FIDELITY_FILE", f)
+    pooled = {"n": 556.0, "spearman": 0.87, "per_shape": {"1x2": {"spearman": 0.9, "median_rel_error": 0.15}}}
+    sf.write_later({"static": {"run": pooled, "pooled": pooled}}, ["later.sqlite.gz"], "fitted on four")
+    rec = json.loads(f.read_text())["static"]
+    assert rec["held_out"] == {"n": 1} and rec["later_runs"]["stores"] == ["later.sqlite.gz"]
+    assert rec["later_runs"]["held_out"] == {"n": 556.0, "spearman": 0.87}
+    assert rec["later_runs"]["median_rel_error_per_shape"] == {"1x2": 0.15}
+    with pytest.raises(SystemExit, match="no replay entry"):
+        sf.write_later({"replay": {"pooled": pooled}}, ["later.sqlite.gz"], "fitted on four")
