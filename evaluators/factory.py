@@ -16,7 +16,8 @@ STATIC_BANNER = ("No GPU visible: evaluating with the static evaluator. Every re
 # Options only the GPU pool understands; dropped (not passed) when auto falls back to the static evaluator.
 GPU_ONLY = {"devices", "shapes", "gate", "gate_shapes", "timeout_s", "startup_timeout_s", "warmup", "repeats",
             "baselines", "baseline_names", "naive_baseline", "check_output", "seed", "objective", "gate_schedule",
-            "fault_check", "timed_checks", "sanitize_elites", "sanitizer_tools", "sanitizer_timeout_s"}
+            "fault_check", "timed_checks", "sanitize_elites", "sanitizer_tools", "sanitizer_timeout_s",
+            "sanitizer_timed_tools"}
 
 
 def make_evaluator(kind: str, workload: Workload, *, banner: bool = True, **options: Any) -> Evaluator:

@@ -17,7 +17,8 @@
 # cut at LOOP_S + 300 s (the engine waits up to VERDICT_WAIT_S (240) s for pending sanitizer verdicts before it
 # reports; the rest stay pending in the checkpoint): one mode per
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
-# v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); store and summary under
+# v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
+# alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
 # /tmp/ptxforge-loop-<mode>. The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
@@ -95,6 +96,9 @@ for step in "${steps[@]}"; do
                                        +evaluator.options.fault_check=false +evaluator.options.sanitize_elites=false)
             # v2ahead: v2 with the next 8 proposals' template instantiations (nvcc) on the compile executor
             [ "$mode" = v2ahead ] && extra=(engine.ahead=8)
+            # v2race: v2ahead with racecheck alone in the sanitizer replay's timed-shape phase (its ~5 s per kernel and
+            # tool hold the timing lock; the kinds that phase exists for are races)
+            [ "$mode" = v2race ] && extra=(engine.ahead=8 "+evaluator.options.sanitizer_timed_tools=[racecheck]")
             dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
             timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
               "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "engine.verdict_wait_s=${VERDICT_WAIT_S:-240}" \

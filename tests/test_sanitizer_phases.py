@@ -121,3 +121,25 @@ def test_a_timed_out_batch_of_one_is_its_verdict(fake, monkeypatch):
     v = sanitize([wl.seeds()[0]], wl, arch="sm_90", exe=exe, timeout_s=7.0)
     assert (v[0].status, v[0].reason) == (Status.SANITIZER, "compute-sanitizer memcheck: timed out after 7 s")
     assert calls == ["memcheck"]
+
+
+def test_the_timed_phase_runs_only_the_tools_asked_for_it(fake, monkeypatch):
+    """timed_tools=("racecheck",): every tool at the fixed shapes, racecheck alone at the timed shape; a race seen
+    only there is still caught."""
+    exe, log = fake
+    wl = RMSNorm("bf16")
+    monkeypatch.setenv("FAKE_RULES", json.dumps({"racecheck": {"1": "timed"}}))
+    kernels = [wl.seeds()[0], wl.instantiate({"rows_per_cta": 4})]
+    v = sanitize(kernels, wl, arch="sm_90", exe=exe, timed_shapes=wl.search_shapes, timed_tools=("racecheck",))
+    assert [x.status for x in v] == [Status.OK, Status.SANITIZER]
+    seen = [(r["tool"], r["ids"], [32768, 512] in r["edge"]) for r in runs(log)]
+    assert seen == [("memcheck", [0, 1], False), ("racecheck", [0, 1], False), ("synccheck", [0, 1], False),
+                    ("racecheck", [0, 1], True), ("racecheck", [0], True), ("racecheck", [1], True)]
+    assert v[0].tools["memcheck"] == {"errors": 0, "clean": True}  # from the fixed shapes alone
+
+
+def test_the_pool_refuses_timed_tools_it_does_not_run_before_starting_a_worker():
+    from evaluators.gpu.pool import GPUPool
+
+    with pytest.raises(ValueError, match=r"sanitizer_timed_tools \['initcheck'\] are not in sanitizer_tools"):
+        GPUPool(RMSNorm("bf16"), sanitizer_timed_tools=["initcheck"])

@@ -76,7 +76,8 @@ class GPUPool:
     sanitize_elites (offer the engine compute-sanitizer verdicts: ``submit_verdict`` / ``withdraw_verdict`` /
     ``collect_verdicts``, run in a background thread whose launches never overlap a timed interval on the same
     GPU); sanitizer_tools
-    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch); gate_schedule
+    (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch); sanitizer_timed_tools (the
+    tools of the replay's timed-shape phase, a subset of sanitizer_tools; None: all of them); gate_schedule
     (``gate_schedule.PROFILES``: "rotating" (default) spreads run 4 of the small gate checks and the large checks
     over evaluations by the pool's evaluation counter and a secret key (GATE.md, "Schedule"); "full" runs every
     check at every evaluation; "v1" runs gate v1's share, only to measure the loop against it); fault_check (run
@@ -99,11 +100,14 @@ class GPUPool:
                  naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
                  seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
                  sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0,
-                 gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
+                 sanitizer_timed_tools: Sequence[str] | None = None, gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
             raise ValueError(f"check_output must be all, one or none, got {check_output!r}")
+        unknown = set(sanitizer_timed_tools or ()) - set(sanitizer_tools)
+        if unknown:  # before any worker starts
+            raise ValueError(f"sanitizer_timed_tools {sorted(unknown)} are not in sanitizer_tools {tuple(sanitizer_tools)}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
         self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
@@ -143,6 +147,7 @@ class GPUPool:
         self._lock = threading.Lock()
         self._closed = False
         self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
+        self.sanitizer_timed_tools = None if sanitizer_timed_tools is None else tuple(sanitizer_timed_tools)
         self._verdicts: VerdictQueue | None = None
         if not sanitize_elites:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
@@ -264,7 +269,8 @@ class GPUPool:
         # the replay's seed: drawn from the OS per call (sanitizer.sanitize), from the pool's seed when it has one
         seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
-                        timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed)
+                        timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed,
+                        timed_tools=self.sanitizer_timed_tools)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""

@@ -200,13 +200,17 @@ class Verdict:
 def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
              shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
              exe: str | None = None, device: str | None = None, seed: int | None = None,
-             timed_shapes: Sequence[tuple[int, ...]] = ()) -> list[Verdict]:
+             timed_shapes: Sequence[tuple[int, ...]] = (),
+             timed_tools: Sequence[str] | None = None) -> list[Verdict]:
     """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: per phase of ``replay_phases`` (the fixed
     shapes, then the timed ones for the kernels still clean), each tool runs once over the whole batch; when a
     batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
 
     shapes: replayed in both layouts; timed_shapes: the shapes the benchmark times (``replay_plan`` adds the
-    smallest, in the benchmark's layout; empty: none). arch: ptxas target; device: the physical GPU id for
+    smallest, in the benchmark's layout; empty: none); timed_tools: the tools of the timed-shape phase (None:
+    ``tools``; e.g. ``("racecheck",)``: the kinds that phase exists for are races kept only where the replay used
+    to run, while memcheck's out-of-bounds reads at a timed shape also meet the fault check's unmapped page at
+    every evaluation; each tool there costs ~5 s per kernel, H200 R14). arch: ptxas target; device: the physical GPU id for
     CUDA_VISIBLE_DEVICES (None: inherit). seed: the replay's inputs and drawn launch conditions
     (``sanitize_replay.launch_conditions``: each launch's input distribution and output refill pattern, drawn as
     the timed launches draw theirs; gate rules version 10); None: drawn from the OS, so a kernel cannot know the
@@ -267,7 +271,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 v.reason = f"compute-sanitizer {tool} gave no verdict: {why or (run.tail[-300:] if run else '')}"
 
         for n, phase in enumerate(replay_phases(timed_shapes, shapes)):
-            for tool in tools:
+            for tool in (tools if n == 0 or timed_tools is None else [t for t in tools if t in timed_tools]):
                 todo = [e for e in entries if verdicts[e["id"]].status == Status.OK]
                 if not todo:
                     break
