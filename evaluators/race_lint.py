@@ -125,7 +125,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    that accesses distributed shared memory counts as an access.
 
 8. **Exchange through global memory inside a CTA** (``global_exchange``, with rule 4's order form: workloads
-   without atomics, gate rules version 11): a global/generic ``ld``/``ldu`` of a location the same function
+   without atomics, gate rules version 11): a global/generic ``ld``/``ldu``, or a ``cp`` copying out of global
+   memory (``cp.async`` into shared memory), of a location the same function
    writes (roots that meet), on a path from the write that crosses a barrier (``bar``/``barrier`` but a bare
    arrive) or an mbarrier wait. Threads of a CTA then pass data through global memory, where racecheck (shared
    memory only) does not look at the order of the accesses and no other rule applies without a loop, an atomic
@@ -150,6 +151,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluators.input_stores import (
+    _STATE_SPACES,
     UNKNOWN,
     Provenance,
     destination_space,
@@ -835,8 +837,15 @@ def _is_cta_sync(ins: Instruction) -> bool:
     return _mbarrier_wait(ins)
 
 
+def _copy_source_space(ins: Instruction) -> str | None:
+    """The state space a ``cp`` reads (its second state-space modifier: ``cp.async.ca.shared.global``), or None."""
+    spaces = [m.split("::", 1)[0] for m in ins.modifiers if m.split("::", 1)[0] in _STATE_SPACES]
+    return spaces[1] if len(spaces) >= 2 else None
+
+
 def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
-    """Rule 8 (``global_exchange``, gate rules version 11): a global/generic ``ld``/``ldu`` of a location (address
+    """Rule 8 (``global_exchange``, gate rules version 11): a global/generic ``ld``/``ldu`` (or a ``cp`` out of
+    global memory) of a location (address
     roots that meet, ``UNKNOWN`` meeting any) that a global write of the same function stores into, on a path from
     that write through a barrier or an mbarrier wait (``_is_cta_sync``): threads of a CTA exchange data through
     global memory, where neither racecheck (shared memory only) nor memcheck (bounds) looks at the order of the
@@ -850,6 +859,9 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         reads = {id(ins): prov.address_roots(ins) for b in blocks for ins in b.instructions
                  if ins.opcode in ("ld", "ldu") and destination_space(ins) in ("global", "generic")
                  and "param" not in ins.modifiers}
+        # a copy out of global memory (cp.async, cp.async.bulk into shared memory) reads its source
+        reads.update({id(ins): prov.source_roots(ins) for b in blocks for ins in b.instructions
+                      if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
         if not writes or not reads:
             continue
         found: dict[int, Instruction] = {}

@@ -182,11 +182,10 @@ class LazyVerdictEvaluator(VerdictEvaluator):
 
 
 def test_the_engine_withdraws_verdicts_of_displaced_elites_and_asks_again_for_any_that_come_back(tmp_path):
-    from tests.test_engine import make_engine
-    from workloads.registry import get_workload
-
     from archive.grid import Dimension
     from evolve.algorithms.map_elites import MapElites
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
 
     store = Store(tmp_path / "s.sqlite")
     ev = LazyVerdictEvaluator()

@@ -20,11 +20,15 @@
 // dropped, the shared write-after-read race latent, as rt_smem_war_race); racecheck replays the barrier path:
 // ok with a clean verdict, predicted from the code (the calibration of RT_LOADS against RT_ALU_STEPS is a guess,
 // not measured on the H200). Gate rules version 11: race lint rule 8 (`global_exchange`): a global read of a
-// location the kernel writes, on a path from the write through a CTA barrier.
+// location the kernel writes (an `ld`, or a `cp` out of global memory: RT_VIA_CP 1), on a path from the write
+// through a CTA barrier.
 #include "rt_redteam.cuh"
 
 #ifndef RT_ALU_STEPS
 #define RT_ALU_STEPS 2048  // ~4 cycles each: ~8k cycles natively and under the tool
+#endif
+#ifndef RT_VIA_CP
+#define RT_VIA_CP 0  // 1: the word read back through a cp.async copy into shared memory
 #endif
 #ifndef RT_LOADS
 #define RT_LOADS 48  // dependent shared loads: ~30 cycles each natively, hundreds instrumented
@@ -49,7 +53,17 @@ RT_ENTRY {
     }
     __syncthreads();
     unsigned int last;
+#if RT_VIA_CP
+    __shared__ __align__(16) unsigned int copy[4];
+    if (threadIdx.x == 0) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n\tcp.async.wait_all;"
+                     :: "r"((unsigned int)__cvta_generic_to_shared(copy)), "l"(word) : "memory");
+    }
+    __syncthreads();
+    last = copy[0];
+#else
     asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(last) : "l"(word) : "memory");
+#endif
     const bool keep_barrier = (last & 3u) == 2u;  // the load chain wrote last: the shared loads ran slow
     __syncthreads();  // every thread has read the word before rt_rows4 overwrites it
     rt_rows4(x, w, y, M, N, eps, red, keep_barrier);
