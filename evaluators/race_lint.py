@@ -69,7 +69,9 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    launches, so such a read sees what the last thread on that slot left (``rt_local_state``: a launch counter
    without a ``.global`` variable). A load at a constant offset of a ``.local`` variable (nvcc's
    ``__local_depot`` addressing, ``cvta.local`` of a named variable) needs every byte it reads stored before it
-   on every path (a forward must-analysis over the function's blocks), unless the thread stores into that
+   on every path (a forward must-analysis over the function's blocks; a guarded store, ``@p st``, counts only
+   for a load under the same guard later in its block, gate rules version 11: ``rt_guarded_init_state``
+   initialised its counter under a guard that never holds), unless the thread stores into that
    variable at an offset the lint cannot compute (a local array filled in a loop and read unrolled); a load at
    an offset the lint cannot compute needs a store somewhere in the function to the same variable (a local
    array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
@@ -683,6 +685,11 @@ def _forward(blocks, preds: dict[int, list[int]], meet: Callable[[list[frozenset
     return state_in
 
 
+def _guard(ins: Instruction) -> tuple[str, bool] | None:
+    """The guard of ``ins`` as (predicate register, negated), None when it has none."""
+    return None if ins.predicate is None else (ins.predicate.register.name, ins.predicate.negated)
+
+
 def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
     """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
     unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
@@ -691,7 +698,7 @@ def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, 
         cur = set(state)
         for ins in b.instructions:
             a = sites.get(id(ins))
-            if a is not None and a[0] == "store":
+            if a is not None and a[0] == "store" and _guard(ins) is None:  # a guarded store may not run
                 _stores_into(cur, a)
         return frozenset(cur)
 
@@ -717,17 +724,24 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
             if st is None:
                 continue  # unreachable
             cur = set(st)
+            # bytes stored in this block under a guard (register, negated) not redefined since: they count for a
+            # load under the same guard (gate rules version 11; version 10 counted a guarded store for every load)
+            guarded: dict[tuple[str, bool], set[tuple[str, int]]] = {}
             for ins in b.instructions:
+                for r in destinations(ins):
+                    guarded = {g: v for g, v in guarded.items() if g[0] != r}
                 a = sites.get(id(ins))
                 if a is None:
                     continue
+                guard = _guard(ins)
                 if a[0] == "store":
-                    _stores_into(cur, a)
+                    _stores_into(cur if guard is None else guarded.setdefault(guard, set()), a)
                     continue
                 _, roots, off, size = a
                 if len(roots) == 1 and off is not None and size is not None:
                     root = next(iter(roots))
-                    if root in stored_somewhere or all((root, off + k) in cur for k in range(size)):
+                    have = cur | guarded.get(guard, set()) if guard is not None else cur
+                    if root in stored_somewhere or all((root, off + k) in have for k in range(size)):
                         continue
                     why = (f"reads {size} bytes at offset {off} of the .local variable {root[2:]!r} that no store "
                            "of this thread wrote before it on every path")
