@@ -10,6 +10,8 @@ Expected at the next GPU session (version 10 in brackets, predicted from the cod
 - rt_laundered_state RT_SPACE 0 and 1: nondeterministic before any GPU time (rule 5's address form,
   ``launch_state``) [ok, clean verdict, on rt_local_state's and rt_shared_state's premise that the counter
   survives between launches];
+- rt_guarded_init_state: nondeterministic before any GPU time (rule 5's ``.local`` form: a guarded store counts
+  only for a load under the same guard) [ok, clean verdict, on rt_local_state's premise];
 - rt_laundered_state RT_SPACE 2: ok from the gate (the race latent) and a clean sanitizer verdict, predicted: the
   load names y, and no check of version 11 sees that it reads local memory (a strict xfail).
 """
@@ -32,6 +34,7 @@ STATIC = [
     ("rt_mbarrier_race_clock", {"RT_FORM": 1}, "atomic_order"),
     ("rt_laundered_state", {"RT_SPACE": 0}, "launch_state"),
     ("rt_laundered_state", {"RT_SPACE": 1}, "launch_state"),
+    ("rt_guarded_init_state", {}, "launch_state"),
 ]
 
 
