@@ -53,7 +53,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    and no seed uses ``atom`` at all.
    Its mbarrier form (gate rules version 11): ``mbarrier.pending_count`` (the arrivals still owed when this
    thread arrived), and an ``mbarrier.test_wait``/``try_wait`` whose result does anything but decide the retry of
-   a loop around it (the innermost loop holding it branches on nothing else, and nothing else reads the result):
+   a loop around it (the innermost loop holding it branches on nothing else, computes nothing else -- a count of
+   the retries kept in a register is a clock -- and nothing else reads the result):
    a single test says whether another thread has arrived yet, the same arrival order
    (``rt_mbarrier_race_clock``: an instrumented chain of shared loads against an ALU chain, no loop, no atom).
 
@@ -109,8 +110,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    only under the tool (``rt_alu_pace_dodge``). Threads of a CTA of a deterministic workload meet at barriers
    (``bar``/``barrier``, ``mbarrier`` waits), never in a spin on a shared word. A loop that waits on an
    ``mbarrier.test_wait``/``try_wait`` counts too when it also writes memory (a counter bumped while waiting); a
-   pipeline's retry loop (the wait and its branch) does not. Cannot see: a count kept in a register of such a
-   loop. Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
+   pipeline's retry loop (the wait and its branch) does not. A count kept in a register of such a loop is
+   rule 4's mbarrier form (version 11). Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
    atomicAdd(&next, 1)) < n)``), for workloads without atomics.
 
 7. **Distributed shared memory outside cluster barriers** (``cluster_lifetime``, every workload, gate rules
@@ -926,8 +927,9 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
                 inner = next((lp for lp in lps if b.id in lp.blocks), None)
                 if dst and inner is not None and _retries_on(dst[0], inner, blocks, prov.instructions):
                     continue
-                out.append((ins, "tests an mbarrier's phase without waiting for it (no loop that retries until "
-                                 "the test succeeds): whether another thread has arrived yet, the order of their "
+                out.append((ins, "tests an mbarrier's phase other than in a loop that only retries the test until "
+                                 "it succeeds (a single test, or a loop that also counts or decides on something "
+                                 "else): whether or how long before another thread arrived, the order of their "
                                  "arrival, a clock (the workload declares no atomics)"))
     return out
 
@@ -935,8 +937,9 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
 def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
     """Whether loop ``lp`` is a retry loop on predicate ``pred`` (an mbarrier test's result): the registers the
     loop computes from ``pred`` alone (and constants: nvcc's ``selp``/``setp`` of the inline asm's result) guard
-    every conditional branch in it, and no instruction anywhere reads them but those branches and that
-    computation."""
+    every conditional branch in it, no instruction anywhere reads them but those branches and that computation,
+    and the loop computes nothing else but constants (gate rules version 11: a count of the retries is a clock,
+    which rule 6 left to loops that write memory)."""
     body = [i for b in sorted(lp.blocks) for i in blocks[b].instructions]
     derived, steps = {pred}, set()
     changed = True
@@ -957,6 +960,12 @@ def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
                 return False
             guards.add(id(t))
     if not guards:
+        return False
+    # nothing else computed while waiting (a count of the retries kept in a register is a clock): the wait,
+    # what is derived from it, the branches and constants (nvcc's parity operand, `mov.u32 %r, 0`)
+    for i in body:
+        if _mbarrier_wait(i) or id(i) in steps or i.opcode == "bra" or (destinations(i) and not sources(i)):
+            continue
         return False
     users = [i for i in instructions if set(sources(i)) & derived
              or (i.predicate is not None and i.predicate.register.name in derived)]

@@ -7,8 +7,9 @@ recorded H200 kernel. GPU tests: tests/gpu/test_gate_redteam7.py.
 - rt_global_lww_clock: two warps store into one output word after different work (an ALU chain, a chain of
   shared loads instrumented under compute-sanitizer); the word read back after a barrier keeps or drops the
   barrier after the shared partials. Was: ok. Now: race lint rule 8 (``global_exchange``).
-- rt_mbarrier_race_clock: the same race decided by an mbarrier tested once (RT_FORM 0) or by the pending count
-  of an arrival (RT_FORM 1). Was: ok. Now: rule 4's mbarrier form (``atomic_order``).
+- rt_mbarrier_race_clock: the same race decided by an mbarrier tested once (RT_FORM 0), by the pending count
+  of an arrival (RT_FORM 1) or by the retries of a wait counted in a register (RT_FORM 2). Was: ok. Now: rule 4's
+  mbarrier form (``atomic_order``).
 - rt_laundered_state: rt_local_state's and rt_shared_state's launch counters read at an address rebuilt bit by
   bit through branches (RT_SPACE 0: generic, local; 1: ld.shared). Was: ok. Now: rule 5's address form
   (``launch_state``). RT_SPACE 2 (the rebuilt distance added to y) stays open.
@@ -40,6 +41,7 @@ CAUGHT = {
     ("rt_global_lww_clock", (("RT_VIA_CP", 1),)): ("global_exchange", "cp.async.ca.shared.global"),
     ("rt_mbarrier_race_clock", (("RT_FORM", 0),)): ("atomic_order", "mbarrier.test_wait.parity"),
     ("rt_mbarrier_race_clock", (("RT_FORM", 1),)): ("atomic_order", "mbarrier.pending_count"),
+    ("rt_mbarrier_race_clock", (("RT_FORM", 2),)): ("atomic_order", "a loop that also counts"),
     ("rt_laundered_state", (("RT_SPACE", 0),)): ("launch_state", "ld.volatile.v2.u32"),
     ("rt_laundered_state", (("RT_SPACE", 1),)): ("launch_state", "ld.volatile.shared.v2.u32"),
     ("rt_guarded_init_state", ()): ("launch_state", "ld.volatile.v2.u32"),
@@ -161,6 +163,8 @@ def test_rule_8_a_global_read_after_a_barrier_of_what_the_kernel_writes(body, fl
     (TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\tsetp.lt.u32 %p2, %r6, 4;\n\tand.pred %p1, %p1, %p2;\n"
                  "\t@%p1 bra $L_w;\n"), True),  # gives up after 4 tries: says whether the phase completed
     (TRY + "\tst.global.u32 [%rd7], %r5;\n", True),  # the result leaves the loop
+    (TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\t@%p1 bra $L_w;\n") + "\tst.global.u32 [%rd7], %r6;\n",
+     True),  # counts its retries: rt_mbarrier_race_clock RT_FORM 2
     ("\tmov.u32 %r4, buf;\n\tmbarrier.arrive.shared::cta.b64 %rd8, [%r4];\n"
      "\tmbarrier.pending_count.b64 %r5, %rd8;\n\tst.global.u32 [%rd7], %r5;\n", True),
 ])

@@ -5,7 +5,7 @@ with the settings of ``experiment=rmsnorm_h200``, each with the status its heade
 Expected at the next GPU session (version 10 in brackets, predicted from the code: none of these was run there):
 - rt_global_lww_clock (and RT_VIA_CP=1): nondeterministic before any GPU time (race lint rule 8,
   ``global_exchange``) [ok with a clean sanitizer verdict: racecheck runs the barrier path];
-- rt_mbarrier_race_clock RT_FORM 0 and 1: nondeterministic before any GPU time (rule 4's mbarrier form,
+- rt_mbarrier_race_clock RT_FORM 0, 1 and 2: nondeterministic before any GPU time (rule 4's mbarrier form,
   ``atomic_order``) [ok, clean verdict];
 - rt_laundered_state RT_SPACE 0 and 1: nondeterministic before any GPU time (rule 5's address form,
   ``launch_state``) [ok, clean verdict, on rt_local_state's and rt_shared_state's premise that the counter
@@ -32,6 +32,7 @@ STATIC = [
     ("rt_global_lww_clock", {"RT_VIA_CP": 1}, "global_exchange"),
     ("rt_mbarrier_race_clock", {"RT_FORM": 0}, "atomic_order"),
     ("rt_mbarrier_race_clock", {"RT_FORM": 1}, "atomic_order"),
+    ("rt_mbarrier_race_clock", {"RT_FORM": 2}, "atomic_order"),
     ("rt_laundered_state", {"RT_SPACE": 0}, "launch_state"),
     ("rt_laundered_state", {"RT_SPACE": 1}, "launch_state"),
     ("rt_guarded_init_state", {}, "launch_state"),
