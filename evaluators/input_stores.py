@@ -533,6 +533,19 @@ class Provenance:
         P, W, _ = an.val.get(addr.base.name, _CLEAN)
         return P | W
 
+    def source_roots(self, ins: Instruction) -> frozenset[str]:
+        """Roots of the memory a copy reads (``cp``'s second address operand: ``cp.async...shared.global [dst],
+        [src]``), as ``address_roots`` gives them for the first; empty when ``ins`` names no second address."""
+        an = self._owner.get(id(ins), self._an)
+        addrs = [o for o in ins.operands if isinstance(o, Address)]
+        if len(addrs) < 2 or isinstance(addrs[1].base, Immediate):
+            return _EMPTY
+        base = addrs[1].base
+        if isinstance(base, Symbol):
+            return frozenset({"s:" + base.name}) if base.name in an.module_vars else frozenset({UNKNOWN})
+        P, W, _ = an.val.get(base.name, _CLEAN)
+        return P | W
+
 
 # Rounds of the interprocedural fixed point (callee parameter roots and the shared memory roots only grow; a
 # module with more call levels than this is analysed with what the rounds found, then every callee parameter is

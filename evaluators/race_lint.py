@@ -51,6 +51,12 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    register (``rt_atomic_race_clock``). Integer ``red`` (and an ``atom`` whose result no instruction reads:
    the same commutative update) stays allowed; none of the 1502 distinct kernels of the recorded H200 stores
    and no seed uses ``atom`` at all.
+   Its mbarrier form (gate rules version 11): ``mbarrier.pending_count`` (the arrivals still owed when this
+   thread arrived), and an ``mbarrier.test_wait``/``try_wait`` whose result does anything but decide the retry of
+   a loop around it (the innermost loop holding it branches on nothing else, computes nothing else -- a count of
+   the retries kept in a register is a clock -- and nothing else reads the result):
+   a single test says whether another thread has arrived yet, the same arrival order
+   (``rt_mbarrier_race_clock``: an instrumented chain of shared loads against an ALU chain, no loop, no atom).
 
 5. **State kept across launches** (``launch_state``, only when the workload declares no atomics): a write
    (``st``, ``atom``, ``red``, any strength, direct or through a generic address) into a ``.global`` variable
@@ -64,7 +70,9 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    launches, so such a read sees what the last thread on that slot left (``rt_local_state``: a launch counter
    without a ``.global`` variable). A load at a constant offset of a ``.local`` variable (nvcc's
    ``__local_depot`` addressing, ``cvta.local`` of a named variable) needs every byte it reads stored before it
-   on every path (a forward must-analysis over the function's blocks), unless the thread stores into that
+   on every path (a forward must-analysis over the function's blocks; a guarded store, ``@p st``, counts only
+   for a load under the same guard later in its block, gate rules version 11: ``rt_guarded_init_state``
+   initialised its counter under a guard that never holds), unless the thread stores into that
    variable at an offset the lint cannot compute (a local array filled in a loop and read unrolled); a load at
    an offset the lint cannot compute needs a store somewhere in the function to the same variable (a local
    array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
@@ -79,6 +87,12 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    only a later iteration's store precedes reads stale memory the first time. Cannot see: a store into another
    part of the same variable before the load (variables are compared, not offsets), stores on paths the inputs
    never take, loads in called functions (the entry only).
+   Its address form (gate rules version 11): a generic or ``.shared`` load whose address no variable, parameter or
+   buffer vouches for (no provenance roots, or only ``UNKNOWN``: built from constants, rebuilt bit by bit through
+   branches, loaded from memory). Both forms above follow variables; such an address may point anywhere in the
+   thread's local window or the CTA's shared window (``rt_laundered_state``: a counter's address rebuilt through
+   branches). Cannot see: a laundered distance added to a buffer's address (the load then names the buffer:
+   ``rt_laundered_state`` RT_SPACE 2 names y and reads local memory).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -96,8 +110,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    only under the tool (``rt_alu_pace_dodge``). Threads of a CTA of a deterministic workload meet at barriers
    (``bar``/``barrier``, ``mbarrier`` waits), never in a spin on a shared word. A loop that waits on an
    ``mbarrier.test_wait``/``try_wait`` counts too when it also writes memory (a counter bumped while waiting); a
-   pipeline's retry loop (the wait and its branch) does not. Cannot see: a count kept in a register of such a
-   loop. Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
+   pipeline's retry loop (the wait and its branch) does not. A count kept in a register of such a loop is
+   rule 4's mbarrier form (version 11). Rejects too: an honest work queue inside a CTA on a shared atomic counter (``while ((i =
    atomicAdd(&next, 1)) < n)``), for workloads without atomics.
 
 7. **Distributed shared memory outside cluster barriers** (``cluster_lifetime``, every workload, gate rules
@@ -112,6 +126,17 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    (``cluster.sync()`` at the end). Dropping that last barrier saves a rendezvous per row group and almost
    never shows on a GPU (``rt_cluster_exit_race``); the template keeps it. Entry only; a call to a function
    that accesses distributed shared memory counts as an access.
+
+8. **Exchange through global memory inside a CTA** (``global_exchange``, with rule 4's order form: workloads
+   without atomics, gate rules version 11): a global/generic ``ld``/``ldu``, or a ``cp`` copying out of global
+   memory (``cp.async`` into shared memory), of a location the same function
+   writes (roots that meet), on a path from the write that crosses a barrier (``bar``/``barrier`` but a bare
+   arrive) or an mbarrier wait. Threads of a CTA then pass data through global memory, where racecheck (shared
+   memory only) does not look at the order of the accesses and no other rule applies without a loop, an atomic
+   or a strong store: two warps storing into one output word after different work (an instrumented chain of
+   shared loads, an ALU chain) and everyone reading it after a barrier is a clock (``rt_global_lww_clock``).
+   Shared memory is the place for such exchanges (racecheck checks it). Cannot see: a read with no path from
+   the write through a barrier (another CTA's, by chance of timing: "cannot see" below).
 
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
@@ -129,6 +154,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluators.input_stores import (
+    _STATE_SPACES,
     UNKNOWN,
     Provenance,
     destination_space,
@@ -164,7 +190,7 @@ class RaceFinding:
     """One pattern of the module docstring.
 
     kind: ``"spin_wait"``, ``"unfenced_publish"``, ``"time_dependent"``, ``"float_atomic"``,
-    ``"atomic_order"``, ``"launch_state"``, ``"wall_clock_wait"`` or ``"cluster_lifetime"``; line: 1-based line in the module's canonical listing of the instruction that shows it
+    ``"atomic_order"``, ``"launch_state"``, ``"wall_clock_wait"``, ``"cluster_lifetime"`` or ``"global_exchange"``; line: 1-based line in the module's canonical listing of the instruction that shows it
     (the spin's global read, the unfenced data write, the clock read, the atomic, the variable's store); text: that line; why: the pattern in words (with the flag
     write for ``unfenced_publish``).
     """
@@ -660,6 +686,11 @@ def _forward(blocks, preds: dict[int, list[int]], meet: Callable[[list[frozenset
     return state_in
 
 
+def _guard(ins: Instruction) -> tuple[str, bool] | None:
+    """The guard of ``ins`` as (predicate register, negated), None when it has none."""
+    return None if ins.predicate is None else (ins.predicate.register.name, ins.predicate.negated)
+
+
 def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
     """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
     unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
@@ -668,7 +699,7 @@ def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, 
         cur = set(state)
         for ins in b.instructions:
             a = sites.get(id(ins))
-            if a is not None and a[0] == "store":
+            if a is not None and a[0] == "store" and _guard(ins) is None:  # a guarded store may not run
                 _stores_into(cur, a)
         return frozenset(cur)
 
@@ -694,17 +725,24 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
             if st is None:
                 continue  # unreachable
             cur = set(st)
+            # bytes stored in this block under a guard (register, negated) not redefined since: they count for a
+            # load under the same guard (gate rules version 11; version 10 counted a guarded store for every load)
+            guarded: dict[tuple[str, bool], set[tuple[str, int]]] = {}
             for ins in b.instructions:
+                for r in destinations(ins):
+                    guarded = {g: v for g, v in guarded.items() if g[0] != r}
                 a = sites.get(id(ins))
                 if a is None:
                     continue
+                guard = _guard(ins)
                 if a[0] == "store":
-                    _stores_into(cur, a)
+                    _stores_into(cur if guard is None else guarded.setdefault(guard, set()), a)
                     continue
                 _, roots, off, size = a
                 if len(roots) == 1 and off is not None and size is not None:
                     root = next(iter(roots))
-                    if root in stored_somewhere or all((root, off + k) in cur for k in range(size)):
+                    have = cur | guarded.get(guard, set()) if guard is not None else cur
+                    if root in stored_somewhere or all((root, off + k) in have for k in range(size)):
                         continue
                     why = (f"reads {size} bytes at offset {off} of the .local variable {root[2:]!r} that no store "
                            "of this thread wrote before it on every path")
@@ -780,6 +818,158 @@ def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruc
                 out.append((ins, f"writes the .global variable {hit[0][2:]!r}: state that outlives the launch (a "
                                  "kernel can count its launches, memoise an answer or pass results between launches)"))
     return out
+
+
+def _unvouched(roots: frozenset[str]) -> bool:
+    """No variable, parameter or buffer vouches for an address with these roots: none at all (built from
+    constants, or through control flow bit by bit) or only ``UNKNOWN`` (a value loaded from memory)."""
+    return not roots or roots == frozenset({UNKNOWN})
+
+
+def _unvouched_loads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 5's address form (gate rules version 11): a generic or ``.shared`` load (``ld``/``ldu``/``ldmatrix``,
+    an ``atom`` result) whose address no variable or parameter vouches for (``_unvouched``). Such an address may
+    point anywhere in the thread's local window or the CTA's shared window, so the forms above, which follow
+    variables, cannot say what it reads; ``rt_laundered_state`` rebuilt its counter's address bit by bit through
+    branches. (An ``ld.local`` at such an address is the ``.local`` form's own finding.)"""
+    out = []
+    for ins in prov.instructions:
+        if not _shared_load(ins) or destination_space(ins) not in ("generic", "shared"):
+            continue
+        if any(isinstance(o, Address) for o in ins.operands) and _unvouched(prov.address_roots(ins)):
+            out.append((ins, f"reads {destination_space(ins)} memory at an address no variable, parameter or buffer "
+                             "vouches for (built from constants or through control flow): it may read local or "
+                             "shared memory an earlier launch left (neither is cleared between launches), state "
+                             "that outlives the launch"))
+    return out
+
+
+def _is_cta_sync(ins: Instruction) -> bool:
+    """An instruction after which a thread may see what other threads of its CTA (or warp) stored before it: a
+    barrier (``bar``/``barrier`` of any form but a bare arrive) or an mbarrier wait."""
+    if ins.opcode in ("bar", "barrier"):
+        return "arrive" not in ins.modifiers or "wait" in ins.modifiers
+    return _mbarrier_wait(ins)
+
+
+def _copy_source_space(ins: Instruction) -> str | None:
+    """The state space a ``cp`` reads (its second state-space modifier: ``cp.async.ca.shared.global``), or None."""
+    spaces = [m.split("::", 1)[0] for m in ins.modifiers if m.split("::", 1)[0] in _STATE_SPACES]
+    return spaces[1] if len(spaces) >= 2 else None
+
+
+def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
+    """Rule 8 (``global_exchange``, gate rules version 11): a global/generic ``ld``/``ldu`` (or a ``cp`` out of
+    global memory) of a location (address
+    roots that meet, ``UNKNOWN`` meeting any) that a global write of the same function stores into, on a path from
+    that write through a barrier or an mbarrier wait (``_is_cta_sync``): threads of a CTA exchange data through
+    global memory, where neither racecheck (shared memory only) nor memcheck (bounds) looks at the order of the
+    accesses. A last-writer race between two warps read back after a barrier is a clock no rule saw
+    (``rt_global_lww_clock``)."""
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        blocks = blocks_of(f)
+        writes = [(b.id, i, prov.address_roots(ins)) for b in blocks for i, ins in enumerate(b.instructions)
+                  if _global_write(ins)]
+        reads = {id(ins): prov.address_roots(ins) for b in blocks for ins in b.instructions
+                 if ins.opcode in ("ld", "ldu") and destination_space(ins) in ("global", "generic")
+                 and "param" not in ins.modifiers}
+        # a copy out of global memory (cp.async, cp.async.bulk into shared memory) reads its source
+        reads.update({id(ins): prov.source_roots(ins) for b in blocks for ins in b.instructions
+                      if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
+        if not writes or not reads:
+            continue
+        found: dict[int, Instruction] = {}
+        for b0, i0, roots in writes:
+            targets = {k for k, r in reads.items() if _meets(r, roots) and k not in found}
+            if not targets:
+                continue
+            stack, seen = [(b0, i0 + 1, False)], set()
+            while stack:
+                b, pos, crossed = stack.pop()
+                for ins in blocks[b].instructions[pos:]:
+                    if crossed and id(ins) in targets:
+                        found[id(ins)] = ins
+                    crossed = crossed or _is_cta_sync(ins)
+                for t in blocks[b].successors:
+                    if (t, crossed) not in seen:
+                        seen.add((t, crossed))
+                        stack.append((t, 0, crossed))
+        for ins in found.values():
+            out.append((ins, "reads global memory that this kernel writes, after a barrier on the way from the "
+                             "write: threads of the CTA exchange data through global memory, which neither racecheck "
+                             "(shared memory only) nor any rule orders (a last-writer race read back after a barrier "
+                             "is a clock; the workload declares no atomics)"))
+    return out
+
+
+def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
+    """Rule 4's mbarrier form (gate rules version 11): ``mbarrier.pending_count`` (how many arrivals were still
+    owed when this thread arrived), and an ``mbarrier.test_wait``/``try_wait`` whose result does anything but
+    decide the retry of a loop around it: the innermost loop holding the test has no conditional branch but on
+    its result, and nothing else reads it. A pipeline waits until the phase completes; a single test says whether
+    another thread has arrived yet, its arrival order (``rt_mbarrier_race_clock``)."""
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        blocks = blocks_of(f)
+        lps = None
+        for b in blocks:
+            for ins in b.instructions:
+                if ins.opcode == "mbarrier" and "pending_count" in ins.modifiers:
+                    out.append((ins, "reads an mbarrier's pending arrival count: the order in which threads "
+                                     "arrived, which racecheck does not report (the workload declares no atomics)"))
+                    continue
+                if not _mbarrier_wait(ins):
+                    continue
+                dst = destinations(ins)
+                if lps is None:
+                    lps = sorted(loops(f, cfg(f, blocks)), key=lambda lp: -lp.depth)
+                inner = next((lp for lp in lps if b.id in lp.blocks), None)
+                if dst and inner is not None and _retries_on(dst[0], inner, blocks, prov.instructions):
+                    continue
+                out.append((ins, "tests an mbarrier's phase other than in a loop that only retries the test until "
+                                 "it succeeds (a single test, or a loop that also counts or decides on something "
+                                 "else): whether or how long before another thread arrived, the order of their "
+                                 "arrival, a clock (the workload declares no atomics)"))
+    return out
+
+
+def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
+    """Whether loop ``lp`` is a retry loop on predicate ``pred`` (an mbarrier test's result): the registers the
+    loop computes from ``pred`` alone (and constants: nvcc's ``selp``/``setp`` of the inline asm's result) guard
+    every conditional branch in it, no instruction anywhere reads them but those branches and that computation,
+    and the loop computes nothing else but constants (gate rules version 11: a count of the retries is a clock,
+    which rule 6 left to loops that write memory)."""
+    body = [i for b in sorted(lp.blocks) for i in blocks[b].instructions]
+    derived, steps = {pred}, set()
+    changed = True
+    while changed:
+        changed = False
+        for i in body:
+            srcs, dst = sources(i), destinations(i)
+            if dst and srcs and id(i) not in steps and i.predicate is None and set(srcs) <= derived \
+                    and i.opcode in ("mov", "selp", "setp", "not", "and", "or", "xor"):
+                steps.add(id(i))
+                derived |= set(dst)
+                changed = True
+    guards = set()
+    for b in lp.blocks:
+        t = blocks[b].terminator
+        if t is not None and t.predicate is not None:
+            if t.opcode != "bra" or t.predicate.register.name not in derived:
+                return False
+            guards.add(id(t))
+    if not guards:
+        return False
+    # nothing else computed while waiting (a count of the retries kept in a register is a clock): the wait,
+    # what is derived from it, the branches and constants (nvcc's parity operand, `mov.u32 %r, 0`)
+    for i in body:
+        if _mbarrier_wait(i) or id(i) in steps or i.opcode == "bra" or (destinations(i) and not sources(i)):
+            continue
+        return False
+    users = [i for i in instructions if set(sources(i)) & derived
+             or (i.predicate is not None and i.predicate.register.name in derived)]
+    return all(id(i) in guards or id(i) in steps for i in users)
 
 
 # Instructions through which a register keeps holding (an offset into) the address ``mapa`` gave.
@@ -945,10 +1135,13 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     hits += [("cluster_lifetime", ins, why) for ins, why in _cluster_lifetimes(kernel, prov, blocks_of)]
     if not order_ok:  # after the ordering findings, which say more about what a kernel gets wrong
         hits += [("atomic_order", ins, why) for ins, why in _order_atomics(prov)]
+        hits += [("atomic_order", ins, why) for ins, why in _mbarrier_observations(prov, blocks_of)]
+        hits += [("global_exchange", ins, why) for ins, why in _global_exchanges(prov, blocks_of)]
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong
         hits += [("launch_state", ins, why) for ins, why in _launch_state_writes(kernel, prov)]
         hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov, blocks_of)]
         hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov, blocks_of)]
+        hits += [("launch_state", ins, why) for ins, why in _unvouched_loads(kernel, prov)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}

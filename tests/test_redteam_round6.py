@@ -68,12 +68,16 @@ def _v9_clustered(kernel: Kernel, fn) -> bool:
 
 def v9_kinds(k: Kernel, monkeypatch, atomics: bool = False) -> list[str]:
     """The kinds the race lint of gate rules version 9 found in ``k`` (RMSNorm's settings unless ``atomics``):
-    version 10's lint with its additions switched off -- no tracing through memory, no rule 7, any cluster
-    directive a cluster launch, and rule 1's cluster exemption for every workload (rule 6 run alongside)."""
+    the current lint with version 10's and 11's additions switched off -- no tracing through memory, no rule 7,
+    any cluster directive a cluster launch, and rule 1's cluster exemption for every workload (rule 6 run
+    alongside); no rule 8, no mbarrier or address forms, guarded local stores counted as stores."""
     with monkeypatch.context() as m:
         m.setattr(rl, "_through_memory", lambda *a, **kw: ([], None))
         m.setattr(rl, "_cluster_lifetimes", lambda *a, **kw: [])
         m.setattr(rl, "_clustered", _v9_clustered)
+        for name in ("_global_exchanges", "_mbarrier_observations", "_unvouched_loads"):  # version 11's forms
+            m.setattr(rl, name, lambda *a, **kw: [])
+        m.setattr(rl, "_guard", lambda ins: None)
         p = provenance(k)
         kinds = [f.kind for f in rl.race_lint(k, p, atomics, atomics, True, atomics).findings]
         if not atomics:

@@ -67,8 +67,12 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # a cluster launch needs more than one CTA per cluster and exempts nothing from rule 1 without atomics,
 # rt_cluster_of_one; rule 7, distributed shared memory between cluster barriers, rt_cluster_exit_race; the sanitizer
 # replay draws each launch's input distribution and refill pattern from a seed drawn per call, rt_replay_refill_dodge,
-# rt_replay_scale_dodge, rt_replay_seed_dodge), which reject kernels v9 accepted.
-GATE_VERSION = 10
+# rt_replay_scale_dodge, rt_replay_seed_dodge), which reject kernels v9 accepted; 11: v10 with the seventh red-team
+# round's fixes (race lint rule 8, a global read after a barrier of what the kernel writes: rt_global_lww_clock;
+# rule 4's mbarrier form, a phase test that retries nothing or a pending count: rt_mbarrier_race_clock; rule 5's
+# address form, a generic or shared load at an address nothing vouches for: rt_laundered_state), which reject
+# kernels v10 accepted.
+GATE_VERSION = 11
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
