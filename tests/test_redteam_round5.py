@@ -192,7 +192,7 @@ def test_every_ptx_file_and_seed_with_shared_memory_passes_the_new_forms():
 @pytest.mark.slow
 def test_every_recorded_h200_kernel_passes_the_new_forms():
     """The distinct kernels of every recorded H200 store (experiments/data/*.sqlite.gz) that use shared
-    memory: none waits on a shared word or reads one before a store into it (~40 s on one core); none uses
+    memory: none waits on a shared word or reads one before a store into it (136 s for 2058 kernels, 2026-12-01); none uses
     ``atom`` at all (rule 4's order form)."""
     rec = recorded_h200()
     assert len(rec.kernels) >= 1400
