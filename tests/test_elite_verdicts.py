@@ -230,3 +230,50 @@ def test_the_end_of_run_wait_is_bounded_and_leaves_the_rest_pending(tmp_path):
     assert eng.archive.pending and set(eng.archive.pending) <= set(ev.submitted)
     again = GridArchive.from_state(store.checkpoint("engine").state["archive"])
     assert again.pending == eng.archive.pending  # asked again on resume
+
+
+class RandomLagVerdictEvaluator(LazyVerdictEvaluator):
+    """Verdicts that come back in a random subset at each collect (all of them when the engine waits); a key
+    divisible by 3 fails."""
+
+    def __init__(self, seed):
+        super().__init__()
+        import random
+
+        self.rng = random.Random(seed)
+        self.verdict_of: dict[int, Status] = {}
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        take = self.queue if wait else [q for q in self.queue if self.rng.random() < 0.3]
+        self.queue = [q for q in self.queue if q not in take]
+        out = []
+        for k, _ in take:
+            self.computed.append(k)
+            v = Verdict(Status.SANITIZER, "compute-sanitizer racecheck: 1 error(s)") if k % 3 == 0 else Verdict(Status.OK)
+            self.verdict_of[k] = v.status
+            out.append((k, v))
+        return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_with_lagging_verdicts_every_final_elite_passed_its_own(tmp_path, seed):
+    """However verdicts lag behind the elites (withdrawn, brought back, asked again), the run ends with every elite
+    confirmed by its own passed verdict and every failed one out of the archive."""
+    from archive.grid import Dimension
+    from evolve.algorithms.map_elites import MapElites
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    store = Store(tmp_path / "s.sqlite")
+    ev = RandomLagVerdictEvaluator(seed)
+    eng = make_engine(get_workload("rmsnorm"), store, budget=30, evaluator=ev, seed=seed)
+    coarse = GridArchive([Dimension(d.name, (d.edges[0], d.edges[len(d.edges) // 2], d.edges[-1]))
+                          for d in default_dimensions()])
+    eng.archive, eng.algorithm = coarse, MapElites(coarse)
+    eng.run()
+    assert ev.withdrawn  # elites were displaced while their verdicts waited
+    assert eng.archive.pending == []
+    for e in eng.archive.elites():
+        assert ev.verdict_of.get(e.candidate_id) == Status.OK, (e.candidate_id, ev.verdict_of.get(e.candidate_id))
+    rows = {r.id: r for r in store.candidates(with_ptx=False)}
+    assert all(rows[k].status == "sanitizer" for k, s in ev.verdict_of.items() if s == Status.SANITIZER)
