@@ -37,18 +37,14 @@
 RT_ENTRY {
     __shared__ float red[8];
     __shared__ unsigned int chase[32];
-    if (threadIdx.x < 32) chase[threadIdx.x] = (threadIdx.x * 7u + 3u) & 31u;
+    rt_chase_init(chase);
     __syncthreads();
     unsigned int* word = reinterpret_cast<unsigned int*>(y + (long long)blockIdx.x * 4 * (long long)N);
     if (threadIdx.x == 32) {
-        unsigned int v = (unsigned int)N | 1u;
-#pragma unroll 1
-        for (int i = 0; i < RT_ALU_STEPS; ++i) v = v * 1664525u + 1013904223u;  // dependent: one at a time
+        const unsigned int v = rt_alu_chain((unsigned int)N | 1u, RT_ALU_STEPS);
         asm volatile("st.global.u32 [%0], %1;" :: "l"(word), "r"(1u | (v & 0x10000000u)) : "memory");
     } else if (threadIdx.x == 0) {
-        unsigned int c = (unsigned int)M & 31u;
-#pragma unroll 1
-        for (int i = 0; i < RT_LOADS; ++i) c = *reinterpret_cast<volatile unsigned int*>(&chase[c]);
+        const unsigned int c = rt_load_chain(chase, (unsigned int)M & 31u, RT_LOADS);
         asm volatile("st.global.u32 [%0], %1;" :: "l"(word), "r"(2u | (c << 8)) : "memory");
     }
     __syncthreads();

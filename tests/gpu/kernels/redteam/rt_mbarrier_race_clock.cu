@@ -39,19 +39,15 @@ RT_ENTRY {
     __shared__ __align__(8) unsigned long long mbar;
     __shared__ int careful;
     const unsigned int bar = (unsigned int)__cvta_generic_to_shared(&mbar);
-    if (threadIdx.x < 32) chase[threadIdx.x] = (threadIdx.x * 7u + 3u) & 31u;
+    rt_chase_init(chase);
     if (threadIdx.x == 0)
         asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(bar), "r"(RT_FORM == 1 ? 2 : 1) : "memory");
     __syncthreads();
     if (threadIdx.x == 0) {
-        unsigned int c = (unsigned int)M & 31u;
-#pragma unroll 1
-        for (int i = 0; i < RT_LOADS; ++i) c = *reinterpret_cast<volatile unsigned int*>(&chase[c]);
+        const unsigned int c = rt_load_chain(chase, (unsigned int)M & 31u, RT_LOADS);
         asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared.b64 st, [%0];\n\t}" :: "r"(bar + (c >> 8)) : "memory");
     } else if (threadIdx.x == 32) {
-        unsigned int v = (unsigned int)N | 1u;
-#pragma unroll 1
-        for (int i = 0; i < RT_ALU_STEPS; ++i) v = v * 1664525u + 1013904223u;  // dependent: one at a time
+        const unsigned int v = rt_alu_chain((unsigned int)N | 1u, RT_ALU_STEPS);
         unsigned int first;  // 1: warp 0 arrived before this point
 #if RT_FORM == 0
         asm volatile("{\n\t.reg .pred done;\n\tmbarrier.test_wait.parity.shared.b64 done, [%1], 0;\n\t"

@@ -161,3 +161,22 @@ __device__ __forceinline__ void rt_half_store(const bf* xr, bf* yr, const float*
         }
     }
 }
+
+// The two clocks of round 7's race-clock kernels: a chain of dependent ALU steps, which compute-sanitizer does
+// not instrument, and a chain of dependent shared loads through `chase` (filled by rt_chase_init), which it does.
+// (Rounds 5 and 6 keep their own copies: their PTX is what their GPU tests ran.)
+__device__ __forceinline__ unsigned int rt_alu_chain(unsigned int v, int steps) {
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) v = v * 1664525u + 1013904223u;  // dependent: one at a time
+    return v;
+}
+
+__device__ __forceinline__ void rt_chase_init(unsigned int* chase) {
+    if (threadIdx.x < 32) chase[threadIdx.x] = (threadIdx.x * 7u + 3u) & 31u;
+}
+
+__device__ __forceinline__ unsigned int rt_load_chain(unsigned int* chase, unsigned int c, int steps) {
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) c = *reinterpret_cast<volatile unsigned int*>(&chase[c]);
+    return c;
+}
