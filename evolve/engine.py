@@ -642,8 +642,9 @@ class Engine:
                     self.store.update_candidate(cid, cell=[int(c) for c in cell])
                     if submit is not None:  # a sanitizer verdict before the elite counts (pending till then)
                         submit(cid, item.kernel)
-                        if res.displaced is not None and self.archive.is_pending(res.displaced):
-                            self._withdraw_verdict(res.displaced)
+                        if (res.displaced is not None and self.archive.is_pending(res.displaced)
+                                and self._withdraw_verdict(res.displaced)):
+                            self.withdrawn.add(res.displaced)
                     # A new best of its task is "good on one task": try it on the neighbouring tasks.
                     if (item.task is not None and self.tasks is not None
                             and (task_best is None or float(result.objective) > task_best)):
@@ -709,18 +710,19 @@ class Engine:
                     asked += 1
             else:
                 for gone in self.archive.confirm(cid):  # displaced for good: no verdict is owed them
-                    if gone not in self.withdrawn:
+                    if gone in self.withdrawn:
+                        self.withdrawn.discard(gone)
+                    else:
                         self._withdraw_verdict(gone)
-                    self.withdrawn.discard(gone)
         return asked
 
-    def _withdraw_verdict(self, cid: Any) -> None:
-        """Withdraw the queued verdict of ``cid`` (a pending elite just displaced) when the evaluator can
-        (``withdraw_verdict``; else it still comes and is applied as usual)."""
+    def _withdraw_verdict(self, cid: Any) -> bool:
+        """Withdraw the queued verdict of ``cid`` when the evaluator can (``withdraw_verdict``; else, or once its
+        batch has started, it still comes and is applied as usual). True when withdrawn."""
         withdraw = getattr(self.evaluator, "withdraw_verdict", None)
-        if withdraw is not None and withdraw(cid):
-            self.withdrawn.add(cid)
-            self.verdicts_withdrawn += 1
+        done = bool(withdraw is not None and withdraw(cid))
+        self.verdicts_withdrawn += done
+        return done
 
     def _after_commit(self) -> None:
         if self._committed and self.lessons is not None:

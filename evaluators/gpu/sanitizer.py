@@ -283,21 +283,17 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                     for e in todo:
                         record(e["id"], tool, run)
                     continue
-                if len(todo) == 1:  # a batch of one is already its own run: a re-run would repeat it (and its
-                    e = todo[0]     # timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
-                    if run is None:
+                for e in todo:  # split: one process per kernel; a batch of one is its own run already (a re-run
+                    try:        # repeats its timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
+                        alone = run if len(todo) == 1 else run_tool(
+                            tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]), timeout_s, exe, env)
+                    except subprocess.TimeoutExpired:
+                        alone = None
+                    if alone is None:
                         verdicts[e["id"]].status = Status.SANITIZER
                         verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
                     else:
-                        record(e["id"], tool, run)
-                    continue
-                for e in todo:  # split: one process per kernel
-                    try:
-                        alone = run_tool(tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]), timeout_s, exe, env)
                         record(e["id"], tool, alone)
-                    except subprocess.TimeoutExpired:
-                        verdicts[e["id"]].status = Status.SANITIZER
-                        verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
     for v in verdicts:
         v.seconds = time.perf_counter() - t0
     return verdicts
