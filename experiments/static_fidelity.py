@@ -31,6 +31,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -177,13 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         out = json.loads(FIDELITY_FILE.read_text()) if FIDELITY_FILE.is_file() else {}
         stores = [Path(s).name for s in args.stores]
         for which, res in report.items():
-            version = cal.version if which == "static" else f"replay+{cal.version}"
-            out[which] = {"model_version": version, "workload": wl.name, "stores": stores,
-                          "date": time.strftime("%Y-%m-%d"),
-                          "method": method,
-                          "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
-                          "median_rel_error_per_shape": {k: v["median_rel_error"]
-                                                         for k, v in res["pooled"]["per_shape"].items()},
+            out[which] = {"model_version": model_version(which, cal), "workload": wl.name, "stores": stores,
+                          "date": time.strftime("%Y-%m-%d"), "method": method, **pooled_record(res["pooled"]),
                           "folds": {k: {kk: vv for kk, vv in v.items() if kk != "per_shape"}
                                     for k, v in res.items() if k != "pooled"}}
         FIDELITY_FILE.write_text(json.dumps(out, indent=1) + "\n")
@@ -193,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def model_version(which: str, cal: Any) -> str:
+    """The version FIDELITY_FILE records for ``which`` ("static" or "replay") under calibration ``cal``."""
+    return cal.version if which == "static" else f"replay+{cal.version}"
+
+
+def pooled_record(pooled: dict) -> dict:
+    """A pooled fold's metrics as FIDELITY_FILE holds them: ``held_out`` and ``median_rel_error_per_shape``."""
+    return {"held_out": {k: v for k, v in pooled.items() if k != "per_shape"},
+            "median_rel_error_per_shape": {k: v["median_rel_error"] for k, v in pooled["per_shape"].items()}}
+
+
 def write_later(report: dict[str, dict], stores: list[str], method: str) -> None:
     """Record under ``"later_runs"`` of each kind's entry in FIDELITY_FILE how the shipped model (its version must
     be the entry's) ranked the kernels of runs recorded after it was fitted: the strongest held-out evidence, since
@@ -200,14 +207,12 @@ def write_later(report: dict[str, dict], stores: list[str], method: str) -> None
     cal = load_calibration()
     out = json.loads(FIDELITY_FILE.read_text()) if FIDELITY_FILE.is_file() else {}
     for which, res in report.items():
-        version = cal.version if which == "static" else f"replay+{cal.version}"
+        version = model_version(which, cal)
         entry = out.get(which)
         if not entry or entry.get("model_version") != version:
             raise SystemExit(f"{FIDELITY_FILE}: no {which} entry for {version}: run --write first")
         entry["later_runs"] = {"stores": stores, "date": time.strftime("%Y-%m-%d"), "method": method,
-                               "held_out": {k: v for k, v in res["pooled"].items() if k != "per_shape"},
-                               "median_rel_error_per_shape": {k: v["median_rel_error"]
-                                                              for k, v in res["pooled"]["per_shape"].items()}}
+                               **pooled_record(res["pooled"])}
     FIDELITY_FILE.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote later_runs in {FIDELITY_FILE}")
 
