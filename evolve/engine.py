@@ -171,12 +171,14 @@ class Snapshot:
 
     evaluations: evaluator calls so far; candidates: recorded proposals; valid_rate: ok / evaluated rows;
     best: best objective in the archive (None before any valid kernel); qd_score / coverage / n_elites: archive
-    stats; evals_per_s: evaluations per wall second this session; seconds: wall seconds of search;
+    stats; evals_per_s: evaluations per wall second of this session's search (the end-of-run wait for
+    sanitizer verdicts left out); seconds: wall seconds of search;
     statuses: rows per status; duplicates: hash-cache hits; operator_rewards: mean bandit reward per operator;
     tasks: per task name, ``evolve.tasks.task_stats`` (qd_score, coverage, best, n_elites), empty without tasks;
     host_seconds: seconds the engine's thread spent per phase this session (propose: ask + operator; apply: edit
     + instantiation when not staged; wait_instantiation: waiting for a staged one; tell: store, archive,
-    lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step).
+    lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step;
+    verdict_wait: the end-of-run wait for owed sanitizer verdicts).
     disabled: operators switched off (name -> reason).
     """
 
@@ -270,6 +272,7 @@ class Engine:
         self._kernels: OrderedDict[CandidateId, Kernel] = OrderedDict()
         self._results: OrderedDict[CandidateId, EvalResult] = OrderedDict()
         self._session_start = time.monotonic()
+        self._search_end: float | None = None  # set when the search stops: the verdict wait is not search time
         self._session_evals0 = 0
         self.resumed = False
         self._committed = False
@@ -785,7 +788,7 @@ class Engine:
         st = self.archive.stats()
         evaluated = self.evaluated
         ok = self.statuses.get(str(Status.OK), 0)
-        secs = max(time.monotonic() - self._session_start, 1e-9)
+        secs = max((self._search_end or time.monotonic()) - self._session_start, 1e-9)
         return Snapshot(
             evaluations=evaluated,
             candidates=self.budget.candidates, valid_rate=ok / evaluated if evaluated else 0.0, best=st.best,
@@ -899,6 +902,7 @@ class Engine:
                 self.host_seconds["wait_evaluation"] += t_tell - t_wait
                 self._tell(item, result, pool)
                 self.host_seconds["tell"] += time.perf_counter() - t_tell
+        self._search_end = time.monotonic()
         if getattr(self.evaluator, "submit_verdict", None) is not None:
             with self.store.transaction() as tx:  # every elite's verdict is in before the run reports
                 deadline = time.monotonic() + float(self.settings.verdict_wait_s)
@@ -906,6 +910,7 @@ class Engine:
                 while (self._apply_verdicts(wait=True, timeout=max(0.0, deadline - time.monotonic()))
                        and time.monotonic() < deadline):
                     pass
+                self.host_seconds["verdict_wait"] += time.monotonic() - self._search_end
                 self._checkpoint(tx)
             if self.verdicts_withdrawn:
                 log.info("%d elite verdicts withdrawn: displaced before their sanitizer batch started",

@@ -277,3 +277,44 @@ def test_with_lagging_verdicts_every_final_elite_passed_its_own(tmp_path, seed):
         assert ev.verdict_of.get(e.candidate_id) == Status.OK, (e.candidate_id, ev.verdict_of.get(e.candidate_id))
     rows = {r.id: r for r in store.candidates(with_ptx=False)}
     assert all(rows[k].status == "sanitizer" for k, s in ev.verdict_of.items() if s == Status.SANITIZER)
+
+
+class SlowVerdictEvaluator(VerdictEvaluator):
+    """The end-of-run wait takes 1000 s of the engine's clock (the clock is advanced, nothing sleeps)."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        if wait:
+            self.clock.offset += 1000.0
+        return super().collect_verdicts(wait, timeout)
+
+
+def test_the_rate_leaves_out_the_end_of_run_wait_for_verdicts(tmp_path, monkeypatch):
+    """eval/s is the search's rate: a loop comparison with and without verdicts must not charge the owed
+    verdicts' drain (at full speed after the search) to the search."""
+    import time as real_time
+
+    import evolve.engine as engine_mod
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    class Clock:
+        offset = 0.0
+
+        def monotonic(self):
+            return real_time.monotonic() + self.offset
+
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+    clock = Clock()
+    monkeypatch.setattr(engine_mod, "time", clock)
+    ev = SlowVerdictEvaluator(clock)
+    eng = make_engine(get_workload("rmsnorm"), Store(tmp_path / "s.sqlite"), budget=6, evaluator=ev)
+    final = eng.run()
+    assert final.evaluations == 6
+    assert final.host_seconds["verdict_wait"] >= 1000.0
+    assert final.evals_per_s > 6 / 1000.0 * 10  # over the search's seconds, not the 1000 s wait

@@ -14,6 +14,7 @@ takes eager ``rms_norm`` instead. ``extra["objective_baseline"]`` names what it 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import secrets
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluators.gpu.args import param_types
-from evaluators.gpu.devices import visible_devices
+from evaluators.gpu.devices import physical_device, visible_devices
+from evaluators.gpu.duty_cycle import DutyCycle
 from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.gate_schedule import GateSchedule
 from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
@@ -77,7 +79,9 @@ class GPUPool:
     ``collect_verdicts``, run in a background thread whose launches never overlap a timed interval on the same
     GPU); sanitizer_tools
     (default ``sanitizer.ELITE_TOOLS``); sanitizer_timeout_s (per tool and batch); sanitizer_timed_tools (the
-    tools of the replay's timed-shape phase, a subset of sanitizer_tools; None: all of them); gate_schedule
+    tools of the replay's timed-shape phase, a subset of sanitizer_tools; None: all of them); sanitizer_duty (the
+    share of wall time, in (0, 1], the verdicts may hold a GPU's timing lock while the engine is not waiting for
+    them: ``duty_cycle.DutyCycle``, default 0.1; 1: no bound; ``collect_verdicts(wait=True)`` lifts it); gate_schedule
     (``gate_schedule.PROFILES``: "rotating" (default) spreads run 4 of the small gate checks and the large checks
     over evaluations by the pool's evaluation counter and a secret key (GATE.md, "Schedule"); "full" runs every
     check at every evaluation; "v1" runs gate v1's share, only to measure the loop against it); fault_check (run
@@ -100,7 +104,8 @@ class GPUPool:
                  naive_baseline: bool = True, check_output: str = REQUEST_DEFAULTS["check_output"],
                  seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
                  sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0,
-                 sanitizer_timed_tools: Sequence[str] | None = None, gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
+                 sanitizer_timed_tools: Sequence[str] | None = None, sanitizer_duty: float = 0.1,
+                 gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
@@ -108,6 +113,7 @@ class GPUPool:
         unknown = set(sanitizer_timed_tools or ()) - set(sanitizer_tools)
         if unknown:  # before any worker starts
             raise ValueError(f"sanitizer_timed_tools {sorted(unknown)} are not in sanitizer_tools {tuple(sanitizer_tools)}")
+        DutyCycle(sanitizer_duty)  # ValueError before any worker starts
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
         self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
@@ -149,6 +155,9 @@ class GPUPool:
         self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
         self.sanitizer_timed_tools = None if sanitizer_timed_tools is None else tuple(sanitizer_timed_tools)
         self._verdicts: VerdictQueue | None = None
+        self.sanitizer_duty = float(sanitizer_duty)
+        # one per physical GPU, as the timing lock is; made here so that a drain covers every one
+        self._duty = {str(physical_device(d)): DutyCycle(self.sanitizer_duty) for d in self.devices}
         if not sanitize_elites:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
             self.withdraw_verdict = None  # type: ignore[assignment]
@@ -263,14 +272,13 @@ class GPUPool:
         (``sanitizer.replay_plan``), its launch conditions drawn from a seed of the OS's (of the pool's seed for a
         seeded pool: reproducible); its launches wait while a worker of that GPU times a candidate
         (``TimingLock``)."""
-        from evaluators.gpu.devices import physical_device
-
         device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
         # the replay's seed: drawn from the OS per call (sanitizer.sanitize), from the pool's seed when it has one
         seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
+        duty = self._duty.setdefault(str(device), DutyCycle(self.sanitizer_duty))
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
                         timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed,
-                        timed_tools=self.sanitizer_timed_tools)
+                        timed_tools=self.sanitizer_timed_tools, duty=duty)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
@@ -286,10 +294,21 @@ class GPUPool:
         return self._verdicts is not None and self._verdicts.withdraw(key)
 
     def collect_verdicts(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
-        """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one."""
+        """(key, Verdict) pairs finished since the last call; ``wait``: first wait for every queued one (or
+        ``timeout`` seconds), meanwhile without the duty bound (``sanitizer_duty``): the caller times nothing."""
         if self._verdicts is None:
             return []
-        return self._verdicts.collect(wait=wait, timeout=timeout)
+        if not wait:
+            return self._verdicts.collect()
+        with contextlib.ExitStack() as stack:
+            for d in list(self._duty.values()):
+                stack.enter_context(d.draining())
+            return self._verdicts.collect(wait=True, timeout=timeout)
+
+    def sanitizer_stats(self) -> dict[str, Any]:
+        """The verdicts' use of the timing lock: per physical GPU, ``DutyCycle.stats()`` (share, lock seconds
+        charged, seconds held back)."""
+        return {dev: d.stats() for dev, d in self._duty.items()}
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""

@@ -41,7 +41,8 @@ When the environment names a lock file (``PTXFORGE_TIMING_LOCK``), each launch h
 
 Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
 distribution, pattern, output, max_abs_err, n_bad, n_poison, ok), a
-``{"begin": id}`` line before each kernel's launches, and exits 0 when every output is within the workload's
+``{"begin": id}`` line before each kernel's launches, a last ``{"lock_seconds": s}`` line (seconds it held the
+timing lock), and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
     compute-sanitizer --tool memcheck python3 -m evaluators.gpu.sanitize_replay --spec spec.json
@@ -204,31 +205,50 @@ def _fill_outputs(outs: dict[str, Any], wl: Any, shape: tuple[int, ...], pattern
 def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Launch each kernel of the spec once per shape of ``shapes`` (exact layout) and once per shape of
     ``edge_shapes`` and drawn scalar setting (the benchmark's layout: module docstring, ``replay_runs``);
-    returns one result dict per kernel, shape, layout, scalar setting and output."""
-    import contextlib
+    returns one result dict per kernel, shape, layout, scalar setting and output. Prints each result as a JSON
+    line as it goes, and last, even when a launch raised, ``{"lock_seconds": s}``: the seconds this process held
+    the timing lock (``duty_cycle.DutyCycle`` is charged with them)."""
     import os
 
     import cupy as cp
 
-    from evaluators.gpu.args import build_args
-    from evaluators.gpu.gate import compare, reference_for
-    from evaluators.gpu.sanitizer import TimingLock
-    from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
-    from population.kernel import LaunchConfig
-    from workloads.dtypes import as_bits
+    from evaluators.gpu.gate import reference_for
     from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
     pool = cp.cuda.MemoryPool()  # the edge layout's outputs, pooled as the worker's are
     wl = build_workload(spec["workload"])
-    atol, rtol = wl.tolerance
     runs = replay_runs(spec, wl)
     conditions = launch_conditions(spec, wl, len(runs))
     hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, dist, np)
              for i, ((shape, _, _), (dist, _, _)) in enumerate(zip(runs, conditions))]
     refs = [reference_for(wl, h, np, params) for h, (_, _, params) in zip(hosts, runs)]
     out: list[dict[str, Any]] = []
+    held = [0.0]  # seconds this process held the timing lock: the caller's DutyCycle is charged with it
+    try:
+        _replay_kernels(spec, wl, runs, conditions, hosts, refs, lock_path, pool, held, out)
+    finally:
+        print(json.dumps({"lock_seconds": round(held[0], 4)}), flush=True)
+    return out
+
+
+def _replay_kernels(spec: dict[str, Any], wl: Any, runs: list[Any], conditions: list[Any], hosts: list[Any],
+                    refs: list[Any], lock_path: str | None, pool: Any, held: list[float],
+                    out: list[dict[str, Any]]) -> None:
+    import contextlib
+    import time
+
+    import cupy as cp
+
+    from evaluators.gpu.args import build_args
+    from evaluators.gpu.gate import compare
+    from evaluators.gpu.sanitizer import TimingLock
+    from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
+    from population.kernel import LaunchConfig
+    from workloads.dtypes import as_bits
+
+    atol, rtol = wl.tolerance
     for k in kernels_of(spec):
         print(json.dumps({"begin": k["id"]}), flush=True)
         mod = cp.cuda.Module()
@@ -261,10 +281,12 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
             try:
                 # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
                 with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
+                    t_lock = time.perf_counter()
                     plan.run_before()
                     fn(grid, block, args, shared_mem=smem)
                     plan.run_after()
                     cp.cuda.Device().synchronize()
+                    held[0] += time.perf_counter() - t_lock
                 for o in wl.outputs(shape):
                     got = cp.asnumpy(outs[o.name])
                     c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=poison)
@@ -276,7 +298,6 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 if edges is not None:
                     edges.close()
                 outs.clear()
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

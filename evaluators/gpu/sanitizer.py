@@ -127,7 +127,8 @@ def parse_sanitizer(text: str) -> dict[str, Any]:
 @dataclass
 class ToolRun:
     """One compute-sanitizer process over a replay spec: ``errors`` (None: the tool gave no verdict),
-    ``replay`` (the replay's per-kernel output lines), exit code, wall seconds, the tail of its output."""
+    ``replay`` (the replay's per-kernel output lines), exit code, wall seconds, the tail of its output;
+    ``lock_seconds``: the seconds the replay held the timing lock (its last line; None when it printed none)."""
 
     tool: str
     errors: int | None
@@ -136,6 +137,7 @@ class ToolRun:
     seconds: float
     tail: str
     summary_lines: list[str] = field(default_factory=list)
+    lock_seconds: float | None = None
 
     def clean_for(self, kid: Any) -> bool | None:
         """True when the tool found no error and kernel ``kid``'s outputs were right; False when it found errors
@@ -173,15 +175,19 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=full_env, cwd=root)
     text = proc.stdout + proc.stderr
     p = parse_sanitizer(text)
-    replay = []
+    replay, lock_seconds = [], None
     for ln in proc.stdout.splitlines():
         if ln.startswith("{"):
             try:
-                replay.append(json.loads(ln))
+                d = json.loads(ln)
             except json.JSONDecodeError:
-                pass
+                continue
+            if isinstance(d, dict) and set(d) == {"lock_seconds"}:
+                lock_seconds = float(d["lock_seconds"])
+            else:
+                replay.append(d)
     return ToolRun(tool, p["errors"], replay, proc.returncode, time.perf_counter() - t0, text[-2000:],
-                   p["summary_lines"])
+                   p["summary_lines"], lock_seconds)
 
 
 @dataclass
@@ -201,7 +207,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
              shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
              exe: str | None = None, device: str | None = None, seed: int | None = None,
              timed_shapes: Sequence[tuple[int, ...]] = (),
-             timed_tools: Sequence[str] | None = None) -> list[Verdict]:
+             timed_tools: Sequence[str] | None = None, duty: Any = None) -> list[Verdict]:
     """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: per phase of ``replay_phases`` (the fixed
     shapes, then the timed ones for the kernels still clean), each tool runs once over the whole batch; when a
     batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
@@ -215,8 +221,12 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     (``sanitize_replay.launch_conditions``: each launch's input distribution and output refill pattern, drawn as
     the timed launches draw theirs; gate rules version 10); None: drawn from the OS, so a kernel cannot know the
     replay's inputs in advance (``rt_replay_seed_dodge``: version 9 always replayed seed 7). Every verdict
-    records it (``Verdict.seed``). A kernel that no longer compiles gets SKIPPED. Never raises for a bad
-    kernel; a timeout counts as an error of that tool. A batch of one kernel is never re-run alone."""
+    records it (``Verdict.seed``). duty: a ``duty_cycle.DutyCycle`` (None: no bound): each tool process starts
+    only when it allows (``wait``) and is charged the lock seconds it reports (its wall time when it reports none
+    or times out), so the replay's share of the GPU's timing lock stays bounded while a search times candidates;
+    the processes themselves run unslowed, so ``timeout_s`` keeps its meaning. A kernel that no longer compiles
+    gets SKIPPED. Never raises for a bad kernel; a timeout counts as an error of that tool. A batch of one kernel
+    is never re-run alone."""
     from evaluators.gpu.sanitize_replay import kernel_entry
     from evaluators.toolchain import compile_ptx
 
@@ -270,25 +280,33 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 v.status = Status.SKIPPED
                 v.reason = f"compute-sanitizer {tool} gave no verdict: {why or (run.tail[-300:] if run else '')}"
 
+        def paced(tool: str, spec_path: Path) -> ToolRun | None:
+            """One tool process, started when ``duty`` allows and charged to it; None when it timed out."""
+            if duty is not None:
+                duty.wait()
+            t_run = time.perf_counter()
+            try:
+                run = run_tool(tool, spec_path, timeout_s, exe, env)
+            except subprocess.TimeoutExpired:
+                run = None
+            if duty is not None:
+                duty.charge(run.lock_seconds if run is not None and run.lock_seconds is not None
+                            else time.perf_counter() - t_run)
+            return run
+
         for n, phase in enumerate(replay_phases(timed_shapes, shapes)):
             for tool in (tools if n == 0 or timed_tools is None else [t for t in tools if t in timed_tools]):
                 todo = [e for e in entries if verdicts[e["id"]].status == Status.OK]
                 if not todo:
                     break
-                try:
-                    run = run_tool(tool, spec_file(f"{tool}-{n}-batch", phase, todo), timeout_s, exe, env)
-                except subprocess.TimeoutExpired:
-                    run = None
+                run = paced(tool, spec_file(f"{tool}-{n}-batch", phase, todo))
                 if run is not None and all(run.clean_for(e["id"]) for e in todo):
                     for e in todo:
                         record(e["id"], tool, run)
                     continue
                 for e in todo:  # split: one process per kernel; a batch of one is its own run already (a re-run
-                    try:        # repeats its timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
-                        alone = run if len(todo) == 1 else run_tool(
-                            tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]), timeout_s, exe, env)
-                    except subprocess.TimeoutExpired:
-                        alone = None
+                    # repeats its timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
+                    alone = run if len(todo) == 1 else paced(tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]))
                     if alone is None:
                         verdicts[e["id"]].status = Status.SANITIZER
                         verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
