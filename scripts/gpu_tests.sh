@@ -19,7 +19,7 @@
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
 # alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
-# /tmp/ptxforge-loop-<mode>. The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
+# /tmp/ptxforge-loop-<mode> (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
@@ -99,10 +99,12 @@ for step in "${steps[@]}"; do
             # v2race: v2ahead with racecheck alone in the sanitizer replay's timed-shape phase (its ~5 s per kernel and
             # tool hold the timing lock; the kinds that phase exists for are races)
             [ "$mode" = v2race ] && extra=(engine.ahead=8 "+evaluator.options.sanitizer_timed_tools=[racecheck]")
+            # v2free: v2ahead with no bound on the verdicts' share of the timing lock (evaluators/gpu/duty_cycle.py)
+            [ "$mode" = v2free ] && extra=(engine.ahead=8 +evaluator.options.sanitizer_duty=1.0)
             dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
             timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
               "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "engine.verdict_wait_s=${VERDICT_WAIT_S:-240}" \
-              "${extra[@]}" > "$out/loop_$mode.log" 2>&1
+              "${extra[@]}" ${LOOP_ARGS:-} > "$out/loop_$mode.log" 2>&1
             rc=$((rc | $?)); tail -5 "$out/loop_$mode.log"
             python3 - "$dir/summary.json" "$mode" <<'PY' | tee -a "$out/loop.txt"
 import json, sys
@@ -112,7 +114,9 @@ except OSError as e:
     print(f"{sys.argv[2]}: no summary ({e})"); sys.exit(0)
 print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} s: {s.get('evals_per_s')} eval/s, "
       f"valid {s.get('valid_rate')}, best {s.get('best_objective')}; engine thread s: "
-      + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/")))
+      + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/"))
+      + f"; sanitizer lock {s.get('sanitizer_lock')}; statuses: "
+      + ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("failures/")))
 PY
             if [ "${KEEP_STORE:-0}" = 1 ] && [ -f "$dir/store.sqlite" ]; then
               python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.gz"

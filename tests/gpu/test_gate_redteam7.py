@@ -54,10 +54,12 @@ def test_a_counter_read_at_y_plus_a_laundered_distance_is_caught(pool):
 
     k = rmsnorm_kernel(REDTEAM / "rt_laundered_state.cu", {"RT_SPACE": 2}, DODGE)
     r = pool.evaluate(k)
+    print(f"rt_laundered_state RT_SPACE 2: {r.status}: {r.reason}")  # which judge caught it, when one did
     if r.status != Status.OK:
         assert r.status in (Status.NONDETERMINISTIC, Status.WRONG_RESULT), (r.status, r.reason)
         return
     if find_sanitizer() is None:
         pytest.skip("compute-sanitizer not installed")
     v = pool.sanitize([k])[0]
+    print(f"rt_laundered_state RT_SPACE 2 sanitizer: {v.status}: {v.reason} {v.tools}")
     assert v.status == Status.SANITIZER, (v.reason, v.tools)
