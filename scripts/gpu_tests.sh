@@ -19,7 +19,7 @@
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
 # alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
-# /tmp/ptxforge-loop-<mode> (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
+# /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
@@ -92,8 +92,11 @@ for step in "${steps[@]}"; do
          rc=$((rc | ${PIPESTATUS[0]})) ;;
     loop) for mode in ${LOOP_MODES:-v1 v2}; do
             extra=()
-            [ "$mode" = v1 ] && extra=(+evaluator.options.gate_schedule=v1 +evaluator.options.timed_checks=false
-                                       +evaluator.options.fault_check=false +evaluator.options.sanitize_elites=false)
+            [ "$mode" = v1 ] || [ "$mode" = v1ahead ] && extra=(+evaluator.options.gate_schedule=v1
+              +evaluator.options.timed_checks=false +evaluator.options.fault_check=false
+              +evaluator.options.sanitize_elites=false)
+            # v1ahead: v1 with engine.ahead=8, the like-for-like partner of v2ahead
+            [ "$mode" = v1ahead ] && extra+=(engine.ahead=8)
             # v2ahead: v2 with the next 8 proposals' template instantiations (nvcc) on the compile executor
             [ "$mode" = v2ahead ] && extra=(engine.ahead=8)
             # v2race: v2ahead with racecheck alone in the sanitizer replay's timed-shape phase (its ~5 s per kernel and

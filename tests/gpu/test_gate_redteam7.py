@@ -46,10 +46,13 @@ def test_each_kernel_is_rejected_before_any_gpu_time(pool, name, defines, kind):
     assert f"static race lint: {kind}" in r.reason and "seconds" not in r.extra
 
 
-@pytest.mark.xfail(strict=True, reason="gate v11 hole: the laundered distance from y makes the counter's load a "
-                                       "read of the output; no static rule sees it read local memory, and the "
-                                       "sanitizer replay (a fresh process) sees the barrier path")
 def test_a_counter_read_at_y_plus_a_laundered_distance_is_caught(pool):
+    """No static rule sees the load read local memory (its address names y, the output), so the GPU gate runs it
+    and passes it; the sanitizer verdict catches it: on the H200 (2026-12-02, R21, gate rules version 11) the
+    pool gave ``ok`` and racecheck reported 253 hazards over the replay. Predicted before: a clean verdict (the
+    replay, a fresh process, would see the barrier path); that the replay took the racy path is measured, why is
+    not established (the count lives in ``.local`` memory, whose contents under the tool the kernel does not
+    control). The static gap stays open (GATE.md, "Known gaps")."""
     from evaluators.gpu.sanitizer import find_sanitizer
 
     k = rmsnorm_kernel(REDTEAM / "rt_laundered_state.cu", {"RT_SPACE": 2}, DODGE)

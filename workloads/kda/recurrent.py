@@ -65,9 +65,14 @@ SEARCH_SHAPES: list[Shape] = [(64, *(1,) * 32), (64, *(1024,) * 8), (96, *VARLEN
 GATE_SHAPES: list[Shape] = [(1, 1), (1, 17), (2, 63), (1, 97), (3, 1, 63, 17), (2, 5, 1, 33, 2), (1, 2048)]
 HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288), (64, *(1,) * 7)]
 
-# Knobs of kda_template.cu (see it): columns per warp, warps per CTA, prefetch of the next token,
-# __launch_bounds__ min blocks.
-KNOB_MACROS = {"cols": "COLS", "warps": "WARPS", "prefetch": "PREFETCH", "min_blocks": "MIN_BLOCKS"}
+# Knobs of kda_template.cu (see it). V-block bv = cols * warps columns per CTA in both layouts.
+# cols: layout 0, state columns per warp (a lane holds 4 rows x cols); layout 1, state rows per thread (a thread
+#   holds cols rows x 4 columns, one float4 each). warps: warps per CTA. prefetch: tokens loaded ahead of the one
+#   computed (0 = none). min_blocks: __launch_bounds__ min blocks. layout: 0 = rows on lanes, shuffle reductions
+#   (the original kernel; the default); 1 = lanes along V, coalesced float4 state, one reduction round per token
+#   (shuffles, then shared memory across warps).
+KNOB_MACROS = {"cols": "COLS", "warps": "WARPS", "prefetch": "PREFETCH", "min_blocks": "MIN_BLOCKS",
+               "layout": "LAYOUT"}
 
 
 class KDARecurrent(KDAData, Workload):
@@ -91,17 +96,24 @@ class KDARecurrent(KDAData, Workload):
         self.benchmark_shapes = list(BENCHMARK_SHAPES)
         self.gate_shapes = list(GATE_SHAPES)
         self.heldout_shapes = list(HELDOUT_SHAPES)
-        self.knob_space = {"cols": (1, 2, 4, 8, 16), "warps": (1, 2, 4, 8), "prefetch": (0, 1),
-                           "min_blocks": (1, 2, 4)}
-        self.default_knobs = {"cols": 4, "warps": 4, "prefetch": 1, "min_blocks": 1}
+        self.knob_space = {"cols": (1, 2, 4, 8, 16), "warps": (1, 2, 4, 8), "prefetch": (0, 1, 2, 4),
+                           "min_blocks": (1, 2, 4), "layout": (0, 1)}
+        # The defaults reproduce the original kernel (layout 0, its PTX byte-identical to before the layout knob).
+        self.default_knobs = {"cols": 4, "warps": 4, "prefetch": 1, "min_blocks": 1, "layout": 0}
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
-        """All knobs (defaults filled in) after validation (``Workload.check_knobs`` and cols * warps dividing
-        128); ValueError naming the knob and the rule."""
+        """All knobs (defaults filled in) after validation (``Workload.check_knobs``, cols * warps dividing 128,
+        and for layout 1: cols >= 2, a thread's rows of q, k, g being whole 32-bit words; cols * warps >= 4, one
+        float4 of columns per thread); ValueError naming the knob and the rule."""
         k = super().check_knobs(knobs)
         if D % (k["cols"] * k["warps"]):
             raise ValueError(f"cols * warps = {k['cols'] * k['warps']} must divide {D}")
+        if k["layout"] == 1 and k["cols"] < 2:
+            raise ValueError(f"layout=1 needs cols >= 2 (rows per thread, bf16 pairs), got cols={k['cols']}")
+        if k["layout"] == 1 and k["cols"] * k["warps"] < 4:
+            raise ValueError(f"layout=1 needs cols * warps >= 4 (a float4 of columns per thread), got "
+                             f"cols * warps = {k['cols'] * k['warps']}")
         return k
 
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
