@@ -143,3 +143,28 @@ def test_the_pool_refuses_timed_tools_it_does_not_run_before_starting_a_worker()
 
     with pytest.raises(ValueError, match=r"sanitizer_timed_tools \['initcheck'\] are not in sanitizer_tools"):
         GPUPool(RMSNorm("bf16"), sanitizer_timed_tools=["initcheck"])
+
+
+def test_each_workload_replays_its_own_small_shapes_and_no_varlen_shape_passes_for_small(fake, monkeypatch):
+    """KDA under RMSNorm's fixed shapes replayed (3, 28672): 28672 serial tokens of the naive seed, instrumented,
+    held the GPU's timing lock past every tool's timeout (H200, 2026-12-02: a KDA search stalled after its first
+    evaluation). And numpy's int64 product of (64, 1024 x 8) wraps to 0, so the varlen shapes passed for "at most
+    2^25 elements" and joined the timed phase."""
+    import numpy as np
+
+    from workloads.kda.recurrent import SANITIZER_SHAPES as KDA_SHAPES
+    from workloads.registry import get_workload
+
+    exe, log = fake
+    monkeypatch.setenv("FAKE_RULES", "{}")
+    kda = get_workload("kda_recurrent")
+    assert int(np.prod((64, *(1024,) * 8))) == 0  # the wrap the plan no longer trusts
+    phases = replay_phases(kda.search_shapes, kda.sanitizer_shape_list())
+    assert phases[1]["edge_shapes"] == [[64, *(1,) * 32]]  # the decode batch alone: the smallest
+    v = sanitize([kda.seeds()[0]], kda, arch="sm_90", exe=exe, timed_shapes=kda.search_shapes, tools=("memcheck",))
+    assert v[0].status == Status.OK
+    fixed, timed = runs(log)
+    assert fixed["shapes"] == [list(s) for s in KDA_SHAPES] == fixed["edge"]
+    assert timed["shapes"] == [] and timed["edge"] == [[64, *(1,) * 32]]
+    assert RMSNorm("bf16").sanitizer_shape_list() == [tuple(s) for s in SANITIZER_SHAPES]
+    assert get_workload("softmax").sanitizer_shape_list() == get_workload("softmax").gate_shapes  # the default

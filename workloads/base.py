@@ -125,7 +125,10 @@ class Workload(ABC):
     hold more than 2^31 elements, where a 32-bit element index wraps: the GPU worker's index check,
     ``evaluators.gpu.index_check``, launches there with the row buffers backed by little memory and compares
     the rows past element 2^31; empty: no check. Declare one only when rows are independent, the row buffers'
-    leading dimension is the shape's first and there are no inout buffers; docs/add-a-workload.md).
+    leading dimension is the shape's first and there are no inout buffers; docs/add-a-workload.md),
+    sanitizer_shapes (the fixed shapes compute-sanitizer replays an elite at, ``evaluators.gpu.sanitizer``:
+    small, since an instrumented launch runs ~100x slower and holds the GPU's timing lock throughout; None: the
+    gate shapes; ``sanitizer_shape_list``).
 
     Data contract the gate relies on: ``make_inputs`` returns every ``input`` and ``inout`` buffer of the ABI
     by name; ``outputs`` lists every ``output`` buffer; ``reference`` returns a float64 array for each output
@@ -148,6 +151,7 @@ class Workload(ABC):
     primary_baseline: str
     baseline_names: tuple[str, ...] = ()
     uses_atomics: bool = False
+    sanitizer_shapes: list[Shape] | None = None
     scalar_draws: Mapping[str, tuple[float, ...]] = {}
     nonfinite_distributions: tuple[str, ...] = ()
     index_shapes: tuple[Shape, ...] = ()
@@ -310,6 +314,10 @@ class Workload(ABC):
     def gbps(self, shape: Shape, time_us: float) -> float:
         """Achieved bandwidth in GB/s (1e9 bytes/s): ``bytes_moved(shape) / time``."""
         return self.bytes_moved(shape) / (time_us * 1e-6) / 1e9
+
+    def sanitizer_shape_list(self) -> list[Shape]:
+        """The fixed shapes of the sanitizer replay: ``sanitizer_shapes``, or the gate shapes when it is None."""
+        return [tuple(s) for s in (self.sanitizer_shapes if self.sanitizer_shapes is not None else self.gate_shapes)]
 
     def shape_list(self, which: str) -> list[Shape]:
         """One of the named shape lists: ``search``, ``benchmark``, ``gate`` or ``heldout``."""

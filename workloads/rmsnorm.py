@@ -79,6 +79,9 @@ HELDOUT_SHAPES: list[Shape] = [(m, n) for m in (1, 199, 4096) for n in (3072, 51
 # kernel whose remainder path alone indexes in 64 bits wraps on the main path (red-team rt_index_tail64: at
 # 16385 x 131072, gate rules version 7, the one row past 2^31 was a tail row for every such kernel).
 INDEX_SHAPES: tuple[Shape, ...] = ((16641, 131072),)
+# The sanitizer replay's fixed shapes (evaluators.gpu.sanitizer; instrumented launches are ~100x slower): odd N
+# (scalar tail), several rows per CTA not dividing M, and a row longer than the register-resident chunk count.
+SANITIZER_SHAPES: list[Shape] = [(199, 1128), (7, 4099), (3, 28672)]
 
 # eps values the gate draws per check (a kernel that ignores eps is wrong at the larger ones on "tiny" rows).
 EPS_DRAWS = (1e-6, 1e-5, 1e-3)
@@ -147,6 +150,7 @@ class RMSNorm(Workload):
         self.search_shapes = list(SEARCH_SHAPES)
         self.benchmark_shapes = list(BENCHMARK_SHAPES)
         self.gate_shapes = list(GATE_SHAPES)
+        self.sanitizer_shapes = list(SANITIZER_SHAPES)
         self.heldout_shapes = list(HELDOUT_SHAPES)
         widest = 16 // self.elt  # 16-byte accesses
         self.knob_space = {"threads": (64, 128, 256, 512, 1024), "rows_per_cta": (1, 2, 4, 8, 16, 32),

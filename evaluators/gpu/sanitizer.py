@@ -36,6 +36,7 @@ stale memory.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -49,16 +50,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evaluators.types import Status
+from workloads.rmsnorm import SANITIZER_SHAPES as _RMSNORM_SANITIZER_SHAPES
 
 # Tools whose verdict an elite needs (initcheck is left to final verification: it flags reads of memory the
 # replay never wrote, e.g. padding loads that a kernel discards, which are legal).
 ELITE_TOOLS = ("memcheck", "racecheck", "synccheck")
-# Small shapes (instrumented launches are ~100x slower): odd N (scalar tail), several rows per CTA not dividing M,
-# and a row longer than the register-resident chunk count.
-SANITIZER_SHAPES: list[tuple[int, int]] = [(199, 1128), (7, 4099), (3, 28672)]
+# RMSNorm's fixed replay shapes (``workloads.rmsnorm.SANITIZER_SHAPES``), the default of the functions below; a
+# pool replays its workload's own (``Workload.sanitizer_shape_list``).
+SANITIZER_SHAPES: list[tuple[int, ...]] = list(_RMSNORM_SANITIZER_SHAPES)
 # Timed shapes with more elements than this are not replayed (instrumented launches are ~100x slower); the
 # smallest timed shape is replayed whatever its size.
 REPLAY_TIMED_ELEMENTS = 1 << 25
@@ -76,9 +76,11 @@ def replay_plan(timed_shapes: Sequence[tuple[int, ...]] = (),
     edge = [list(s) for s in shapes]
     timed = [tuple(int(v) for v in s) for s in timed_shapes]
     if timed:
-        smallest = min(timed, key=lambda s: int(np.prod(s)))
+        # exact integer products: a varlen shape's product overflows int64 (KDA's (64, 1024 x 8) is 2^86), and
+        # numpy's wrapped product let such a shape through as "small"
+        smallest = min(timed, key=math.prod)
         for s in timed:
-            if (s == smallest or int(np.prod(s)) <= REPLAY_TIMED_ELEMENTS) and list(s) not in edge:
+            if (s == smallest or math.prod(s) <= REPLAY_TIMED_ELEMENTS) and list(s) not in edge:
                 edge.append(list(s))
     return {"shapes": [list(s) for s in shapes], "edge_shapes": edge}
 
@@ -204,7 +206,7 @@ class Verdict:
 
 
 def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
-             shapes: Sequence[tuple[int, ...]] = SANITIZER_SHAPES, timeout_s: float = 120.0,
+             shapes: Sequence[tuple[int, ...]] | None = None, timeout_s: float = 120.0,
              exe: str | None = None, device: str | None = None, seed: int | None = None,
              timed_shapes: Sequence[tuple[int, ...]] = (),
              timed_tools: Sequence[str] | None = None, duty: Any = None) -> list[Verdict]:
@@ -212,7 +214,7 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     shapes, then the timed ones for the kernels still clean), each tool runs once over the whole batch; when a
     batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
 
-    shapes: replayed in both layouts; timed_shapes: the shapes the benchmark times (``replay_plan`` adds the
+    shapes: replayed in both layouts (None: ``workload.sanitizer_shape_list()``); timed_shapes: the shapes the benchmark times (``replay_plan`` adds the
     smallest, in the benchmark's layout; empty: none); timed_tools: the tools of the timed-shape phase (None:
     ``tools``; e.g. ``("racecheck",)``: the kinds that phase exists for are races kept only where the replay used
     to run, while memcheck's out-of-bounds reads at a timed shape also meet the fault check's unmapped page at
@@ -231,6 +233,8 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     from evaluators.toolchain import compile_ptx
 
     exe = exe or find_sanitizer()
+    if shapes is None:
+        shapes = workload.sanitizer_shape_list()
     if not kernels:
         return []
     if exe is None:

@@ -103,6 +103,8 @@ class KDAChunk(KDAData, PipelineWorkload):
         self.search_shapes = list(SEARCH_SHAPES)
         self.benchmark_shapes = list(BENCHMARK_SHAPES)
         self.gate_shapes = list(GATE_SHAPES)
+        # small: an instrumented launch holds the GPU's timing lock throughout (evaluators.gpu.sanitizer)
+        self.sanitizer_shapes = [(1, 17), (2, 129), (3, 1, 63, 17)]
         self.heldout_shapes = list(HELDOUT_SHAPES)
         self.knob_space = {"bv": (16, 32, 64, 128), "min_blocks": (1, 2, 4)}
         self.default_knobs = {"bv": 32, "min_blocks": 1}

@@ -39,6 +39,7 @@ __all__ = [
     "BENCHMARK_SHAPES",
     "GATE_SHAPES",
     "HELDOUT_SHAPES",
+    "SANITIZER_SHAPES",
     "SEARCH_SHAPES",
     "VARLEN",
     "D",
@@ -64,6 +65,10 @@ BENCHMARK_SHAPES: list[Shape] = [s for h in (96, 64) for s in scenario_shapes(h)
 SEARCH_SHAPES: list[Shape] = [(64, *(1,) * 32), (64, *(1024,) * 8), (96, *VARLEN)]
 GATE_SHAPES: list[Shape] = [(1, 1), (1, 17), (2, 63), (1, 97), (3, 1, 63, 17), (2, 5, 1, 33, 2), (1, 2048)]
 HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288), (64, *(1,) * 7)]
+# The sanitizer replay's fixed shapes: odd lengths, a varlen batch with a one-token sequence, few tokens in all.
+# Not the gate's (1, 2048): the naive seed's token loop is serial, so instrumented it would hold the GPU's timing
+# lock for seconds per launch; and not RMSNorm's (3, 28672), 28672 serial tokens, which timed every tool out.
+SANITIZER_SHAPES: list[Shape] = [(1, 17), (3, 1, 63, 17), (2, 5, 1, 33, 2)]
 
 # Knobs of kda_template.cu (see it). V-block bv = cols * warps columns per CTA in both layouts.
 # cols: layout 0, state columns per warp (a lane holds 4 rows x cols); layout 1, state rows per thread (a thread
@@ -95,6 +100,7 @@ class KDARecurrent(KDAData, Workload):
         self.search_shapes = list(SEARCH_SHAPES)
         self.benchmark_shapes = list(BENCHMARK_SHAPES)
         self.gate_shapes = list(GATE_SHAPES)
+        self.sanitizer_shapes = list(SANITIZER_SHAPES)
         self.heldout_shapes = list(HELDOUT_SHAPES)
         self.knob_space = {"cols": (1, 2, 4, 8, 16), "warps": (1, 2, 4, 8), "prefetch": (0, 1, 2, 4),
                            "min_blocks": (1, 2, 4), "layout": (0, 1)}
