@@ -262,7 +262,7 @@ def test_every_ptx_file_seed_and_cluster_template_gets_the_version_9_verdict(mon
 
 @pytest.mark.slow
 def test_every_recorded_h200_kernel_passes_version_10s_race_lint():
-    """The distinct kernels of every recorded H200 store (experiments/data/*.sqlite.gz: 2058 over five runs of gate
+    """The distinct kernels of every recorded H200 store (experiments/data/*.sqlite.gz: 2695 over six runs of gate
     rules versions 1, 5 and 10), each with its recorded launch (285 of the first four runs' 1502 are cluster
     kernels reading their peers' partial sums through mapa): none is rejected (148 s for 2058 kernels, 2026-12-01)."""
     rec = recorded_h200()

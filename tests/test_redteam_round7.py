@@ -252,7 +252,7 @@ def test_no_ptx_file_seed_or_template_meets_a_version_11_form():
 
 @pytest.mark.slow
 def test_every_recorded_h200_kernel_passes_version_11s_new_forms():
-    """The distinct kernels of every recorded H200 store (experiments/data/*.sqlite.gz: 2058 over five runs), each
+    """The distinct kernels of every recorded H200 store (experiments/data/*.sqlite.gz: 2695 over six runs), each
     with its recorded launch: none meets rule 8, rule 4's mbarrier form, rule 5's address form or its ``.local``
     form with version 11's guarded stores (~90 s)."""
     rec = recorded_h200()
