@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On the H200 (no network): the GPU checks of the workload plug-ins, at most ~6 minutes (steps cut at 70 + 240 + 55 s;
-# the KDA table's 12 shapes x 3 kernels + fla, with fla's Triton compiles, do not fit the 55 s it had on 2026-12-01).
+# On the H200 (no network): the GPU checks of the workload plug-ins, at most ~9.3 minutes (steps cut at TESTS_S 120 +
+# KDA_S 180 + SEARCH_S 240 s; a step whose limit is 0 is skipped). On 2026-12-01 (R20) 70 s cut the tests before their
+# summary and 55 s cut the search after one evaluation; the KDA table with four variants took ~120 s (R22).
 # The chunked KDA pipeline (stage 2) has its own command: scripts/kda_chunk_h200.sh.
 #   1. pytest -m gpu: the softmax example on the GPU evaluator, the shared front half (pool vs static on broken
 #      kernels), the KDA seeds against the float64 reference (o and the final state) and fla against it;
@@ -23,20 +24,24 @@ export PYTHONPATH=/tmp/site:$PWD WANDB_MODE=offline
 . scripts/device_env.sh
 export JAX_PLATFORMS=cpu
 rc=0
-timeout -k 5 "${TESTS_S:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu_softmax.py \
-  tests/gpu/test_gpu_pipeline.py tests/gpu/test_gpu_kda.py 2>&1 | tee "$out/pytest_plugins_gpu.log"
-rc=$((rc | ${PIPESTATUS[0]}))
+if [ "${TESTS_S:-120}" -gt 0 ]; then
+  timeout -k 5 "${TESTS_S:-120}" python3 -m pytest -m gpu -v -p no:cacheprovider tests/gpu/test_gpu_softmax.py \
+    tests/gpu/test_gpu_pipeline.py tests/gpu/test_gpu_kda.py 2>&1 | tee "$out/pytest_plugins_gpu.log"
+  rc=$((rc | ${PIPESTATUS[0]}))
+fi
 dry=(); evaluator=gpu
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run); evaluator=static; fi
-timeout -k 5 "${KDA_S:-240}" python3 experiments/kda_h200.py --out "$out" --repeats "${REPEATS:-5}" \
-  --variants "${VARIANTS:-cols=8,warps=2}" "${dry[@]}" 2>&1 | tee "$out/kda_h200.log"
-rc=$((rc | ${PIPESTATUS[0]}))
-if grep -q inout evaluators/gpu/gate.py || [ -n "${DRY_RUN:-}" ]; then
-  timeout -k 5 "${SEARCH_S:-55}" python3 -m evolve workload=kda_recurrent evaluator=$evaluator mutator=rules \
-    budget.evaluations=null budget.seconds="${SEARCH_BUDGET_S:-25}" logger=none knowledge=none engine.progress=false \
-    hydra.run.dir="$out/kda_search" 2>&1 | tail -40 | tee "$out/kda_search.log"
+if [ "${KDA_S:-180}" -gt 0 ]; then
+  timeout -k 5 "${KDA_S:-180}" python3 experiments/kda_h200.py --out "$out" --repeats "${REPEATS:-5}" \
+    --variants "${VARIANTS:-layout=1,cols=8,warps=4,prefetch=0}" "${dry[@]}" 2>&1 | tee "$out/kda_h200.log"
   rc=$((rc | ${PIPESTATUS[0]}))
-else
-  echo "skipped the KDA search: evaluators/gpu/gate.py does not handle inout buffers yet" | tee "$out/kda_search.log"
+fi
+if [ "${SEARCH_S:-240}" -gt 0 ]; then
+  # SIGINT first: the engine checkpoints and the store (with its WAL) stays whole; packed for the record after
+  timeout -s INT -k 20 "${SEARCH_S:-240}" python3 -m evolve workload=kda_recurrent evaluator=$evaluator mutator=rules \
+    budget.evaluations=null budget.seconds="${SEARCH_BUDGET_S:-180}" logger=none knowledge=none engine.progress=false \
+    engine.verdict_wait_s="${VERDICT_WAIT_S:-30}" hydra.run.dir="$out/kda_search" 2>&1 | tail -40 | tee "$out/kda_search.log"
+  rc=$((rc | ${PIPESTATUS[0]}))
+  [ -f "$out/kda_search/store.sqlite" ] && python3 scripts/pack_store.py "$out/kda_search/store.sqlite" "$out/kda_search.sqlite.gz"
 fi
 exit $rc
