@@ -499,8 +499,10 @@ class WorkerState:
         reply: dict[str, Any] = {"status": Status.OK.value, "reason": "", "shapes": [], "copy_gbps": self.copy_gbps,
                                  "gate_checks": 0, "seconds": {}, "notes": dict(self.baselines.notes),
                                  "device": self.device_name, "gate_version": GATE_VERSION}
+        t_load = time.perf_counter()
         try:
             fn = self._load(req["cubin"], req["entry"])
+            reply["seconds"]["load"] = time.perf_counter() - t_load
         except Exception as e:
             reply.update(status=Status.LOAD_ERROR.value, reason=f"cuModuleLoadData/getFunction: {e}")
             return reply, _is_sticky(e)
