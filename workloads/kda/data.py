@@ -59,8 +59,12 @@ class KDAData:
 
     dtype = "bf16"
     # normal: the typical case; gate_extremes: g_raw = +-30 (the decay at the lower bound exp(-5), or none at
-    # all: the state only grows); beta_extremes: beta_raw = +-12 (beta ~ 6e-6 or 1 - 6e-6).
-    distributions = ("normal", "gate_extremes", "beta_extremes")
+    # all: the state only grows); beta_extremes: beta_raw = +-12 (beta ~ 6e-6 or 1 - 6e-6); long_memory: g_raw =
+    # -30 at every token and channel (decay exactly 1, as a learned gate holds its long-memory channels: only the
+    # delta rule forgets, ~beta / 128 a token). The other three forget within ~256 tokens, so a kernel that starts
+    # chunks of a long sequence from a zero state a few hundred tokens back was within tolerance under all of them
+    # (red-team rt8_kda_window); under long_memory its outputs are wrong by O(1).
+    distributions = ("normal", "gate_extremes", "beta_extremes", "long_memory")
 
     entry: str
 
@@ -109,7 +113,8 @@ class KDAData:
     def make_inputs(self, shape: Shape, seed: int, distribution: str = "normal",
                     xp: ModuleType = np) -> dict[str, Any]:
         """Fresh inputs from ``seed`` (module docstring for layouts): q, k, v ~ N(0, 1); g_raw ~ N(0, 1) (or
-        +-30: ``gate_extremes``); beta_raw ~ N(0, 1) (or +-12: ``beta_extremes``); A_log = log U(1, 16);
+        +-30: ``gate_extremes``; -30 everywhere: ``long_memory``); beta_raw ~ N(0, 1) (or +-12:
+        ``beta_extremes``); A_log = log U(1, 16);
         dt_bias ~ N(0, 0.5); the initial state ~ 0.1 N(0, 1). bf16 tensors are ml_dtypes.bfloat16 under numpy
         and uint16 bits under CuPy. ValueError on an unknown distribution or a bad shape."""
         h, lens = self._split(shape)
@@ -127,6 +132,8 @@ class KDAData:
         if distribution == "gate_extremes":
             g = from_float(xp.asarray(np.where(host.random((t, h, D)) < 0.5, -30.0, 30.0).astype(np.float32)),
                            "bf16", xp)
+        elif distribution == "long_memory":
+            g = from_float(xp.full((t, h, D), -30.0, dtype=xp.float32), "bf16", xp)
         elif distribution == "beta_extremes":
             beta = from_float(xp.asarray(np.where(host.random((t, h)) < 0.5, -12.0, 12.0).astype(np.float32)),
                               "bf16", xp)

@@ -65,10 +65,12 @@ BENCHMARK_SHAPES: list[Shape] = [s for h in (96, 64) for s in scenario_shapes(h)
 SEARCH_SHAPES: list[Shape] = [(64, *(1,) * 32), (64, *(1024,) * 8), (96, *VARLEN)]
 GATE_SHAPES: list[Shape] = [(1, 1), (1, 17), (2, 63), (1, 97), (3, 1, 63, 17), (2, 5, 1, 33, 2), (1, 2048)]
 HELDOUT_SHAPES: list[Shape] = [(64, 4096), (96, 12288), (64, *(1,) * 7)]
-# The sanitizer replay's fixed shapes: odd lengths, a varlen batch with a one-token sequence, few tokens in all.
-# Not the gate's (1, 2048): the naive seed's token loop is serial, so instrumented it would hold the GPU's timing
-# lock for seconds per launch; and not RMSNorm's (3, 28672), 28672 serial tokens, which timed every tool out.
-SANITIZER_SHAPES: list[Shape] = [(1, 17), (3, 1, 63, 17), (2, 5, 1, 33, 2)]
+# The sanitizer replay's fixed shapes: odd lengths, a varlen batch with a one-token sequence, few tokens in all,
+# and more than 3 heads with sequences past 64 and 128 tokens (red-team round 8: a barrier dropped from token 64
+# on, or only when H > 3, ran under racecheck at none of the first three). Not the gate's (1, 2048): the naive
+# seed's token loop is serial, so instrumented it would hold the GPU's timing lock for seconds per launch; and not
+# RMSNorm's (3, 28672), 28672 serial tokens, which timed every tool out.
+SANITIZER_SHAPES: list[Shape] = [(1, 17), (3, 1, 63, 17), (2, 5, 1, 33, 2), (4, 65, 129)]
 
 # Knobs of kda_template.cu (see it). V-block bv = cols * warps columns per CTA in both layouts.
 # cols: layout 0, state columns per warp (a lane holds 4 rows x cols); layout 1, state rows per thread (a thread
