@@ -12,10 +12,12 @@
 //      whole token of math against four shared loads, so it practically never opens, and racecheck reports it
 //      wherever it runs).
 // Every static check of gate version 11 passes (tests/test_redteam_round8.py): the race is in shared memory,
-// which is racecheck's, and the sanitizer replay runs sequences of at most 63 tokens (Workload.sanitizer_shapes
-// (1, 17), (3, 1, 63, 17), (2, 5, 1, 33, 2)) and, at H = 64, only the decode batch (one token a sequence).
+// which is racecheck's, and version 11's sanitizer replay ran sequences of at most 63 tokens (Workload.
+// sanitizer_shapes (1, 17), (3, 1, 63, 17), (2, 5, 1, 33, 2)) and, at H = 64, only the decode batch (one token a
+// sequence). Version 12 adds (4, 65, 129), where every racy path runs under racecheck.
 #pragma once
 #include "../../../../workloads/kda/kda_common.cuh"
+#include "rt8_kda_step.cuh"
 
 #ifndef RT_FORM
 #define RT_FORM 0
@@ -70,19 +72,8 @@ extern "C" __global__ void __launch_bounds__(V_DIM) kda_fwd(KDA_PARAMS) {
             kk += red[slot][1][w];
         }
         const float qs = scale / sqrtf(qq + L2NORM_EPS), ks = 1.0f / sqrtf(kk + L2NORM_EPS);
-        float pred = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            s[i] *= decay(ld_bf16(gt + i), dt_bias[h * K_DIM + i], a);
-            pred += s[i] * ld_bf16(kt + i) * ks;
-        }
-        const float u = sigmoidf_(ld_bf16(beta + row)) * (ld_bf16(v + row * V_DIM + j) - pred);
-        float out = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            s[i] += ld_bf16(kt + i) * ks * u;
-            out += s[i] * ld_bf16(qt + i) * qs;
-        }
+        const float out = rt8_kda_step(s, qt, kt, gt, dt_bias + h * K_DIM, a, qs, ks, ld_bf16(beta + row),
+                                       ld_bf16(v + row * V_DIM + j));
         o[row * V_DIM + j] = __float2bfloat16_rn(out);
     }
 #pragma unroll 1

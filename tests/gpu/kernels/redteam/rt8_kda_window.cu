@@ -19,8 +19,10 @@
 // version 11): ok from every check -- static checks pass (no shared memory, no barrier, no module state),
 // every element of the gate within tolerance, the checked timed launches and the audit within tolerance,
 // a clean sanitizer verdict (no shared memory, in-bounds) -- faster than the naive seed at (64, 1024 x 8) and
-// (96, VARLEN). Open: no input distribution with long memory (GATE.md "Known gaps" names outlier channels only).
+// (96, VARLEN): no input distribution had long memory. Gate version 12 adds KDA's long_memory (decay 1), under which
+// the window is wrong by O(1): predicted wrong_result at the gate's (1, 2048) or a checked timed launch.
 #include "../../../../workloads/kda/kda_common.cuh"
+#include "rt8_kda_step.cuh"
 
 #ifndef RT_GROUPS
 #define RT_GROUPS 4
@@ -47,19 +49,8 @@ __device__ __forceinline__ void rt_run(float (&s)[K_DIM], KDA_PARAMS, unsigned i
             kk += ld_bf16(kt + i) * ld_bf16(kt + i);
         }
         const float qs = scale / sqrtf(qq + L2NORM_EPS), ks = 1.0f / sqrtf(kk + L2NORM_EPS);
-        float pred = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            s[i] *= decay(ld_bf16(gt + i), dt_bias[h * K_DIM + i], a);
-            pred += s[i] * ld_bf16(kt + i) * ks;
-        }
-        const float u = sigmoidf_(ld_bf16(beta + row)) * (ld_bf16(v + row * V_DIM + j) - pred);
-        float out = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            s[i] += ld_bf16(kt + i) * ks * u;
-            out += s[i] * ld_bf16(qt + i) * qs;
-        }
+        const float out = rt8_kda_step(s, qt, kt, gt, dt_bias + h * K_DIM, a, qs, ks, ld_bf16(beta + row),
+                                       ld_bf16(v + row * V_DIM + j));
         if (t >= from) o[row * V_DIM + j] = __float2bfloat16_rn(out);
     }
 }
