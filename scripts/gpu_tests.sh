@@ -19,7 +19,7 @@
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
 # alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
-# /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
+# /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0); v2proc: v2ahead with the front half in processes (front_half=process). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
@@ -104,6 +104,8 @@ for step in "${steps[@]}"; do
             [ "$mode" = v2race ] && extra=(engine.ahead=8 "+evaluator.options.sanitizer_timed_tools=[racecheck]")
             # v2free: v2ahead with no bound on the verdicts' share of the timing lock (evaluators/gpu/duty_cycle.py)
             [ "$mode" = v2free ] && extra=(engine.ahead=8 +evaluator.options.sanitizer_duty=1.0)
+            # v2proc: v2ahead with the front half (prepare: ptxas and the static analyses) in worker processes
+            [ "$mode" = v2proc ] && extra=(engine.ahead=8 +evaluator.options.front_half=process)
             dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
             timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
               "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "engine.verdict_wait_s=${VERDICT_WAIT_S:-240}" \

@@ -23,6 +23,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from evaluators.front_half import WHERE as FRONT_HALF_WHERE
+from evaluators.front_half import FrontHalf
 from evaluators.gpu.args import param_types
 from evaluators.gpu.devices import physical_device, visible_devices
 from evaluators.gpu.duty_cycle import DutyCycle
@@ -32,7 +34,7 @@ from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitiz
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
 from evaluators.objective import ObjectiveSpec, evaluate_objective
-from evaluators.pipeline import Rejected, prepare
+from evaluators.pipeline import Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
@@ -88,7 +90,9 @@ class GPUPool:
     check at every evaluation; "v1" runs gate v1's share, only to measure the loop against it); fault_check (run
     the fault check after the gate, True); timed_checks (False: time plain launches on one input set, no
     per-launch refill, rotation or checked launches, and with check_output "one" audit the whole output at one
-    shape per evaluation, as gate v1 did: only to measure the loop against gate v1).
+    shape per evaluation, as gate v1 did: only to measure the loop against gate v1); front_half ("thread", the
+    default: ``evaluators.pipeline.prepare`` in the calling thread; "process": in worker processes,
+    ``evaluators.front_half``, so its pure-Python analyses hold no lock of this process).
     Raises NoGPU when no device is visible, WorkerStartError when a worker cannot start. Workers are spawned,
     so a script that builds a pool must do so under ``if __name__ == "__main__":``.
     """
@@ -106,7 +110,8 @@ class GPUPool:
                  seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
                  sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0,
                  sanitizer_timed_tools: Sequence[str] | None = None, sanitizer_duty: float = 0.05,
-                 gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True):
+                 gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True,
+                 front_half: str = "thread"):
         if baselines not in ("cached", "interleaved", "none"):
             raise ValueError(f"baselines must be cached, interleaved or none, got {baselines!r}")
         if check_output not in ("all", "one", "none"):
@@ -115,6 +120,8 @@ class GPUPool:
         if unknown:  # before any worker starts
             raise ValueError(f"sanitizer_timed_tools {sorted(unknown)} are not in sanitizer_tools {tuple(sanitizer_tools)}")
         DutyCycle(sanitizer_duty)  # ValueError before any worker starts
+        if front_half not in FRONT_HALF_WHERE:
+            raise ValueError(f"front_half must be one of {FRONT_HALF_WHERE}, got {front_half!r}")
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
         self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
@@ -163,6 +170,7 @@ class GPUPool:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
             self.withdraw_verdict = None  # type: ignore[assignment]
         self._next_device = itertools.count()
+        self._front = FrontHalf(workload, self.gpu, self.arch, front_half)
 
     @property
     def copy_gbps(self) -> float:
@@ -206,7 +214,7 @@ class GPUPool:
             return r
 
         try:
-            p = prepare(kernel, wl, self.gpu, bench or wl.search_shapes[:1], arch=self.arch)
+            p = self._front(kernel, bench or wl.search_shapes[:1])
         except Rejected as r:
             return r.result(estimate=False, eval_seconds=time.perf_counter() - t0,
                             extra={"gate_version": GATE_VERSION})
@@ -317,6 +325,8 @@ class GPUPool:
     def close(self) -> None:
         """Stop every worker (idempotent)."""
         self._closed = True
+        if getattr(self, "_front", None) is not None:
+            self._front.close()
         if self._verdicts is not None:
             self._verdicts.close()
         for s in self._sups:
