@@ -170,7 +170,8 @@ class GPUPool:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
             self.withdraw_verdict = None  # type: ignore[assignment]
         self._next_device = itertools.count()
-        self._front = FrontHalf(workload, self.gpu, self.arch, front_half)
+        # one process per evaluation in flight (capacity), and one to spare
+        self._front = FrontHalf(workload, self.gpu, self.arch, front_half, workers=self.capacity + 1)
 
     @property
     def copy_gbps(self) -> float:
