@@ -204,6 +204,7 @@ def test_pool_requests_carry_the_schedule_and_a_verification_runs_every_check():
     import queue
     import threading
 
+    from evaluators.front_half import FrontHalf
     from evaluators.gpu.pool import GPUPool, default_objective
     from targets.spec import resolve_gpu
 
@@ -225,6 +226,7 @@ def test_pool_requests_carry_the_schedule_and_a_verification_runs_every_check():
     pool._lock, pool._round, pool._schedule_key = threading.Lock(), itertools.count(), 41
     pool.gate_schedule, pool.fault_check, pool.timed_checks = "rotating", True, True
     pool.objective = default_objective(wl)
+    pool._front = FrontHalf(wl, pool.gpu)  # the front half in this thread, as the pool's default
     pool._free = queue.Queue()
     pool._free.put(Worker())
     k = wl.seeds()[1]

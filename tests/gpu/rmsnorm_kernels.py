@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from population.kernel import Kernel, LaunchConfig
 
@@ -79,3 +79,12 @@ def recorded_h200() -> Recording:
     from evaluators.recorded import load_recording
 
     return load_recording(sorted((ROOT / "experiments" / "data").glob("*.sqlite.gz")))
+
+
+def recorded_before(version: int) -> dict[str, Any]:
+    """The kernels of ``recorded_h200`` measured under gate rules older than ``version`` (rows of gate v1 carry
+    no version: 1), by identity. A scan asking whether recorded kernels pass version N's new static rules needs
+    only these: a kernel recorded ok under version N or later passed those rules then (the pool's front half runs
+    them before any GPU time), and scanning it again only costs suite time."""
+    return {i: m for i, m in recorded_h200().kernels.items()
+            if int((m.row.metrics.get("extra") or {}).get("gate_version") or 1) < version}
