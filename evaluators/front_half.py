@@ -29,6 +29,14 @@ from workloads.base import Shape, Workload
 WHERE = ("thread", "process")
 
 
+def check_where(where: str) -> str:
+    """``where`` when it is one of WHERE; else ValueError naming the choices (the GPU pool calls it before any
+    worker starts)."""
+    if where not in WHERE:
+        raise ValueError(f"front_half must be one of {WHERE}, got {where!r}")
+    return where
+
+
 @lru_cache(maxsize=8)
 def _workload(spec_json: str) -> Workload:
     from workloads.registry import build_workload
@@ -57,9 +65,7 @@ class FrontHalf:
 
     def __init__(self, workload: Workload, gpu: GPUSpec, arch: str | None = None, where: str = "thread",
                  workers: int | None = None):
-        if where not in WHERE:
-            raise ValueError(f"front_half must be one of {WHERE}, got {where!r}")
-        self.workload, self.gpu, self.arch, self.where = workload, gpu, arch, where
+        self.workload, self.gpu, self.arch, self.where = workload, gpu, arch, check_where(where)
         self._spec = json.dumps(workload.spec(), sort_keys=True)
         self._pool: Executor | None = None
         if where == "process":

@@ -532,9 +532,9 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
                    "experiment": str(cfg.experiment_name), "run_dir": str(run_dir), "resumed": engine.resumed,
                    "stop_reason": stop_reason(budget, final, engine.halted), "provenance": store.get_meta("provenance") or provenance,
                    "lessons": lessons.top_lines(8)}
-        duty = getattr(evaluator, "sanitizer_stats", None)
-        if callable(duty):  # the verdicts' share of the timing lock (GPU pool: evaluators/gpu/duty_cycle.py)
-            summary["sanitizer_lock"] = duty()
+        lock_stats = getattr(evaluator, "sanitizer_stats", None)
+        if callable(lock_stats):  # the verdicts' share of the timing lock (GPU pool: evaluators/gpu/duty_cycle.py)
+            summary["sanitizer_lock"] = lock_stats()
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         tracker.finish(summary={k: v for k, v in summary.items() if k != "lessons"}, store=store,
                        archive=archive, export_dir=export_dir)

@@ -148,16 +148,21 @@ def test_where_the_gate_and_the_timed_checks_meet_each_trick(wl):
 
 
 # ------------------------------------------------------------------------------- the window's arithmetic
-def window_emulation(inputs, groups: int = GROUPS, warm: int = WARM, chunk_from: int = CHUNK_FROM):
-    """rt8_kda_window's algorithm in float64 (o [T, H, V], final state [N, H, K, V]): sequences of at least
-    ``chunk_from`` tokens in ``groups`` chunks, chunk g > 0 from a zero state ``warm`` tokens before it."""
+def window_emulation(inputs, groups: int = GROUPS, warm: int = WARM, chunk_from: int = CHUNK_FROM,
+                     dtype=np.float64):
+    """rt8_kda_window's algorithm (o [T, H, V], final state [N, H, K, V], in ``dtype``): sequences of at least
+    ``chunk_from`` tokens in ``groups`` chunks, chunk g > 0 from a zero state ``warm`` tokens before it. With
+    ``groups=1`` it is the honest recurrence; ``dtype=np.float32`` rounds the preprocessed inputs, the state and
+    every product as a float32 kernel does."""
     w = {n: to_float64(np.asarray(inputs[n]), "bf16") for n in ("q", "k", "v", "g", "beta")}
-    qn, kn, g, b = preprocess(w["q"], w["k"], w["g"], w["beta"], inputs["A_log"], inputs["dt_bias"])
-    dec, v, cu = np.exp(g), w["v"], np.asarray(inputs["cu_seqlens"])
-    o, s_out = np.zeros(v.shape), np.array(inputs["state"], dtype=np.float64)
+    qn, kn, g, b = (a.astype(dtype) for a in preprocess(w["q"], w["k"], w["g"], w["beta"], inputs["A_log"],
+                                                        inputs["dt_bias"]))
+    dec, v, cu = np.exp(g), w["v"].astype(dtype), np.asarray(inputs["cu_seqlens"])
+    o, s_out = np.zeros(v.shape, dtype), np.array(inputs["state"], dtype=dtype)
+    scale = dtype(128 ** -0.5)
     for n in range(len(cu) - 1):
         bos, eos = int(cu[n]), int(cu[n + 1])
-        split = eos - bos >= chunk_from
+        split = eos - bos >= chunk_from and groups > 1
         chunk = -(-(eos - bos) // groups) if split else eos - bos
         for grp in range(groups if split else 1):
             c0, c1 = bos + grp * chunk, min(eos, bos + (grp + 1) * chunk)
@@ -167,7 +172,7 @@ def window_emulation(inputs, groups: int = GROUPS, warm: int = WARM, chunk_from:
                 u = b[t][:, None] * (v[t] - np.einsum("hk,hkv->hv", kn[t], s))
                 s = s + kn[t][:, :, None] * u[:, None, :]
                 if t >= c0:
-                    o[t] = np.einsum("hk,hkv->hv", qn[t] * 128 ** -0.5, s)
+                    o[t] = np.einsum("hk,hkv->hv", qn[t] * scale, s)
             if c1 == eos:
                 last = s
         s_out[n] = last
@@ -210,32 +215,13 @@ def test_the_window_is_wrong_under_the_long_memory_distribution(wl):
     assert _passes(wl, x) == (False, False)
 
 
-def honest_fp32(inputs):
-    """The recurrence as an honest kernel computes it: the preprocessed inputs rounded to float32, the state and
-    every product in float32 (o [T, H, V] float32, final state [N, H, K, V] float32)."""
-    w = {n: to_float64(np.asarray(inputs[n]), "bf16") for n in ("q", "k", "v", "g", "beta")}
-    qn, kn, g, b = (a.astype(np.float32) for a in preprocess(w["q"], w["k"], w["g"], w["beta"], inputs["A_log"],
-                                                             inputs["dt_bias"]))
-    dec, v, cu = np.exp(g), w["v"].astype(np.float32), np.asarray(inputs["cu_seqlens"])
-    o, s_out = np.zeros(v.shape, np.float32), np.array(inputs["state"], dtype=np.float32)
-    for n in range(len(cu) - 1):
-        s = s_out[n].copy()
-        for t in range(int(cu[n]), int(cu[n + 1])):
-            s = dec[t][:, :, None] * s
-            u = b[t][:, None] * (v[t] - np.einsum("hk,hkv->hv", kn[t], s))
-            s = s + kn[t][:, :, None] * u[:, None, :]
-            o[t] = np.einsum("hk,hkv->hv", qn[t] * np.float32(128 ** -0.5), s)
-        s_out[n] = s
-    return o, s_out
-
-
 @pytest.mark.parametrize("shape", [(1, 2048), (4, 1300, 547)])
 def test_an_honest_fp32_recurrence_stays_within_tolerance_under_long_memory(wl, shape):
     """No false rejection from the new distribution: with nothing forgotten but the delta rule's share, float32
     arithmetic over 2048 tokens stays within the gate's tolerance for o and the final state."""
     x = wl.make_inputs(shape, 11, "long_memory")
     ref = wl.reference(x)
-    o, s = honest_fp32(x)
+    o, s = window_emulation(x, groups=1, dtype=np.float32)  # the honest recurrence in float32
     atol, rtol = wl.tolerance
     assert within_tolerance(from_float(o, "bf16"), ref["o"], "bf16", atol, rtol)
     assert within_tolerance(s, ref["state"], "fp32", atol, rtol)

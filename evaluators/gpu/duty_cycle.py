@@ -50,10 +50,11 @@ class DutyCycle:
 
     def charge(self, lock_seconds: float) -> None:
         """Record ``lock_seconds`` (>= 0) of lock time used by one sanitizer process."""
+        used = max(0.0, float(lock_seconds))
         with self._cv:
             self._refill()
-            self._credit -= max(0.0, float(lock_seconds))
-            self.charged_s += max(0.0, float(lock_seconds))
+            self._credit -= used
+            self.charged_s += used
 
     def delay(self) -> float:
         """Seconds until the next process may start: 0 with credit >= 0, while draining, or at share 1."""

@@ -23,8 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from evaluators.front_half import WHERE as FRONT_HALF_WHERE
-from evaluators.front_half import FrontHalf
+from evaluators.front_half import FrontHalf, check_where
 from evaluators.gpu.args import param_types
 from evaluators.gpu.devices import physical_device, visible_devices
 from evaluators.gpu.duty_cycle import DutyCycle
@@ -120,8 +119,7 @@ class GPUPool:
         if unknown:  # before any worker starts
             raise ValueError(f"sanitizer_timed_tools {sorted(unknown)} are not in sanitizer_tools {tuple(sanitizer_tools)}")
         DutyCycle(sanitizer_duty)  # ValueError before any worker starts
-        if front_half not in FRONT_HALF_WHERE:
-            raise ValueError(f"front_half must be one of {FRONT_HALF_WHERE}, got {front_half!r}")
+        check_where(front_half)
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
         self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
@@ -163,9 +161,8 @@ class GPUPool:
         self.sanitizer_tools, self.sanitizer_timeout_s = tuple(sanitizer_tools), float(sanitizer_timeout_s)
         self.sanitizer_timed_tools = None if sanitizer_timed_tools is None else tuple(sanitizer_timed_tools)
         self._verdicts: VerdictQueue | None = None
-        self.sanitizer_duty = float(sanitizer_duty)
         # one per physical GPU, as the timing lock is; made here so that a drain covers every one
-        self._duty = {str(physical_device(d)): DutyCycle(self.sanitizer_duty) for d in self.devices}
+        self._duty = {str(physical_device(d)): DutyCycle(sanitizer_duty) for d in self.devices}
         if not sanitize_elites:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
             self.withdraw_verdict = None  # type: ignore[assignment]
@@ -288,10 +285,9 @@ class GPUPool:
         device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
         # the replay's seed: drawn from the OS per call (sanitizer.sanitize), from the pool's seed when it has one
         seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
-        duty = self._duty.setdefault(str(device), DutyCycle(self.sanitizer_duty))
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
                         timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed,
-                        timed_tools=self.sanitizer_timed_tools, duty=duty)
+                        timed_tools=self.sanitizer_timed_tools, duty=self._duty[str(device)])
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""

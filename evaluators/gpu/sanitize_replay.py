@@ -208,96 +208,85 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     returns one result dict per kernel, shape, layout, scalar setting and output. Prints each result as a JSON
     line as it goes, and last, even when a launch raised, ``{"lock_seconds": s}``: the seconds this process held
     the timing lock (``duty_cycle.DutyCycle`` is charged with them)."""
+    import contextlib
     import os
+    import time
 
     import cupy as cp
 
-    from evaluators.gpu.gate import reference_for
+    from evaluators.gpu.args import build_args
+    from evaluators.gpu.gate import compare, reference_for
+    from evaluators.gpu.sanitizer import TimingLock
+    from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
+    from population.kernel import LaunchConfig
+    from workloads.dtypes import as_bits
     from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
     pool = cp.cuda.MemoryPool()  # the edge layout's outputs, pooled as the worker's are
     wl = build_workload(spec["workload"])
+    atol, rtol = wl.tolerance
     runs = replay_runs(spec, wl)
     conditions = launch_conditions(spec, wl, len(runs))
     hosts = [wl.make_inputs(shape, int(spec["seed"]) + i, dist, np)
              for i, ((shape, _, _), (dist, _, _)) in enumerate(zip(runs, conditions))]
     refs = [reference_for(wl, h, np, params) for h, (_, _, params) in zip(hosts, runs)]
     out: list[dict[str, Any]] = []
-    held = [0.0]  # seconds this process held the timing lock: the caller's DutyCycle is charged with it
+    held = 0.0  # seconds this process held the timing lock: the caller's DutyCycle is charged with it
     try:
-        _replay_kernels(spec, wl, runs, conditions, hosts, refs, lock_path, pool, held, out)
-    finally:
-        print(json.dumps({"lock_seconds": round(held[0], 4)}), flush=True)
-    return out
-
-
-def _replay_kernels(spec: dict[str, Any], wl: Any, runs: list[Any], conditions: list[Any], hosts: list[Any],
-                    refs: list[Any], lock_path: str | None, pool: Any, held: list[float],
-                    out: list[dict[str, Any]]) -> None:
-    import contextlib
-    import time
-
-    import cupy as cp
-
-    from evaluators.gpu.args import build_args
-    from evaluators.gpu.gate import compare
-    from evaluators.gpu.sanitizer import TimingLock
-    from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
-    from population.kernel import LaunchConfig
-    from workloads.dtypes import as_bits
-
-    atol, rtol = wl.tolerance
-    for k in kernels_of(spec):
-        print(json.dumps({"begin": k["id"]}), flush=True)
-        mod = cp.cuda.Module()
-        mod.load(Path(k["cubin"]).read_bytes())
-        fn = mod.get_function(k["entry"])
-        launch = LaunchConfig.from_json(k["launch"])
-        for i, ((shape, placement, params), host, ref) in enumerate(zip(runs, hosts, refs)):
-            dist, pattern, fill_seed = conditions[i]
-            dev = {n: cp.asarray(np.ascontiguousarray(as_bits(v, wl.dtype, np) if v.dtype != np.float32 else v))
-                   for n, v in host.items()}
-            edges = None
-            if placement == "edge":
+        for k in kernels_of(spec):
+            print(json.dumps({"begin": k["id"]}), flush=True)
+            mod = cp.cuda.Module()
+            mod.load(Path(k["cubin"]).read_bytes())
+            fn = mod.get_function(k["entry"])
+            launch = LaunchConfig.from_json(k["launch"])
+            for i, ((shape, placement, params), host, ref) in enumerate(zip(runs, hosts, refs)):
+                dist, pattern, fill_seed = conditions[i]
+                dev = {n: cp.asarray(np.ascontiguousarray(as_bits(v, wl.dtype, np) if v.dtype != np.float32 else v))
+                       for n, v in host.items()}
+                edges = None
+                if placement == "edge":
+                    try:
+                        edges = place_at_edges(dev, read_only_buffers(wl, dev))
+                        dev = edges.views
+                        outs = _poisoned_outputs(wl, shape, cp, pool)
+                    except (VMMError, ImportError) as e:
+                        print(json.dumps({"note": f"edge layout not used at {list(shape)}: {e}"}), flush=True)
+                        placement = "exact (VMM refused)"
+                if edges is None:
+                    outs = _poisoned_outputs(wl, shape, cp)
+                poison = 1 if pattern == "ones" else _fill_outputs(outs, wl, shape, pattern, fill_seed,
+                                                                    int(spec["seed"]) + len(runs) + i, params, cp)
+                grid, block, smem = wl.launch_dims(shape, launch)
+                if smem > 48 * 1024:
+                    cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                plan = wl.plan(dev, outs, shape, params or None, cp)  # a pipeline's reference stages around the kernel
+                args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape, params) if params else wl.scalars(shape),
+                                  k["entry"])
                 try:
-                    edges = place_at_edges(dev, read_only_buffers(wl, dev))
-                    dev = edges.views
-                    outs = _poisoned_outputs(wl, shape, cp, pool)
-                except (VMMError, ImportError) as e:
-                    print(json.dumps({"note": f"edge layout not used at {list(shape)}: {e}"}), flush=True)
-                    placement = "exact (VMM refused)"
-            if edges is None:
-                outs = _poisoned_outputs(wl, shape, cp)
-            poison = 1 if pattern == "ones" else _fill_outputs(outs, wl, shape, pattern, fill_seed,
-                                                                int(spec["seed"]) + len(runs) + i, params, cp)
-            grid, block, smem = wl.launch_dims(shape, launch)
-            if smem > 48 * 1024:
-                cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            plan = wl.plan(dev, outs, shape, params or None, cp)  # a pipeline's reference stages around the kernel
-            args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape, params) if params else wl.scalars(shape),
-                              k["entry"])
-            try:
-                # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
-                with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
-                    t_lock = time.perf_counter()
-                    plan.run_before()
-                    fn(grid, block, args, shared_mem=smem)
-                    plan.run_after()
-                    cp.cuda.Device().synchronize()
-                    held[0] += time.perf_counter() - t_lock
-                for o in wl.outputs(shape):
-                    got = cp.asnumpy(outs[o.name])
-                    c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=poison)
-                    out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "params": params,
-                                "distribution": dist, "pattern": pattern, "output": o.name,
-                                "max_abs_err": c.max_abs_err, "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
-                    print(json.dumps(out[-1]), flush=True)
-            finally:
-                if edges is not None:
-                    edges.close()
-                outs.clear()
+                    # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
+                    with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
+                        t_lock = time.perf_counter()
+                        plan.run_before()
+                        fn(grid, block, args, shared_mem=smem)
+                        plan.run_after()
+                        cp.cuda.Device().synchronize()
+                        held += time.perf_counter() - t_lock
+                    for o in wl.outputs(shape):
+                        got = cp.asnumpy(outs[o.name])
+                        c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=poison)
+                        out.append({"kernel": k["id"], "shape": list(shape), "placement": placement, "params": params,
+                                    "distribution": dist, "pattern": pattern, "output": o.name,
+                                    "max_abs_err": c.max_abs_err, "n_bad": c.n_bad, "n_poison": c.n_poison, "ok": c.ok})
+                        print(json.dumps(out[-1]), flush=True)
+                finally:
+                    if edges is not None:
+                        edges.close()
+                    outs.clear()
+    finally:
+        print(json.dumps({"lock_seconds": round(held, 4)}), flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
