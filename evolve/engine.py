@@ -180,6 +180,9 @@ class Snapshot:
     lessons, checkpoint; wait_evaluation: blocked on the oldest evaluation; refill: the whole refill step;
     verdict_wait: the end-of-run wait for owed sanitizer verdicts).
     disabled: operators switched off (name -> reason).
+    verdicts: elite verdicts (compute-sanitizer) applied this session per status (``ok``, ``sanitizer``: rejected,
+    ``skipped``: the tool gave none, so the elite stands unverified) and ``pending``: archive elites whose verdict
+    is still owed; empty for an evaluator without verdicts.
     """
 
     evaluations: int
@@ -197,6 +200,7 @@ class Snapshot:
     tasks: dict[str, dict[str, float]] = field(default_factory=dict)
     host_seconds: dict[str, float] = field(default_factory=dict)
     disabled: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
         """Scalars for a tracker: nested dicts become ``failures/<status>`` and ``operator_reward/<name>``."""
@@ -219,6 +223,8 @@ class Snapshot:
                     out[f"task/{name}/{k}"] = v
         for op in self.disabled:
             out[f"switched_off/{op}"] = 1
+        for s, n in self.verdicts.items():
+            out[f"verdicts/{s}"] = n
         return out
 
 
@@ -283,6 +289,7 @@ class Engine:
         # the pending candidates that are not elites are the withdrawn ones)
         self.withdrawn: set[Any] = set()
         self.verdicts_withdrawn = 0
+        self.verdicts: Counter[str] = Counter()  # elite verdicts applied this session, per verdict status
 
     # ---------------------------------------------------------------------------------------- lookups
     def kernel(self, cid: CandidateId) -> Kernel:
@@ -701,6 +708,13 @@ class Engine:
         asked = 0
         for cid, v in collect(wait=wait, timeout=timeout):
             self.withdrawn.discard(cid)  # a withdrawal that came too late: its verdict counts as any other
+            self.verdicts[str(v.status)] += 1
+            if v.status == Status.SKIPPED:
+                # No verdict (the tool could not run): the elite stays, marked so that nothing reads it as checked.
+                self.store.update_candidate(int(cid), reason=f"unverified: sanitizer verdict skipped: {v.reason}")
+                if self.verdicts[str(v.status)] <= 3:
+                    log.warning("candidate %s has no sanitizer verdict (it stays an elite, unverified): %s",
+                                cid, v.reason)
             if v.status == Status.SANITIZER:
                 back = self.archive.reject(cid)
                 self.store.update_candidate(int(cid), status=str(v.status), reason=v.reason, cell=None)
@@ -798,7 +812,10 @@ class Engine:
             operator_rewards={a: self.selector.mean(a) for a in self.selector.arms},
             tasks=task_stats(self.archive, self.tasks) if self.tasks is not None else {},
             host_seconds={k: round(v, 3) for k, v in self.host_seconds.items()},
-            disabled=self.disabled_operators())
+            disabled=self.disabled_operators(),
+            verdicts=({**self.verdicts, "pending": sum(self.archive.elite_of(c) is not None
+                                                        for c in self.archive.pending)}
+                      if getattr(self.evaluator, "submit_verdict", None) is not None else {}))
 
     @property
     def evaluated(self) -> int:

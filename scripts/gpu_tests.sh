@@ -106,8 +106,10 @@ for step in "${steps[@]}"; do
             [ "$mode" = v2free ] && extra=(engine.ahead=8 +evaluator.options.sanitizer_duty=1.0)
             # v2proc: v2ahead with the front half (prepare: ptxas and the static analyses) in worker processes
             [ "$mode" = v2proc ] && extra=(engine.ahead=8 +evaluator.options.front_half=process)
-            dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir"
-            timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
+            # each mode starts from a cold kernel cache of its own: a mode run after another of the same seed would
+            # otherwise find that one's instantiations and cubins cached and look faster than it is
+            dir=/tmp/ptxforge-loop-$mode; rm -rf "$dir" "$dir-cache"
+            PTXFORGE_CACHE=$dir-cache timeout -s INT -k 20 $(( ${LOOP_S:-100} + 300 )) python3 -m evolve experiment=rmsnorm_h200 \
               "budget.seconds=${LOOP_S:-100}" logger=none "hydra.run.dir=$dir" "engine.verdict_wait_s=${VERDICT_WAIT_S:-240}" \
               "${extra[@]}" ${LOOP_ARGS:-} > "$out/loop_$mode.log" 2>&1
             rc=$((rc | $?)); tail -5 "$out/loop_$mode.log"
@@ -120,7 +122,8 @@ except OSError as e:
 print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} s: {s.get('evals_per_s')} eval/s, "
       f"valid {s.get('valid_rate')}, best {s.get('best_objective')}; engine thread s: "
       + ", ".join(f"{k[5:-2]} {v:.1f}" for k, v in s.items() if k.startswith("host/"))
-      + f"; sanitizer lock {s.get('sanitizer_lock')}; statuses: "
+      + f"; sanitizer lock {s.get('sanitizer_lock')}; verdicts: "
+      + ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("verdicts/")) + "; statuses: "
       + ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("failures/")))
 PY
             if [ "${KEEP_STORE:-0}" = 1 ] && [ -f "$dir/store.sqlite" ]; then

@@ -100,6 +100,33 @@ def test_engine_applies_verdicts_and_records_rejections(tmp_path):
     assert best is None or best.status == "ok"
 
 
+class SkippingEvaluator(VerdictEvaluator):
+    """Every verdict SKIPPED, as on the H200 when the replay refused KDA's shapes."""
+
+    def collect_verdicts(self, wait=False, timeout=None):
+        out = [(k, Verdict(Status.SKIPPED, "compute-sanitizer memcheck gave no verdict")) for k, _ in self.queue]
+        self.queue.clear()
+        return out
+
+
+def test_a_skipped_verdict_leaves_the_elite_standing_but_marked_unverified(tmp_path):
+    from tests.test_engine import make_engine
+    from workloads.registry import get_workload
+
+    store = Store(tmp_path / "s.sqlite")
+    ev = SkippingEvaluator()
+    eng = make_engine(get_workload("rmsnorm"), store, budget=12, evaluator=ev)
+    final = eng.run()
+    rows = {r.id: r for r in store.candidates(with_ptx=False)}
+    assert ev.submitted and all(rows[k].reason.startswith("unverified: sanitizer verdict skipped") and
+                                rows[k].status == "ok" for k in ev.submitted)
+    assert final.verdicts == {"skipped": len(ev.submitted), "pending": 0}
+    assert final.flat()["verdicts/skipped"] == len(ev.submitted)
+    checked = make_engine(get_workload("rmsnorm"), Store(tmp_path / "t.sqlite"), budget=12,
+                          evaluator=VerdictEvaluator()).run()
+    assert checked.verdicts["ok"] + checked.verdicts["sanitizer"] >= 1 and "skipped" not in checked.verdicts
+
+
 def test_sanitize_without_the_tool_gives_no_verdict():
     from evaluators.gpu.sanitizer import find_sanitizer, sanitize
     from workloads.rmsnorm import RMSNorm

@@ -202,3 +202,29 @@ def test_sanitize_hands_every_tool_the_fixed_shapes_in_both_layouts_and_the_pool
     for i, (_, spec) in enumerate(specs):
         want = (fixed, fixed) if i < len(sanitizer.ELITE_TOOLS) else ([], [[32768, 512]])
         assert (spec["shapes"], spec["edge_shapes"]) == want, i
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "softmax", "kda_recurrent", "kda_chunk"])
+def test_every_spec_sanitize_writes_passes_the_replays_own_check(name, monkeypatch):
+    """The specs ``sanitize`` writes are read by ``sanitize_replay.load_spec`` in the tool's process; a shape the
+    reader refuses (it once took only [M, N], so every KDA verdict was SKIPPED on the H200: "'shapes' must be a
+    list of [M, N], got [[1, 17], [3, 1, 63, 17], ...]") leaves every elite of that workload unverified."""
+    from evaluators.gpu import sanitizer
+    from evaluators.gpu.sanitize_replay import load_spec
+    from evaluators.types import Status
+    from workloads.registry import get_workload
+
+    seen = []
+
+    def checking_tool(tool, spec_path, timeout_s, exe, env=None):
+        spec = load_spec(spec_path)  # raises as the tool's process would
+        seen.append([tuple(s) for s in spec["shapes"] + spec["edge_shapes"]])
+        replay = [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"]
+                  for s in spec["shapes"] + spec["edge_shapes"]]
+        return sanitizer.ToolRun(tool, 0, replay, 0, 0.1, "")
+
+    monkeypatch.setattr(sanitizer, "run_tool", checking_tool)
+    wl = get_workload(name)
+    v = sanitizer.sanitize(wl.seeds()[:1], wl, arch="sm_90", exe="/bin/true", timed_shapes=wl.search_shapes)
+    assert [x.status for x in v] == [Status.OK], v[0].reason
+    assert set(wl.sanitizer_shape_list()) <= {s for shapes in seen for s in shapes}

@@ -31,7 +31,7 @@ per eps; q = 4/5 for a dodge keyed on all-ones outputs or on unit-scale rows: 0.
 takes: at most 12.5%). Without it (specs written before) every launch reads ``normal`` inputs into all-ones outputs.
 
 Spec (JSON file, ``--spec``): ``workload`` (``Workload.spec()``: ``_target_`` and constructor options), ``shapes``
-(list of [M, N]), ``seed`` (input seed, int), optionally ``edge_shapes`` (list of shapes replayed in the ``edge``
+(list of the workload's shapes, any rank), ``seed`` (input seed, int), optionally ``edge_shapes`` (list of shapes replayed in the ``edge``
 layout; absent: none) and ``draw_conditions`` (bool; absent: false), and either ``kernels`` (a list of {``id``,
 ``cubin`` (path), ``entry``, ``param_types``, ``launch`` (``LaunchConfig.to_json()``)}) or those keys at the top
 level (one kernel, id 0). ``build_spec`` writes one.
@@ -97,12 +97,13 @@ def load_spec(path: str | Path) -> dict[str, Any]:
         missing += [k for k in KERNEL_KEYS if k not in spec]
     if missing:
         raise ValueError(f"{path}: spec lacks {missing} (needs {list(SPEC_KEYS)} and kernels or {list(KERNEL_KEYS)})")
-    if not isinstance(spec["shapes"], list) or any(len(s) != 2 for s in spec["shapes"]):
-        raise ValueError(f"{path}: 'shapes' must be a list of [M, N], got {spec['shapes']!r}")
+    # a shape is the workload's own tuple (RMSNorm (M, N), KDA (H, N, T) or a varlen (H, T, V, ...)): any rank
+    for key in ("shapes", "edge_shapes"):
+        got = spec.get(key, [])
+        if not isinstance(got, list) or any(not isinstance(s, list) or not s or
+                                            not all(isinstance(v, int) and v > 0 for v in s) for s in got):
+            raise ValueError(f"{path}: {key!r} must be a list of shapes (lists of positive ints), got {got!r}")
     edge = spec.get("edge_shapes", [])
-    if not isinstance(edge, list) or any(not isinstance(s, list) or not s or
-                                         not all(isinstance(v, int) and v > 0 for v in s) for s in edge):
-        raise ValueError(f"{path}: 'edge_shapes' must be a list of shapes (lists of positive ints), got {edge!r}")
     if not spec["shapes"] and not edge:
         raise ValueError(f"{path}: nothing to launch: 'shapes' and 'edge_shapes' are both empty")
     for k in kernels_of(spec):
