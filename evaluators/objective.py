@@ -23,8 +23,9 @@ from typing import Any
 
 from evaluators.types import ShapeResult, geomean
 
-# The libraries a "best" objective compares against (evaluators.gpu.baselines names); eager torch is a column
-# of every table but not a contender (torch.compile of the same function is always at least as fast).
+# RMSNorm's contenders, the default of a bare ObjectiveSpec(); a run takes its workload's
+# (``workload_objective``: ``Workload.libraries``). Eager torch is a column of every RMSNorm table but not a
+# contender (torch.compile of the same function is always at least as fast).
 DEFAULT_LIBRARIES: tuple[str, ...] = ("torch_compile", "liger", "quack", "quack_tuned")
 DEFAULT_FALLBACK: tuple[str, ...] = ("torch", "naive")
 
@@ -51,25 +52,25 @@ class ObjectiveSpec:
             raise ValueError("objective.libraries is empty; 'best' needs at least one library to compare against")
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | ObjectiveSpec | str | None) -> ObjectiveSpec:
+    def from_config(cls, cfg: Mapping[str, Any] | ObjectiveSpec | str | None,
+                    default: ObjectiveSpec | None = None) -> ObjectiveSpec:
         """From ``{baseline, libraries?, fallback?}`` (the ``objective`` config node), a baseline name, an
-        ObjectiveSpec, or None (the default). ValueError naming an unknown key."""
+        ObjectiveSpec, or None. What it leaves out or sets to null comes from ``default`` (a run passes its
+        workload's, ``workload_objective``; None: ``ObjectiveSpec()``). ValueError naming an unknown key."""
+        base = default if default is not None else cls()
         if cfg is None:
-            return cls()
+            return base
         if isinstance(cfg, ObjectiveSpec):
             return cfg
         if isinstance(cfg, str):
-            return cls(baseline=cfg)
+            return cls(baseline=cfg, libraries=base.libraries, fallback=base.fallback)
         d = dict(cfg)
         unknown = set(d) - {"baseline", "libraries", "fallback"}
         if unknown:
             raise ValueError(f"objective: unknown key(s) {sorted(unknown)}; allowed: baseline, libraries, fallback")
-        kw: dict[str, Any] = {"baseline": str(d.get("baseline", "best"))}
-        if d.get("libraries") is not None:
-            kw["libraries"] = tuple(d["libraries"])
-        if d.get("fallback") is not None:
-            kw["fallback"] = tuple(d["fallback"])
-        return cls(**kw)
+        return cls(baseline=str(d.get("baseline") or "best"),
+                   libraries=tuple(d["libraries"]) if d.get("libraries") is not None else base.libraries,
+                   fallback=tuple(d["fallback"]) if d.get("fallback") is not None else base.fallback)
 
     @property
     def contenders(self) -> tuple[str, ...]:
@@ -109,6 +110,15 @@ class ObjectiveValue:
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "name": self.name, "reference": self.reference, "missing": self.missing,
                 "fallback_shapes": self.fallback_shapes}
+
+
+def workload_objective(workload: Any) -> ObjectiveSpec:
+    """The objective ``workload`` is searched against unless the config names libraries: the fastest of its
+    ``libraries`` (``Workload.libraries``; empty: its ``baseline_names``) at each shape, falling back to its
+    ``primary_baseline`` and then the naive seed (RMSNorm: torch.compile, Liger, QuACK default and autotuned,
+    fallback eager torch; KDA recurrent: fla; softmax: torch)."""
+    libraries = tuple(getattr(workload, "libraries", ()) or workload.baseline_names or (workload.primary_baseline,))
+    return ObjectiveSpec(libraries=libraries, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
 
 
 def shape_key(shape: Sequence[int]) -> str:

@@ -126,11 +126,13 @@ def make_tasks(cfg: Any, workload: Any) -> Any:
         raise ConfigError(str(e) if str(e).startswith("tasks") else f"tasks: {e}") from None
 
 
-def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: bool) -> dict[str, Any]:
+def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: bool,
+                         workload: Any = None) -> dict[str, Any]:
     """What every objective of this run means, for the store's meta ``objective`` and the exported cards: the
-    baselines (``evaluators.objective.ObjectiveSpec``), the shapes (per task in a multi-task run), the gate
-    version and whether it is an estimate."""
-    from evaluators.objective import ObjectiveSpec
+    baselines (``evaluators.objective.ObjectiveSpec``: the evaluator's, else ``cfg.objective`` with what it leaves
+    null taken from ``workload``), the shapes (per task in a multi-task run), the gate version and whether it is an
+    estimate."""
+    from evaluators.objective import ObjectiveSpec, workload_objective
 
     try:
         from evaluators.gpu.gate import GATE_VERSION as gate_version
@@ -145,7 +147,8 @@ def objective_definition(cfg: DictConfig, tasks: Any, evaluator: Any, estimate: 
                 "speedup over the naive seed under the static model (evaluators.static)"}
     else:
         spec = getattr(evaluator, "objective", None) or ObjectiveSpec.from_config(
-            OmegaConf.to_container(cfg.objective, resolve=True))
+            OmegaConf.to_container(cfg.objective, resolve=True),
+            default=workload_objective(workload) if workload is not None else None)
         spec = spec.to_json() if hasattr(spec, "to_json") else dict(spec)
     shapes = getattr(evaluator, "shapes", None)
     return {**spec, "estimate": bool(estimate), "gate_version": gate_version,
@@ -413,7 +416,7 @@ def _run_locked(cfg: DictConfig, run_dir: Path, evaluator: Any) -> dict[str, Any
         raise ConfigError(f"tasks.enabled=true: {type(evaluator).__name__}.evaluate takes no shapes= argument, so it "
                           "cannot evaluate a candidate on one task's shapes; use evaluator=gpu or evaluator=static, "
                           "or tasks.enabled=false")
-    objective = objective_definition(cfg, tasks, evaluator, estimate)
+    objective = objective_definition(cfg, tasks, evaluator, estimate, workload)
     provenance = run_provenance(cfg, evaluator_kind=kind, estimate=estimate, workload=workload, evaluator=evaluator,
                                 objective=objective)
     if estimate:

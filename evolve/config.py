@@ -21,7 +21,6 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from evaluators.objective import DEFAULT_FALLBACK, DEFAULT_LIBRARIES
 from targets.spec import GPUS, PTXAS_ARCHES
 
 
@@ -152,14 +151,15 @@ class TasksConfig:
 @dataclass
 class ObjectiveConfig:
     """What the GPU evaluator's speedup is taken against (``evaluators.objective.ObjectiveSpec``): baseline
-    ``best`` (the fastest of ``libraries`` measured at each shape) or one baseline name (``torch``,
-    ``torch_compile``, ``liger``, ``quack``, ``quack_tuned``, ``naive``); fallback: used in order at a shape where
-    none of them ran. The static evaluator keeps its own labelled objective (speedup over the naive seed under its
-    model)."""
+    ``best`` (the fastest of ``libraries`` measured at each shape) or one baseline name (RMSNorm: ``torch``,
+    ``torch_compile``, ``liger``, ``quack``, ``quack_tuned``, ``naive``; KDA: ``fla``); fallback: used in order at a
+    shape where none of them ran. libraries / fallback null: the workload's own
+    (``evaluators.objective.workload_objective``). The static evaluator keeps its own labelled objective (speedup
+    over the naive seed under its model)."""
 
     baseline: str = "best"
-    libraries: list[str] = field(default_factory=lambda: list(DEFAULT_LIBRARIES))
-    fallback: list[str] = field(default_factory=lambda: list(DEFAULT_FALLBACK))
+    libraries: list[str] | None = None
+    fallback: list[str] | None = None
 
 
 @dataclass
@@ -360,7 +360,8 @@ def validate(cfg: DictConfig) -> None:
     _need(t.transfer >= 0, "tasks.transfer", f"must be >= 0, got {t.transfer}")
     o = cfg.objective
     _need(bool(o.baseline), "objective.baseline", "is empty; give 'best' or a baseline name such as 'torch'")
-    _need(o.baseline != "best" or len(o.libraries) > 0, "objective.libraries", "is empty; 'best' needs a library")
+    _need(o.baseline != "best" or o.libraries is None or len(o.libraries) > 0, "objective.libraries",
+          "is empty; 'best' needs a library (null: the workload's)")
 
     h = cfg.hardware
     _need(h.name in HARDWARE, "hardware.name", f"{h.name!r} is not one of {list(HARDWARE)}")

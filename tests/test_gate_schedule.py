@@ -205,7 +205,8 @@ def test_pool_requests_carry_the_schedule_and_a_verification_runs_every_check():
     import threading
 
     from evaluators.front_half import FrontHalf
-    from evaluators.gpu.pool import GPUPool, default_objective
+    from evaluators.gpu.pool import GPUPool
+    from evaluators.objective import workload_objective as default_objective
     from targets.spec import resolve_gpu
 
     seen = []

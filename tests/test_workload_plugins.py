@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -86,9 +87,35 @@ def test_baselines_come_from_the_workload():
 
 
 def test_default_objective_follows_the_workload_baselines():
-    from evaluators.gpu.pool import default_objective
+    from evaluators.objective import workload_objective as default_objective
 
-    assert default_objective(get_workload("rmsnorm")).libraries[:3] == ("torch_compile", "liger", "quack")
+    assert default_objective(get_workload("rmsnorm")).libraries == ("torch_compile", "liger", "quack", "quack_tuned")
+    assert default_objective(get_workload("rmsnorm")).fallback == ("torch", "naive")
     soft, kda = default_objective(get_workload("softmax")), default_objective(get_workload("kda_recurrent"))
     assert (soft.libraries, soft.fallback) == (("torch",), ("torch", "naive"))
     assert (kda.libraries, kda.fallback) == (("fla",), ("fla", "naive"))
+    chunk = default_objective(get_workload("kda_chunk"))
+    assert (chunk.libraries, chunk.fallback) == (("fla_fwd_h",), ("fla_fwd_h", "naive"))
+
+
+def test_the_composed_config_searches_each_workload_against_its_own_libraries():
+    """conf/config.yaml's objective leaves libraries null, so a KDA run is scored against fla, not RMSNorm's
+    libraries (on the H200 the KDA search fell back to the naive seed at every shape and printed "speedup over
+    the fastest library" for a speedup over its own seed: 7.7)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from evaluators.objective import ObjectiveSpec, workload_objective
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        for name, libs in (("kda_recurrent", ("fla",)), ("rmsnorm", ("torch_compile", "liger", "quack", "quack_tuned"))):
+            cfg = compose("config", overrides=[f"workload={name}"])
+            node = OmegaConf.to_container(cfg.objective, resolve=True)
+            spec = ObjectiveSpec.from_config(node, default=workload_objective(get_workload(name)))
+            assert spec.libraries == libs, name
+        cfg = compose("config", overrides=["workload=kda_recurrent", "objective.libraries=[fla]",
+                                           "objective.baseline=fla"])
+        spec = ObjectiveSpec.from_config(OmegaConf.to_container(cfg.objective, resolve=True),
+                                         default=workload_objective(get_workload("kda_recurrent")))
+        assert (spec.baseline, spec.contenders, spec.fallback) == ("fla", ("fla",), ("fla", "naive"))

@@ -116,7 +116,9 @@ class Workload(ABC):
     knob_space (knob -> allowed values), default_knobs, search_shapes / benchmark_shapes / gate_shapes /
     heldout_shapes (lists of shapes), distributions (input generators by name; the gate runs every one),
     primary_baseline (the baseline the objective's speedup is taken against), baseline_names (the library
-    baselines ``baselines`` can build; the GPU evaluator times these unless told otherwise), uses_atomics (True lets the gate
+    baselines ``baselines`` can build; the GPU evaluator times these unless told otherwise), libraries (the
+    contenders of the default ``best`` objective, ``evaluators.objective.workload_objective``; empty:
+    ``baseline_names``), uses_atomics (True lets the gate
     skip the bitwise determinism check), scalar_draws (runtime scalar -> the values the gate draws from per
     check, e.g. ``{"eps": (1e-6, 1e-5, 1e-3)}``: a kernel must honour the value it is passed, not a constant;
     a workload with draws must accept ``params`` in ``scalars``, ``reference`` and ``reference_rows``),
@@ -150,6 +152,7 @@ class Workload(ABC):
     distributions: tuple[str, ...]
     primary_baseline: str
     baseline_names: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
     uses_atomics: bool = False
     sanitizer_shapes: list[Shape] | None = None
     scalar_draws: Mapping[str, tuple[float, ...]] = {}

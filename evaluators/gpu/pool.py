@@ -32,24 +32,13 @@ from evaluators.gpu.gate_schedule import GateSchedule
 from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
-from evaluators.objective import ObjectiveSpec, evaluate_objective
+from evaluators.objective import ObjectiveSpec, evaluate_objective, workload_objective
 from evaluators.pipeline import Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status
 from population.kernel import Kernel
 from targets.spec import GPUSpec, resolve_gpu
 from workloads.base import Shape, Workload
-
-
-def default_objective(workload: Workload) -> ObjectiveSpec:
-    """The objective when none is configured: ``ObjectiveSpec()`` (the best of the default libraries) when the
-    workload defines one of those libraries (RMSNorm), else the best of the workload's own
-    ``baseline_names`` with its ``primary_baseline`` and the naive seed as fallbacks (softmax: torch; KDA: fla)."""
-    spec = ObjectiveSpec()
-    names = tuple(workload.baseline_names)
-    if not names or set(spec.libraries) & set(names):
-        return spec
-    return ObjectiveSpec(libraries=names, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
 
 
 class NoGPU(RuntimeError):
@@ -122,7 +111,7 @@ class GPUPool:
         check_where(front_half)
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
-        self.objective = ObjectiveSpec.from_config(objective) if objective is not None else default_objective(workload)
+        self.objective = ObjectiveSpec.from_config(objective, default=workload_objective(workload))
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
