@@ -22,10 +22,12 @@ import html
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
-import plotly.graph_objects as go
+
+if TYPE_CHECKING:  # the figures import plotly when drawn: the kernel export needs only the graph
+    import plotly.graph_objects as go
 
 from archive.grid import GridArchive
 from archive.store import Store
@@ -115,6 +117,8 @@ def lineage_figure(store: Store, candidate_id: int | None = None, *, objective_n
                    graph: nx.DiGraph | None = None) -> go.Figure:
     """Objective along the lineage of ``candidate_id`` (default: the best ok row): one point per step, hover
     text with id, operator, status and the edit script. ValueError when the store has no ok row."""
+    import plotly.graph_objects as go
+
     steps = lineage_steps(store, candidate_id, graph)
     hover = [f"#{s['id']} {html.escape(s['operator'])} [{s['status']}]<br>{objective_name}: "
              f"{_fmt_obj(s['objective'])}<br>{_hover_edit(s['edit_text'])}" for s in steps]
@@ -139,6 +143,8 @@ def family_tree_figure(store_or_graph: Store | nx.DiGraph, *, objective_name: st
     """Every candidate as a marker at x = lineage depth, y = its rank within that depth; edges to primary
     parents; ok candidates coloured by objective, the others grey. Trace 0 holds the edges, trace 1 the ok
     nodes, trace 2 the failed nodes (so the figure's node count is len(trace 1) + len(trace 2))."""
+    import plotly.graph_objects as go
+
     g = store_or_graph if isinstance(store_or_graph, nx.DiGraph) else build_graph(store_or_graph)
     depth = _depths(g)
     pos: dict[int, tuple[int, int]] = {}
@@ -182,6 +188,8 @@ def family_tree_figure(store_or_graph: Store | nx.DiGraph, *, objective_name: st
 def heatmap_figure(archive: GridArchive, dim_x: str, dim_y: str, *, objective_name: str = "objective") -> go.Figure:
     """Max elite objective per (dim_x bin, dim_y bin) over all other descriptors; empty cells blank.
     KeyError for an unknown dimension."""
+    import plotly.graph_objects as go
+
     z = archive.project(dim_x, dim_y)
     dx = next(d for d in archive.dims if d.name == dim_x)
     dy = next(d for d in archive.dims if d.name == dim_y)

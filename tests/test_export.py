@@ -89,3 +89,20 @@ def test_export_reads_run_config_from_store_meta(tmp_path, workload):
                                                                            "ptx_type": "u64"}
     assert card["objective_definition"].startswith("geomean speedup over ")
     assert card["cubin_source"] == "ptxas -arch=sm_90a" and card["versions"]["ptxforge"].startswith("0.1.0")
+
+
+def test_the_export_runs_where_plotly_is_absent():
+    """The kernels and their lineage need networkx only; the figures import plotly when drawn (on the GPU
+    machine, whose wheel set may lack plotly, the whole export once failed on the module's import)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; sys.modules['plotly'] = None; sys.modules['plotly.graph_objects'] = None\n"
+            "from archive.export import export_best\n"
+            "import archive.lineage as L\n"
+            "try:\n    L.family_tree_figure(L.nx.DiGraph())\nexcept ImportError:\n    print('figure needs plotly')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "figure needs plotly"
