@@ -318,7 +318,8 @@ DODGES = {"refill": lambda y0, x: refill_careful(y0), "scale": lambda y0, x: sca
 def test_the_timed_launches_take_each_dodges_racy_path_at_most_launches(wl):
     """Premise: over the timed launches of a shape with five input sets (``timed_call`` on numpy, the correct
     answer for set 0 among the refill patterns, as the worker has it) the refill dodge keeps its barrier only at
-    all-ones refills (about 1 in 5), the scale dodge only on set 0 (normal, 1 in 5), the seed dodge never."""
+    all-ones refills (about 1 in 10: 1 in 5 of the refilled half, the rest stale), the scale dodge only on set 0
+    (normal, 1 in 5), the seed dodge never."""
     from evaluators.gpu.timed_checks import InputSets, set_count, timed_call
     from tests.timed_launches import drive, rms_honest
     from workloads.dtypes import storage_dtype
@@ -342,7 +343,7 @@ def test_the_timed_launches_take_each_dodges_racy_path_at_most_launches(wl):
     timed = seen[3:]
     share = {name: np.mean([s[name] for s in timed]) for name in DODGES}
     assert len(timed) == 400 and len(sets.sets) == 5
-    assert 0.12 < share["refill"] < 0.28 and 0.12 < share["scale"] < 0.28 and share["seed"] == 0.0, share
+    assert 0.05 < share["refill"] < 0.16 and 0.12 < share["scale"] < 0.28 and share["seed"] == 0.0, share
 
 
 @pytest.fixture

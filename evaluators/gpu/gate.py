@@ -76,8 +76,11 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # own fixed shapes, Workload.sanitizer_shapes, with exact shape products: KDA at RMSNorm's shapes had timed out
 # and its varlen search shapes had passed for small; KDA's replay shapes reach 129 tokens at 4 heads:
 # rt8_kda_long_race, rt8_kda_latent_war, rt8_kda_heads_race; KDA's long_memory input distribution, decay 1:
-# rt8_kda_window), which reject kernels v11 accepted.
-GATE_VERSION = 12
+# rt8_kda_window), which reject kernels v11 accepted; 13: v12 with half the timed launches "stale" (outputs as
+# the previous launch wrote them, timed_checks.STALE_SHARE; a kernel that skips its work on finding its own last
+# output is wrong at a checked stale launch) and the sanitizer replay's spec taking shapes of any rank (KDA's
+# verdicts had all been skipped).
+GATE_VERSION = 13
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096

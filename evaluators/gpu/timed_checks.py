@@ -12,8 +12,9 @@ padding around every buffer (``gate.pack_inputs``) and a fingerprint (``fused.fi
 ``timed_call`` wraps a kernel launch in a ``benchmark.TimedCall`` and draws, before the timing loop, for every
 timed launch the input set, the runtime scalars (``Workload.draw_params``: eps) and the pattern the outputs are
 refilled with (NaN poison, all-ones poison, zeros, random finite values, or a correct answer for set 0 when the
-launch reads another set); its untimed ``prepare`` then refills the outputs (``launch_prep.fill``: one memset,
-copy or kernel) and points the launch at its set (pointer rotation among the pre-made sets, no copy).
+launch reads another set), or, at a STALE_SHARE of the launches, left as the previous launch wrote them
+("stale"); its untimed ``prepare`` then refills the outputs (``launch_prep.fill``: one memset, copy or kernel) and
+points the launch at its set (pointer rotation among the pre-made sets, no copy).
 CHECKED_LAUNCHES launches, drawn at random among the timed ones, are checked: their output rows at a random sample
 drawn per launch (plus the first and last row) and their inout buffers' final values at a random sample of rows
 are gathered right after the end event and compared with the float64 reference for the inputs and scalars they saw
@@ -64,6 +65,13 @@ from workloads.dtypes import bits_dtype
 
 # Output refill patterns drawn per timed launch.
 PATTERNS = ("nan", "ones", "zeros", "random", "answer")
+# Share of timed launches whose outputs are not refilled (pattern "stale", gate rules version 13): they hold what
+# the previous launch wrote, an answer for another input set or for inputs changed since (every launch changes
+# PERTURB_ROWS rows of its set's activations, and a checked launch compares those rows), so a kernel that skips its
+# work when its outputs look written is wrong at a checked stale launch, as it is at an "answer" refill. A refill
+# writes every output byte (the "answer" reads them too) between two timed launches, about half a bandwidth-bound
+# kernel's own traffic: leaving half the launches stale halves that GPU time per candidate.
+STALE_SHARE = 0.5
 # Rows of each output compared after a checked timed launch (plus the first and the last row): a kernel wrong at
 # a fraction f of the rows escapes one check with probability (1 - f)^1024 (f = 1/100: 3e-5).
 CHECK_ROWS = SAMPLE_ROWS
@@ -359,9 +367,11 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     draws its own sample of output rows (SAMPLE_ROWS + first + last, plus the rows its perturbation changed) and
     of each inout buffer's final rows (``flat_rows``), so a kernel wrong at a fixed fraction f of the rows escapes
     the n checked launches of a shape with (1 - f)^(1026 n), not (1 - f)^1026. ``outputs``: name -> buffer,
-    reused by every launch. A kernel that computes only when it sees the poison escapes one checked launch with
-    probability 2/5 (the poison patterns' share; 1/2 on set 0, which never gets the "answer" refill), all of
-    them with (2/5)^a (1/2)^b per shape (a, b: the checked launches on other sets and on set 0).
+    reused by every launch. A launch's outputs are left as the previous launch wrote them with probability
+    STALE_SHARE (pattern "stale"), else refilled with a pattern drawn uniformly. A kernel that computes only when
+    it sees the poison escapes one checked launch with probability (1 - STALE_SHARE) 2/5 = 1/5 (the poison
+    patterns' share; (1 - STALE_SHARE) 1/2 = 1/4 on set 0, which never gets the "answer" refill), all of them with
+    (1/5)^a (1/4)^b per shape (a, b: the checked launches on other sets and on set 0).
 
     Everything is drawn here, before the timing loop (the perturbations' new values too, on the device), so
     the work enqueued per launch is a refill (``launch_prep.fill``), the perturbation's rows written in and
@@ -391,7 +401,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     for r in range(repeats):
         s = forced.get(r, int(rng.integers(len(sets.sets))))
         choices = [p for p in PATTERNS if p != "answer" or (sets.answers is not None and s != 0)]
-        pattern = choices[int(rng.integers(len(choices)))]
+        pattern = "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
         seed = int(rng.integers(2**62))
         params = workload.draw_params(int(rng.integers(2**62))) if workload.scalar_draws else {}
         plan.append(_Launch(s, pattern, seed, params))
@@ -437,8 +447,9 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
             staged(s, state["params"])
             return
         launch_r = plan[r]
-        for name, buf in outputs.items():
-            fill(buf, specs[name].dtype, launch_r.pattern, launch_r.seed, answers.get(name), xp)
+        if launch_r.pattern != "stale":
+            for name, buf in outputs.items():
+                fill(buf, specs[name].dtype, launch_r.pattern, launch_r.seed, answers.get(name), xp)
         if sets.inout:
             sets.reset_inout(launch_r.set_index)
         if r in perts:
@@ -468,17 +479,19 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
 
 def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs: dict[str, Any], shape: Shape,
                   workload: Workload, rng: np.random.Generator) -> TimedCall:
-    """A baseline timed like a candidate: the same per-launch refill of an output-sized buffer (so the work
-    before the flush is the same) and the input set drawn per launch (``fn_per_set[i]`` runs on set i)."""
+    """A baseline timed like a candidate: the same per-launch refill of an output-sized buffer, left out at a
+    STALE_SHARE of the launches (so the work before the flush is the same) and the input set drawn per launch
+    (``fn_per_set[i]`` runs on set i)."""
     specs = {s.name: s for s in workload.outputs(shape)}
     state = {"set": 0}
 
     def prepare(r: int) -> None:
         s = int(rng.integers(len(fn_per_set)))
-        pattern = PATTERNS[int(rng.integers(4))]
+        pattern = "stale" if rng.random() < STALE_SHARE else PATTERNS[int(rng.integers(4))]
         seed = int(rng.integers(2**62))
-        for name, buf in outputs.items():
-            fill(buf, specs[name].dtype, pattern, seed, None, sets.xp)
+        if pattern != "stale":
+            for name, buf in outputs.items():
+                fill(buf, specs[name].dtype, pattern, seed, None, sets.xp)
         state["set"] = s
 
     return TimedCall(lambda: fn_per_set[state["set"]](), prepare)
