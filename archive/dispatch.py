@@ -67,11 +67,11 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
         steps = [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id, graph)]
         name = f"bucket_{t.index:02d}"
         k = export_kernel(row, out, name, workload=workload, arch=arch, versions=versions, lineage=steps,
-                          store_meta=meta)
+                          store_meta=meta, pending=archive.is_pending(row.id))
         bucket = {"task": t.index, "name": t.name, "lo": t.lo, "hi": t.hi, "shapes": [list(s) for s in t.shapes],
                   "cubin": k.cubin_path.name if k.cubin_path else None, "ptx": k.ptx_path.name,
                   "card": k.card_path.name, "entry": row.entry, "launch": row.launch, "candidate_id": row.id,
-                  "objective": row.objective}
+                  "objective": row.objective, "unverified": json.loads(k.card_path.read_text())["unverified"]}
         if src != t.index:
             bucket["borrowed_from"] = src
         buckets.append(bucket)

@@ -99,7 +99,7 @@ def _jsonable(x: Any) -> Any:
 
 def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = None, arch: str | None = None,
              versions: dict[str, Any] | None = None, lineage: list[dict[str, Any]] | None = None,
-             store_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+             store_meta: dict[str, Any] | None = None, pending: bool = False) -> dict[str, Any]:
     """The JSON card of one stored candidate.
 
     Keys: name, candidate_id, identity, entry, launch (``LaunchConfig.to_json``), launch_dims (per measured
@@ -107,7 +107,9 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
     workload, dtype, status, reason, objective, objective_definition, shapes (the stored per-shape numbers:
     time_us in µs, gbps in GB/s, frac_copy, speedups, baseline_us, estimate), resources, occupancy,
     traffic_bytes (bytes), features, cell, method (evaluator, estimate flag), gpu, arch, versions, operator,
-    edit_text, parents, lineage (operator and objective per step), exported_at (UNIX seconds)."""
+    edit_text, parents, lineage (operator and objective per step), exported_at (UNIX seconds), unverified (why
+    the kernel has no compute-sanitizer verdict: ``pending`` when the run ended still owing it, the tool's reason
+    when it gave none; None when it has one or the evaluator gives none)."""
     m = row.metrics
     meta = store_meta or {}
     card: dict[str, Any] = {
@@ -132,6 +134,8 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "arch": arch,
         "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,
         "lineage": lineage or [], "exported_at": time.time(),
+        "unverified": ("pending: the run ended before its compute-sanitizer verdict" if pending
+                       else row.reason if (row.reason or "").startswith("unverified") else None),
     }
     card["measured_against"] = measured_against(meta, workload, estimate=bool(m.get("estimate", False)))
     if workload is not None and row.launch:
@@ -246,17 +250,20 @@ def export_best(store: Store, archive: GridArchive | None, out_dir: str | Path, 
     def lineage(row: CandidateRow) -> list[dict[str, Any]]:
         return [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id, graph)]
 
-    done = [export_kernel(best_row, out, "best", lineage=lineage(best_row), **kw)]
+    def pending(row: CandidateRow) -> bool:
+        return archive is not None and archive.is_pending(row.id)
+
+    done = [export_kernel(best_row, out, "best", lineage=lineage(best_row), pending=pending(best_row), **kw)]
     for e in elites:
         row = store.get(int(e.candidate_id))
         done.append(export_kernel(row, out, "cell_" + "_".join(str(c) for c in e.cell), lineage=lineage(row),
-                                  **kw))
+                                  pending=pending(row), **kw))
     index = []
     for k in done:
         card = json.loads(k.card_path.read_text())
         index.append({"name": k.name, "candidate_id": k.candidate_id, "ptx": k.ptx_path.name,
                       "cubin": k.cubin_path.name if k.cubin_path else None, "card": k.card_path.name,
-                      "objective": card["objective"], "cell": card["cell"]})
+                      "objective": card["objective"], "cell": card["cell"], "unverified": card["unverified"]})
     (out / "index.json").write_text(json.dumps(index, indent=2))
     if workload is not None and done[0].cubin_path is not None:
         write_best_manifest(out, done[0], best_row, workload, measured_against(meta, workload))

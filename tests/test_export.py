@@ -106,3 +106,29 @@ def test_the_export_runs_where_plotly_is_absent():
                          cwd=Path(__file__).resolve().parents[1], timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "figure needs plotly"
+
+
+def test_cards_say_which_elites_lack_a_sanitizer_verdict(tmp_path, workload):
+    """A verdict still owed at the end of the run (pending) or one the tool could not give (the engine marks the
+    row "unverified: ...") shows on the card and in index.json; a checked elite's card says None."""
+    seed = workload.seeds()[0]
+    store = Store(tmp_path / "run.sqlite")
+    dims = [Dimension("registers", (0, 32, 64)), Dimension("active_warps", tuple(range(0, 72, 8)))]
+    archive = GridArchive(dims)
+    rows = []
+    for i, (regs, pend) in enumerate([(40.0, True), (20.0, False), (50.0, False)]):
+        row = CandidateRow.from_eval(seed, EvalResult(status=Status.OK, objective=1.0 + i,
+                                                      features={"registers": regs, "active_warps": 8.0 * (i + 1)}))
+        row.identity = f"{i}" * 64
+        store.add_candidate(row)
+        archive.add(row.id, row.objective, row.features, pending=pend)
+        rows.append(row)
+    store.update_candidate(rows[1].id, reason="unverified: sanitizer verdict skipped: memcheck gave no verdict")
+    done = export_best(store, archive, tmp_path / "export", workload)
+    got = {json.loads(k.card_path.read_text())["candidate_id"]: json.loads(k.card_path.read_text())["unverified"]
+           for k in done}
+    assert got[rows[0].id].startswith("pending")
+    assert got[rows[1].id] == "unverified: sanitizer verdict skipped: memcheck gave no verdict"
+    assert got[rows[2].id] is None
+    index = json.loads((tmp_path / "export" / "index.json").read_text())
+    assert index[0]["name"] == "best" and index[0]["unverified"] is None  # rows[2], objective 3.0
