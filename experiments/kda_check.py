@@ -24,13 +24,22 @@ def parse_variants(text: str) -> list[dict[str, int]]:
             for part in filter(None, (p.strip() for p in text.split(";")))]
 
 
-def kernels_of(wl: Any, variants: str) -> dict[str, Any]:
-    """name -> Kernel: the workload's two seeds (``naive``, ``template``) and its template at each knob set of
-    ``variants`` (``parse_variants``), named ``template k=v,...``."""
+def kernels_of(wl: Any, variants: str, store: str | None = None) -> dict[str, Any]:
+    """name -> Kernel: the workload's two seeds (``naive``, ``template``), its template at each knob set of
+    ``variants`` (``parse_variants``), named ``template k=v,...``, and with ``store`` (a run's store.sqlite or a
+    recorded .sqlite.gz) the best ok kernel of that run, named ``search #<row id>``. FileNotFoundError for a
+    missing store, ValueError when it holds no ok kernel."""
     naive, template = wl.seeds()
     kernels = {"naive": naive, "template": template}
     for v in parse_variants(variants):
         kernels["template " + ",".join(f"{k}={x}" for k, x in v.items())] = wl.instantiate(v)
+    if store:
+        from evaluators.recorded import open_store
+
+        row = open_store(store).best()
+        if row is None:
+            raise ValueError(f"{store}: no ok kernel to verify")
+        kernels[f"search #{row.id}"] = row.kernel()
     return kernels
 
 

@@ -7,7 +7,9 @@
 #      kernels), the KDA seeds against the float64 reference (o and the final state) and fla against it;
 #   2. experiments/kda_h200.py: KDA seeds + one template variant checked directly and timed against fla's
 #      fused_recurrent_kda at the 12 benchmark shapes;
-#   3. a short KDA search on the GPU evaluator (needs the gate to handle the inout state buffer).
+#   3. a short KDA search on the GPU evaluator (needs the gate to handle the inout state buffer);
+#   4. with VERIFY_S > 0 (default 0: it needs ~150 s of its own), experiments/kda_h200.py --store on the search's
+#      store (or KDA_STORE): the best kernel against fla at the 12 benchmark and the held-out shapes.
 # Prepare where pip works: bash scripts/fetch_device_wheels.sh (carries fla-core and einops in .whl/).
 # Usage: OUT=/some/dir bash scripts/plugins_h200.sh      (logs and tables under $OUT)
 #        DRY_RUN=1 bash scripts/plugins_h200.sh           (a CPU: the GPU tests skip, kda_h200.py --dry-run, the
@@ -43,5 +45,14 @@ if [ "${SEARCH_S:-240}" -gt 0 ]; then
     engine.verdict_wait_s="${VERDICT_WAIT_S:-30}" hydra.run.dir="$out/kda_search" 2>&1 | tail -40 | tee "$out/kda_search.log"
   rc=$((rc | ${PIPESTATUS[0]}))
   [ -f "$out/kda_search/store.sqlite" ] && python3 scripts/pack_store.py "$out/kda_search/store.sqlite" "$out/kda_search.sqlite.gz"
+fi
+# 4. the search's best kernel checked and timed against fla at every benchmark and held-out shape (its own geomean
+#    over fla is the figure the issue judges the search by); needs a search step's store, this command's or an
+#    earlier one's (KDA_STORE)
+store=${KDA_STORE:-$out/kda_search/store.sqlite}
+if [ "${VERIFY_S:-0}" -gt 0 ] && [ -f "$store" ]; then
+  timeout -k 5 "$VERIFY_S" python3 experiments/kda_h200.py --out "$out/verify" --repeats "${REPEATS:-5}" \
+    --store "$store" --variants "" --heldout "${dry[@]}" 2>&1 | tee "$out/kda_verify.log"
+  rc=$((rc | ${PIPESTATUS[0]}))
 fi
 exit $rc

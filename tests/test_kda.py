@@ -249,6 +249,27 @@ def test_study_helpers_shared_by_the_kda_gpu_experiments():
     assert dev["state"].dtype == np.float32 and np.array_equal(dev["state"], host["state"])
 
 
+def test_the_kda_study_takes_a_search_runs_best_kernel_from_its_store(tmp_path):
+    """``kernels_of(..., store=)``: the run's best ok kernel, by objective, joins the studied kernels (how
+    experiments/kda_h200.py --store checks a search's product at every benchmark shape against fla)."""
+    from archive.store import CandidateRow, Store
+    from evaluators.types import EvalResult, Status
+    from experiments.kda_check import kernels_of
+
+    wl = KDARecurrent()
+    store = Store(tmp_path / "store.sqlite")
+    fast = wl.instantiate({"layout": 1, "cols": 8})
+    for k, obj in ((wl.seeds()[0], 1.0), (fast, 1.4), (wl.seeds()[1], 1.2)):
+        store.add_candidate(CandidateRow.from_eval(k, EvalResult(status=Status.OK, objective=obj)))
+    store.close()
+    got = kernels_of(wl, "", str(tmp_path / "store.sqlite"))
+    assert list(got) == ["naive", "template", "search #2"] and got["search #2"].ptx == fast.ptx
+    empty = Store(tmp_path / "empty.sqlite")
+    empty.close()
+    with pytest.raises(ValueError, match="no ok kernel"):
+        kernels_of(wl, "", str(tmp_path / "empty.sqlite"))
+
+
 def test_correctness_row_and_its_line():
     """experiments/kda_check.correctness_row / row_line (both KDA GPU studies): the row's keys and values, the
     lengths cut to max_lengths, the pass flag, and the printed line's columns."""
