@@ -199,7 +199,7 @@ def test_replay_spec_roundtrip_and_errors(tmp_path: Path) -> None:
     p.write_text(json.dumps({k: v for k, v in spec.items() if k != "entry"}))
     with pytest.raises(ValueError, match=r"spec.json: spec lacks \['entry'\]"):
         sanitize_replay.load_spec(p)
-    p.write_text(json.dumps({**spec, "shapes": [[5]]}))
+    p.write_text(json.dumps({**spec, "shapes": [[5, 0]]}))
     with pytest.raises(ValueError, match="'shapes' must be"):
         sanitize_replay.load_spec(p)
     assert sanitize_replay.main(["--spec", str(tmp_path / "missing.json")]) == 2

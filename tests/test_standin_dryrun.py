@@ -110,10 +110,11 @@ def test_timing_loop_enqueues_a_few_operations_per_launch_and_never_synchronises
     sd.COUNTS.clear()
     drive(call, 20)
     # per timed launch not left stale one refill (STALE_SHARE: about half of them); per timed launch x's changed
-    # rows written in and back; per launch whose w changes too (half of the 20: 2 of the 4 checked and 8 others) w
-    # written in and back; per checked launch one gather of its sampled rows; warm-ups nothing but the launch
+    # rows and its other rows' sectors (SECTOR_BYTES) written in and back; per launch whose w changes too (half of
+    # the 20: 2 of the 4 checked and 8 others) w written in and back; per checked launch one gather of its sampled
+    # rows; warm-ups nothing but the launch
     assert sd.COUNTS["sync"] == 0 and "stale" not in fills and 4 <= len(fills) <= 16
-    assert sd.COUNTS["op"] == len(fills) + 20 * 2 + 10 * 2 + 4 and sd.COUNTS["alloc"] == 0
+    assert sd.COUNTS["op"] == len(fills) + 20 * 2 * 2 + 10 * 2 + 4 and sd.COUNTS["alloc"] == 0
     assert verify_checked(wl, sets, checked, SHAPE) is None
     assert sets.read_only and sets.prints == [None] * 3  # no fingerprints: a store would have faulted
     sd.COUNTS.clear()
@@ -143,7 +144,8 @@ def test_memo_on_a_row_probe_is_caught_on_the_device_path(cp):
 
 def test_checked_launches_are_compared_by_the_fused_row_check_in_a_few_operations(cp):
     """RMSNorm's fused reference-and-compare (workloads/rmsnorm_check.py) on the device path: per checked launch
-    its perturbation written in and back and one kernel; one counter and one synchronisation per shape. A
+    its perturbation (x's changed rows, x's other rows' sectors, w at half of them) written in and back and one
+    kernel; one counter and one synchronisation per shape. A
     kernel that drops eps is caught at the checked launch on the tiny set, and the reason is the generic one."""
     from evaluators.gpu.timed_checks import InputSets, timed_call, verify_checked
 
@@ -156,7 +158,7 @@ def test_checked_launches_are_compared_by_the_fused_row_check_in_a_few_operation
     assert verify_checked(wl, sets, checked, SHAPE) is None
     n, with_w = len(checked), sum("w" in c.perturbation.parts for c in checked)
     assert n == 4 and with_w == 2
-    assert sd.COUNTS["kernel"] == n + 2 * n + 2 * with_w and sd.COUNTS["op"] == sd.COUNTS["kernel"] + 1
+    assert sd.COUNTS["kernel"] == n + 2 * 2 * n + 2 * with_w and sd.COUNTS["op"] == sd.COUNTS["kernel"] + 1
     assert sd.COUNTS["sync"] == 1 and sd.COUNTS["alloc"] == 1
 
     def no_eps(inputs, outputs, shape, params=None):

@@ -131,7 +131,11 @@ LANE_MASK = {"bf16": 0xBFFF, "fp16": 0xBBFF, "fp32": 0xBFFFFFFF}
 EXPONENT = {"bf16": (0x7F80, 0x0080), "fp16": (0x7C00, 0x0400), "fp32": (0x7F800000, 0x00800000)}
 # Share of a changed row's elements that are doubled or halved (as gate.PERTURB_SHARE), as a threshold of 2^32.
 PERTURB_THRESHOLD = 1 << 28
+# The threshold that changes every element it may (finite, neither zero nor at the top exponent): a sector patch.
+PERTURB_ALL = 0xFFFFFFFF
 FILL_BLOCK, FILL_BLOCKS_PER_SM = 256, 8
+# Rows of one patch: its kernels index them by blockIdx.y (CUDA's grid y limit).
+MAX_PATCH_ROWS = 65535
 _U64 = np.uint64
 
 
@@ -171,12 +175,13 @@ def fill_bytes_host(nbytes: int, mode: int, value: int, seed: int) -> np.ndarray
     return words.astype("<u8").view(np.uint8)[:nbytes]
 
 
-def perturb_host(old: np.ndarray, seed: int, kind: str) -> np.ndarray:
-    """``perturb_value`` over a (rows, row_elems) bits array (element index = its flat position)."""
+def perturb_host(old: np.ndarray, seed: int, kind: str, threshold: int = PERTURB_THRESHOLD) -> np.ndarray:
+    """``perturb_value`` over a (rows, row_elems) bits array (element index = its flat position); an element is
+    changed when its hash's high word is below ``threshold`` (of 2^32)."""
     emask, lsb = EXPONENT[kind]
     t = bits_dtype(kind).type
     idx = np.arange(old.size, dtype=_U64).reshape(old.shape)
-    pick = (mix64_host(idx, seed) >> _U64(32)) < _U64(PERTURB_THRESHOLD)
+    pick = (mix64_host(idx, seed) >> _U64(32)) < _U64(threshold)
     e = old & t(emask)
     ok = (e != 0) & (e != t(emask)) & (e != t(emask - lsb))
     return np.where(pick & ok, old ^ t(lsb), old).astype(old.dtype)
@@ -278,21 +283,25 @@ class RowPatch:
 
     @classmethod
     def draw(cls, target: Any, kind: str, rows: np.ndarray | None, seed: int, xp: ModuleType,
-             rows_dev: Any = None, old: Any = None, new: Any = None) -> RowPatch:
+             rows_dev: Any = None, old: Any = None, new: Any = None,
+             threshold: int = PERTURB_THRESHOLD) -> RowPatch:
         """A patch of ``target`` (contiguous; ``kind``) at ``rows`` of its leading axis (None: the whole array as
         one row), new values from ``seed``: one kernel (gather + perturb) on the GPU, no synchronisation.
         ``rows_dev``, ``old``, ``new``: the rows already on the device and (len(rows), row_elems) buffers of the
         element width to fill (so many patches share one transfer and one allocation); made here when None.
-        ValueError for rows of an array with fewer than two dimensions."""
+        threshold: the share of elements changed, of 2^32 (PERTURB_ALL: every one it may). ValueError for rows of
+        an array with fewer than two dimensions, or more than 65535 of them (the kernels' grid y)."""
         whole = rows is None
         if not whole and target.ndim < 2:
             raise ValueError("RowPatch: rows need an array of two or more dimensions")
         grid = cls._grid(target, kind, whole)
         r = np.zeros(1, dtype=np.int64) if whole else np.asarray(rows, dtype=np.int64)
+        if len(r) > MAX_PATCH_ROWS:
+            raise ValueError(f"RowPatch: {len(r)} rows, at most {MAX_PATCH_ROWS} a patch (split it)")
         row_elems = int(grid.shape[1])
         if xp is np:
             old = grid[r].copy()
-            return cls(target, r, r, old, perturb_host(old, seed, kind), kind, whole)
+            return cls(target, r, r, old, perturb_host(old, seed, kind, threshold), kind, whole)
         r_dev = xp.asarray(r) if rows_dev is None else rows_dev
         old = xp.empty((len(r), row_elems), dtype=grid.dtype) if old is None else old
         new = xp.empty_like(old) if new is None else new
@@ -300,7 +309,7 @@ class RowPatch:
         if len(r) and row_elems:
             _kernel(f"draw_rows_{_suffix(kind)}")((_blocks(row_elems), len(r)), (FILL_BLOCK,),
                                                   (grid, _U64(row_elems), r_dev, old, new, _U64(seed % 2**64),
-                                                   np.uint32(PERTURB_THRESHOLD), np.uint32(emask), np.uint32(lsb)))
+                                                   np.uint32(threshold), np.uint32(emask), np.uint32(lsb)))
         return cls(target, r, r_dev, old, new, kind, whole)
 
     def put(self, which: str, xp: ModuleType, touched: Any = None, flag: int = 0) -> None:
@@ -341,15 +350,15 @@ def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
 
 def _draw_twin(grid: tuple, block: tuple, args: tuple) -> None:
     base, row_elems, rows, old, new, seed, threshold, emask, _lsb = args
-    assert grid[1] == len(rows) <= 65535 and int(threshold) == PERTURB_THRESHOLD
+    assert grid[1] == len(rows) <= MAX_PATCH_ROWS and int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
     kind = "fp32" if base.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
     old[...] = base.reshape(-1, int(row_elems))[rows]
-    new[...] = perturb_host(old, int(seed), kind)
+    new[...] = perturb_host(old, int(seed), kind, int(threshold))
 
 
 def _put_twin(grid: tuple, block: tuple, args: tuple) -> None:
     base, row_elems, rows, src, expect, check, touched = args
-    assert grid[1] == len(rows) <= 65535
+    assert grid[1] == len(rows) <= MAX_PATCH_ROWS
     g = base.reshape(-1, int(row_elems))
     if int(check) and not np.array_equal(g[rows], expect):
         touched.reshape(-1)[0] = 1

@@ -59,7 +59,7 @@ from evaluators.gpu.gate import (
     reference_for,
     sample_rows,
 )
-from evaluators.gpu.launch_prep import RowPatch, fill
+from evaluators.gpu.launch_prep import MAX_PATCH_ROWS, PERTURB_ALL, RowPatch, fill
 from workloads.base import Shape, Workload
 from workloads.dtypes import bits_dtype
 
@@ -79,6 +79,12 @@ CHECK_ROWS = SAMPLE_ROWS
 CHECKED_LAUNCHES = 4
 # Rows of each row-indexed floating input changed in a perturbed launch.
 PERTURB_ROWS = 64
+# Every other row of such an input gets one sector of this many bytes changed per timed launch (gate rules version
+# 13; every element of the sector doubled or halved): no row is as made at any timed launch, so a kernel that keeps
+# a private (compressed) copy of each input set and reads only a probe of each row to find the changed ones
+# (red-team round 9, rt9 LossyShadow: 1.14-1.22x fewer bytes than honest, within tolerance everywhere) serves a
+# wrong row wherever its probe misses the sector; finding it means reading the whole row.
+SECTOR_BYTES = 32
 # Input sets per benchmark shape by the bytes of one set: every distribution gets a set up to SMALL_SET_BYTES,
 # three sets up to BIG_SET_BYTES, two above (device memory: the largest search shape's set is 4 GiB).
 SMALL_SET_BYTES = 256 << 20
@@ -238,6 +244,8 @@ class Perturbation:
 
     set_index: int
     parts: dict[str, RowPatch] = field(default_factory=dict)
+    # input name -> the sector patches of its other rows (SECTOR_BYTES each; split at MAX_PATCH_ROWS)
+    sectors: dict[str, list[RowPatch]] = field(default_factory=dict)
 
     @classmethod
     def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator,
@@ -261,6 +269,7 @@ class Perturbation:
             if rowed:
                 rows = np.stack([np.sort(rng.choice(a0.shape[0], size=PERTURB_ROWS, replace=False))
                                  for _ in range(n)]).astype(np.int64)
+                _draw_sectors(sets, set_indices, name, kind, rows, rng, out)
             else:
                 rows = np.zeros((n, 1), dtype=np.int64)
             seeds = [int(rng.integers(2**62)) for _ in range(n)]
@@ -276,7 +285,8 @@ class Perturbation:
         return out
 
     def rows(self, m: int) -> np.ndarray:
-        """The changed rows of the arrays with ``m`` rows (to add to a checked launch's row sample)."""
+        """The changed rows of the arrays with ``m`` rows (to add to a checked launch's row sample; the sector
+        patches, one in every other row, are left to the random sample)."""
         got = [p.rows for p in self.parts.values()
                if not p.whole and len(p.rows) and int(p.rows.max()) < m and p.target.shape[0] == m]
         return np.unique(np.concatenate(got)) if got else np.zeros(0, dtype=np.int64)
@@ -285,8 +295,43 @@ class Perturbation:
         """Write the changed values in (or, with ``undo``, the original ones back; with ``touched`` as well, set
         ``touched[flag]`` when a changed part no longer held the changed values: a kernel wrote there, which the
         undo would otherwise cover up)."""
-        for part in self.parts.values():
+        for part in [*self.parts.values(), *(p for ps in self.sectors.values() for p in ps)]:
             part.put("old" if undo else "new", sets.xp, touched if undo else None, flag)
+
+
+def _draw_sectors(sets: InputSets, set_indices: list[int], name: str, kind: str, rows: np.ndarray,
+                  rng: np.random.Generator, out: list[Perturbation]) -> None:
+    """Into each ``out[p].sectors[name]``: one SECTOR_BYTES sector, at a column drawn per row, of every row of
+    input ``name`` of set ``set_indices[p]`` not among ``rows[p]`` (its PERTURB_ROWS changed rows: the patches
+    must not overlap, or the undo's write check would see one patch's values where it expects the other's), every
+    element of it doubled or halved. Inputs whose row is not a whole number of sectors get none. Per input the
+    indices go to the device in one transfer and the old and new values share one allocation."""
+    a0 = sets.rw[set_indices[0]][name]
+    itemsize = int(np.dtype(bits_dtype(kind)).itemsize)
+    row_elems = int(np.prod(a0.shape[1:]))
+    sec = SECTOR_BYTES // itemsize
+    if row_elems % sec:
+        return
+    per_row = row_elems // sec
+    m, n, xp = int(a0.shape[0]), len(set_indices), sets.xp
+    flat = np.empty((n, m - rows.shape[1]), dtype=np.int64)
+    for p in range(n):
+        rest = np.setdiff1d(np.arange(m, dtype=np.int64), rows[p], assume_unique=True)
+        flat[p] = rest * per_row + rng.integers(per_row, size=rest.size)
+    seeds = [int(rng.integers(2**62)) for _ in range(n)]
+    bufs: tuple[Any, Any, Any] = (None, None, None)
+    if xp is not np:
+        old = xp.empty((n, flat.shape[1], sec), dtype=bits_dtype(kind))
+        bufs = (xp.asarray(flat), old, xp.empty_like(old))
+    for p, i in enumerate(set_indices):
+        target = sets.rw[i][name].reshape(-1, sec)
+        patches = []
+        for lo in range(0, flat.shape[1], MAX_PATCH_ROWS):
+            hi = min(lo + MAX_PATCH_ROWS, flat.shape[1])
+            dev = tuple(None if b is None else b[p, lo:hi] for b in bufs)
+            patches.append(RowPatch.draw(target, kind, flat[p, lo:hi], seeds[p] + lo, xp, *dev,
+                                         threshold=PERTURB_ALL))
+        out[p].sectors[name] = patches
 
 
 @dataclass
@@ -410,6 +455,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     for r, p in zip(range(repeats), Perturbation.draw_all(sets, [plan[r].set_index for r in range(repeats)], rng,
                                                           every)):
         perts[r].parts.update(p.parts)
+        perts[r].sectors.update(p.sectors)
     if some:
         for r, p in zip(with_params, Perturbation.draw_all(sets, [plan[r].set_index for r in with_params], rng,
                                                            some)):
