@@ -106,7 +106,9 @@ def test_the_composed_config_searches_each_workload_against_its_own_libraries():
     from omegaconf import OmegaConf
 
     from evaluators.objective import ObjectiveSpec, workload_objective
+    from evolve.config import register
 
+    register()  # the schema conf/config.yaml names first (python -m evolve registers it the same way)
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base=None):
         for name, libs in (("kda_recurrent", ("fla",)), ("rmsnorm", ("torch_compile", "liger", "quack", "quack_tuned"))):
