@@ -429,7 +429,7 @@ def test_the_drawn_conditions_follow_the_timed_launches_and_escape_with_one_in_1
     """launch_conditions over 4000 seeds, the three launches of the timed shape (phase 2 of the replay: indices
     0-2): every distribution and pattern about equally often, "answer" never with the first distribution; a dodge
     keeping its barrier at one refill pattern (or one distribution) meets its racy path unless all three draw it:
-    (1/5)^3 = 0.8%."""
+    (1/5)^3 = 0.8% (below that now: half the launches are "stale"), one keeping it at stale outputs (1/2)^3."""
     from evaluators.gpu.sanitize_replay import launch_conditions
 
     draws = [launch_conditions({"seed": s, "draw_conditions": True}, wl, 3) for s in range(4000)]
@@ -440,6 +440,10 @@ def test_the_drawn_conditions_follow_the_timed_launches_and_escape_with_one_in_1
     ones = np.mean([all(c[1] == "ones" for c in d) for d in draws])
     normal = np.mean([all(c[0] == "normal" for c in d) for d in draws])
     assert ones < 0.02 and normal < 0.02, (ones, normal)
+    # version 13: half the launches "stale" (outputs holding the launch's own answer), as the timed launches
+    stale = np.mean([c[1] == "stale" for c in flat])
+    assert 0.47 < stale < 0.53, stale
+    assert np.mean([all(c[1] == "stale" for c in d) for d in draws]) < 0.15  # (1/2)^3 = 12.5%
     assert launch_conditions({"seed": 5}, wl, 2) == [("normal", "ones", 0)] * 2  # specs without draws
 
 

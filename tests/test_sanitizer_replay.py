@@ -228,3 +228,22 @@ def test_every_spec_sanitize_writes_passes_the_replays_own_check(name, monkeypat
     v = sanitizer.sanitize(wl.seeds()[:1], wl, arch="sm_90", exe="/bin/true", timed_shapes=wl.search_shapes)
     assert [x.status for x in v] == [Status.OK], v[0].reason
     assert set(wl.sanitizer_shape_list()) <= {s for shapes in seen for s in shapes}
+
+
+def test_a_stale_replay_launch_finds_its_own_answer_in_its_outputs(cp):
+    """Version 13: the replay's "stale" launches emulate the timed launches' stale outputs (an earlier launch's
+    result on the same inputs): the outputs hold the launch's own reference in the output's type, no poison."""
+    from evaluators.gpu.gate import reference_for
+    from evaluators.gpu.sanitize_replay import _fill_outputs
+    from workloads.dtypes import as_bits, from_float
+
+    wl = RMSNorm("bf16")
+    shape = (7, 256)
+    host = wl.make_inputs(shape, 3, "normal", np)
+    own = reference_for(wl, host, np, {"eps": 1e-5})
+    outs = {"y": cp.empty(shape, dtype=cp.uint16)}
+    assert _fill_outputs(outs, wl, shape, "stale", 1, 2, {"eps": 1e-5}, cp, own=own) is None
+    want = as_bits(from_float(own["y"], "bf16", np), "bf16", np)
+    assert np.array_equal(cp.asnumpy(outs["y"]), want)
+    with pytest.raises(ValueError, match="own reference"):
+        _fill_outputs(outs, wl, shape, "stale", 1, 2, {}, cp)

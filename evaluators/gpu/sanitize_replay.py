@@ -22,7 +22,8 @@ rules version 10) each launch draws, from the spec's seed and its index, as the 
 (``launch_conditions``): its input distribution (any of the workload's, with probability 1 / their count) and the
 pattern its outputs hold before it runs (``timed_checks.PATTERNS``: NaN poison, all-ones, zeros, random finite
 values, or the correct output for other inputs -- never for inputs of the workload's first distribution, as the
-timed launches never give set 0 the "answer"). A kernel that keeps a barrier only where the replay's conditions
+timed launches never give set 0 the "answer"; since version 13 at half the launches "stale": the correct output
+for its own inputs, as the timed launches' stale outputs hold an earlier launch's result). A kernel that keeps a barrier only where the replay's conditions
 used to be fixed (``rt_replay_refill_dodge``: outputs of all-ones bytes; ``rt_replay_scale_dodge``: rows of unit
 scale; ``rt_replay_seed_dodge``: the inputs of seed 7, which ``sanitize`` now draws per call) takes its racy path
 at a replayed launch unless every launch at its shape draws what it keeps the barrier for: for a kernel racing at a
@@ -157,11 +158,13 @@ def replay_runs(spec: dict[str, Any], wl: Any) -> list[tuple[tuple[int, ...], st
 def launch_conditions(spec: dict[str, Any], wl: Any, count: int) -> list[tuple[str, str, int]]:
     """(input distribution, output pattern, fill seed) of each of ``count`` launches (``replay_runs`` order). With
     the spec's ``draw_conditions`` each is drawn from ``numpy.random.default_rng([seed, i])`` as the timed launches
-    draw theirs (module docstring): the distribution uniformly among ``wl.distributions``, the pattern uniformly
-    among ``timed_checks.PATTERNS`` ("answer" only for a distribution other than the workload's first); without,
+    draw theirs (module docstring): the distribution uniformly among ``wl.distributions``, the pattern "stale"
+    with probability ``timed_checks.STALE_SHARE`` (gate rules version 13: the outputs hold the correct output for
+    the launch's own inputs, as after an earlier launch on the same set), else uniformly among
+    ``timed_checks.PATTERNS`` ("answer" only for a distribution other than the workload's first); without,
     ``(first distribution, "ones", 0)`` for every launch (all-ones outputs, the replay's fill before gate rules
     version 10)."""
-    from evaluators.gpu.timed_checks import PATTERNS
+    from evaluators.gpu.timed_checks import PATTERNS, STALE_SHARE
 
     first = wl.distributions[0]
     if not spec.get("draw_conditions"):
@@ -171,16 +174,19 @@ def launch_conditions(spec: dict[str, Any], wl: Any, count: int) -> list[tuple[s
         rng = np.random.default_rng([int(spec["seed"]) % 2**63, i])
         dist = str(wl.distributions[int(rng.integers(len(wl.distributions)))])
         choices = [p for p in PATTERNS if p != "answer" or dist != first]
-        out.append((dist, choices[int(rng.integers(len(choices)))], int(rng.integers(2**62))))
+        pattern = "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
+        out.append((dist, pattern, int(rng.integers(2**62))))
     return out
 
 
 def _fill_outputs(outs: dict[str, Any], wl: Any, shape: tuple[int, ...], pattern: str, fill_seed: int,
-                  answer_seed: int, params: dict[str, float], cp: Any) -> int | None:
+                  answer_seed: int, params: dict[str, float], cp: Any,
+                  own: dict[str, Any] | None = None) -> int | None:
     """Give every output of ``outs`` the bytes of ``pattern`` (``launch_prep.fill`` on a host copy, then one copy
     to the device; all-ones and zeros by ``cudaMemset``); "answer": the correct output, at ``params``, for inputs
-    of the workload's first distribution drawn from ``answer_seed``. Returns the poison id ``gate.compare`` counts
-    unwritten elements by (0: NaN poison, 1: all-ones) or None."""
+    of the workload's first distribution drawn from ``answer_seed``; "stale": ``own`` (the float64 reference of
+    the launch's own inputs) in the output's type, what an earlier launch on the same inputs leaves there. Returns
+    the poison id ``gate.compare`` counts unwritten elements by (0: NaN poison, 1: all-ones) or None."""
     from evaluators.gpu.gate import reference_for
     from evaluators.gpu.launch_prep import fill
     from workloads.dtypes import as_bits, from_float, host_dtype
@@ -190,15 +196,17 @@ def _fill_outputs(outs: dict[str, Any], wl: Any, shape: tuple[int, ...], pattern
             cp.cuda.runtime.memset(buf.data.ptr, 0xFF if pattern == "ones" else 0, buf.nbytes)
         return 1 if pattern == "ones" else None
     answers: dict[str, Any] = {}
-    if pattern == "answer":
-        other = wl.make_inputs(shape, answer_seed, wl.distributions[0], np)
-        ref = reference_for(wl, other, np, params)
+    if pattern in ("answer", "stale"):
+        if pattern == "stale" and own is None:
+            raise ValueError("_fill_outputs: the 'stale' pattern needs the launch's own reference (own=)")
+        ref = own if pattern == "stale" else reference_for(
+            wl, wl.make_inputs(shape, answer_seed, wl.distributions[0], np), np, params)
         answers = {o.name: as_bits(from_float(ref[o.name], o.dtype, np), o.dtype, np) if o.dtype == "bf16"
                    else from_float(ref[o.name], o.dtype, np) for o in wl.outputs(shape)}
     for o in wl.outputs(shape):
         buf = outs[o.name]
         host = np.empty(buf.shape, dtype=host_dtype(o.dtype) if o.dtype != "bf16" else np.uint16)
-        fill(host, o.dtype, pattern, fill_seed, answers.get(o.name), np)
+        fill(host, o.dtype, "answer" if pattern == "stale" else pattern, fill_seed, answers.get(o.name), np)
         cp.cuda.runtime.memcpy(buf.data.ptr, host.ctypes.data, host.nbytes, cp.cuda.runtime.memcpyHostToDevice)
     return 0 if pattern == "nan" else None
 
@@ -258,7 +266,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 if edges is None:
                     outs = _poisoned_outputs(wl, shape, cp)
                 poison = 1 if pattern == "ones" else _fill_outputs(outs, wl, shape, pattern, fill_seed,
-                                                                    int(spec["seed"]) + len(runs) + i, params, cp)
+                                                                    int(spec["seed"]) + len(runs) + i, params, cp,
+                                                                    own=ref)
                 grid, block, smem = wl.launch_dims(shape, launch)
                 if smem > 48 * 1024:
                     cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
