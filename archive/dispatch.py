@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from archive.export import _config, _ptx_target, _versions, export_kernel
+from archive.export import _config, _ptx_target, _versions, export_kernel, unverified
 from archive.store import Store
 
 DISPATCH_FORMAT = "ptxforge-dispatch/1"
@@ -66,12 +66,13 @@ def export_dispatch(store: Store, archive: Any, tasks: Any, workload: Any, out_d
         row = store.get(int(best[src].candidate_id))
         steps = [{k: s[k] for k in ("id", "operator", "objective")} for s in lineage_steps(store, row.id, graph)]
         name = f"bucket_{t.index:02d}"
+        pending = archive.is_pending(row.id)
         k = export_kernel(row, out, name, workload=workload, arch=arch, versions=versions, lineage=steps,
-                          store_meta=meta, pending=archive.is_pending(row.id))
+                          store_meta=meta, pending=pending)
         bucket = {"task": t.index, "name": t.name, "lo": t.lo, "hi": t.hi, "shapes": [list(s) for s in t.shapes],
                   "cubin": k.cubin_path.name if k.cubin_path else None, "ptx": k.ptx_path.name,
                   "card": k.card_path.name, "entry": row.entry, "launch": row.launch, "candidate_id": row.id,
-                  "objective": row.objective, "unverified": json.loads(k.card_path.read_text())["unverified"]}
+                  "objective": row.objective, "unverified": unverified(row, pending)}
         if src != t.index:
             bucket["borrowed_from"] = src
         buckets.append(bucket)

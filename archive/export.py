@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from archive.grid import GridArchive
-from archive.store import CandidateRow, Store
+from archive.store import UNVERIFIED, CandidateRow, Store
 
 CARD_VERSION = 1
 
@@ -97,6 +97,15 @@ def _jsonable(x: Any) -> Any:
     return asdict(x) if is_dataclass(x) and not isinstance(x, type) else x
 
 
+def unverified(row: CandidateRow, pending: bool = False) -> str | None:
+    """Why ``row``'s kernel has no compute-sanitizer verdict: ``pending`` (its elite's verdict still owed when the
+    run ended), the reason the engine recorded when the tool gave none (``archive.store.UNVERIFIED``), else
+    None."""
+    if pending:
+        return "pending: the run ended before its compute-sanitizer verdict"
+    return row.reason if (row.reason or "").startswith(UNVERIFIED) else None
+
+
 def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = None, arch: str | None = None,
              versions: dict[str, Any] | None = None, lineage: list[dict[str, Any]] | None = None,
              store_meta: dict[str, Any] | None = None, pending: bool = False) -> dict[str, Any]:
@@ -134,8 +143,7 @@ def card_for(row: CandidateRow, *, name: str, workload: Any = None, gpu: Any = N
         "arch": arch,
         "versions": versions or {}, "operator": row.operator, "edit_text": row.edit_text, "parents": row.parents,
         "lineage": lineage or [], "exported_at": time.time(),
-        "unverified": ("pending: the run ended before its compute-sanitizer verdict" if pending
-                       else row.reason if (row.reason or "").startswith("unverified") else None),
+        "unverified": unverified(row, pending),
     }
     card["measured_against"] = measured_against(meta, workload, estimate=bool(m.get("estimate", False)))
     if workload is not None and row.launch:

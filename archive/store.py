@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# How an ok row's reason begins when its elite has no compute-sanitizer verdict (the tool gave none): the engine
+# writes it, the export reads it (archive.export.unverified).
+UNVERIFIED = "unverified"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS candidates (

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from archive.lessons import script_kind
-from archive.store import CandidateRow, Store
+from archive.store import UNVERIFIED, CandidateRow, Store
 from evaluators.types import EvalResult, Status
 from evolve.algorithms.base import SEED, Ask, CandidateId, NoParent, Told
 from evolve.budget import Budget
@@ -711,7 +711,7 @@ class Engine:
             self.verdicts[str(v.status)] += 1
             if v.status == Status.SKIPPED:
                 # No verdict (the tool could not run): the elite stays, marked so that nothing reads it as checked.
-                self.store.update_candidate(int(cid), reason=f"unverified: sanitizer verdict skipped: {v.reason}")
+                self.store.update_candidate(int(cid), reason=f"{UNVERIFIED}: sanitizer verdict skipped: {v.reason}")
                 if self.verdicts[str(v.status)] <= 3:
                     log.warning("candidate %s has no sanitizer verdict (it stays an elite, unverified): %s",
                                 cid, v.reason)

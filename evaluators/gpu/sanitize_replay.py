@@ -164,7 +164,7 @@ def launch_conditions(spec: dict[str, Any], wl: Any, count: int) -> list[tuple[s
     ``timed_checks.PATTERNS`` ("answer" only for a distribution other than the workload's first); without,
     ``(first distribution, "ones", 0)`` for every launch (all-ones outputs, the replay's fill before gate rules
     version 10)."""
-    from evaluators.gpu.timed_checks import PATTERNS, STALE_SHARE
+    from evaluators.gpu.timed_checks import PATTERNS, draw_pattern
 
     first = wl.distributions[0]
     if not spec.get("draw_conditions"):
@@ -174,8 +174,7 @@ def launch_conditions(spec: dict[str, Any], wl: Any, count: int) -> list[tuple[s
         rng = np.random.default_rng([int(spec["seed"]) % 2**63, i])
         dist = str(wl.distributions[int(rng.integers(len(wl.distributions)))])
         choices = [p for p in PATTERNS if p != "answer" or dist != first]
-        pattern = "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
-        out.append((dist, pattern, int(rng.integers(2**62))))
+        out.append((dist, draw_pattern(rng, choices), int(rng.integers(2**62))))
     return out
 
 

@@ -72,6 +72,12 @@ PATTERNS = ("nan", "ones", "zeros", "random", "answer")
 # writes every output byte (the "answer" reads them too) between two timed launches, about half a bandwidth-bound
 # kernel's own traffic: leaving half the launches stale halves that GPU time per candidate.
 STALE_SHARE = 0.5
+
+
+def draw_pattern(rng: np.random.Generator, choices: tuple[str, ...] | list[str] = PATTERNS) -> str:
+    """One launch's output pattern: "stale" with probability STALE_SHARE, else one of ``choices`` uniformly (the
+    draw of the timed launches, the baselines and the sanitizer replay alike)."""
+    return "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
 # Rows of each output compared after a checked timed launch (plus the first and the last row): a kernel wrong at
 # a fraction f of the rows escapes one check with probability (1 - f)^1024 (f = 1/100: 3e-5).
 CHECK_ROWS = SAMPLE_ROWS
@@ -273,11 +279,7 @@ class Perturbation:
             else:
                 rows = np.zeros((n, 1), dtype=np.int64)
             seeds = [int(rng.integers(2**62)) for _ in range(n)]
-            bufs: tuple[Any, Any, Any] = (None, None, None)
-            if xp is not np:
-                row_elems = int(np.prod(a0.shape[1:])) if rowed else int(a0.size)
-                old = xp.empty((n, rows.shape[1], row_elems), dtype=bits_dtype(kind))
-                bufs = (xp.asarray(rows), old, xp.empty_like(old))
+            bufs = _patch_buffers(xp, rows, int(np.prod(a0.shape[1:])) if rowed else int(a0.size), kind)
             for p, i in enumerate(set_indices):
                 dev = tuple(None if b is None else b[p] for b in bufs)
                 out[p].parts[name] = RowPatch.draw(sets.rw[i][name], kind, rows[p] if rowed else None, seeds[p],
@@ -297,6 +299,15 @@ class Perturbation:
         undo would otherwise cover up)."""
         for part in [*self.parts.values(), *(p for ps in self.sectors.values() for p in ps)]:
             part.put("old" if undo else "new", sets.xp, touched if undo else None, flag)
+
+
+def _patch_buffers(xp: ModuleType, rows: np.ndarray, row_elems: int, kind: str) -> tuple[Any, Any, Any]:
+    """(rows, old, new) on the device for the patches of ``rows`` (launches x rows per patch) of ``row_elems``
+    elements each: one transfer and one allocation for all of them, sliced per patch; Nones with numpy."""
+    if xp is np:
+        return None, None, None
+    old = xp.empty((*rows.shape, row_elems), dtype=bits_dtype(kind))
+    return xp.asarray(rows), old, xp.empty_like(old)
 
 
 def _draw_sectors(sets: InputSets, set_indices: list[int], name: str, kind: str, rows: np.ndarray,
@@ -319,10 +330,7 @@ def _draw_sectors(sets: InputSets, set_indices: list[int], name: str, kind: str,
         rest = np.setdiff1d(np.arange(m, dtype=np.int64), rows[p], assume_unique=True)
         flat[p] = rest * per_row + rng.integers(per_row, size=rest.size)
     seeds = [int(rng.integers(2**62)) for _ in range(n)]
-    bufs: tuple[Any, Any, Any] = (None, None, None)
-    if xp is not np:
-        old = xp.empty((n, flat.shape[1], sec), dtype=bits_dtype(kind))
-        bufs = (xp.asarray(flat), old, xp.empty_like(old))
+    bufs = _patch_buffers(xp, flat, sec, kind)
     for p, i in enumerate(set_indices):
         target = sets.rw[i][name].reshape(-1, sec)
         patches = []
@@ -446,7 +454,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     for r in range(repeats):
         s = forced.get(r, int(rng.integers(len(sets.sets))))
         choices = [p for p in PATTERNS if p != "answer" or (sets.answers is not None and s != 0)]
-        pattern = "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
+        pattern = draw_pattern(rng, choices)
         seed = int(rng.integers(2**62))
         params = workload.draw_params(int(rng.integers(2**62))) if workload.scalar_draws else {}
         plan.append(_Launch(s, pattern, seed, params))
@@ -533,7 +541,7 @@ def baseline_call(fn_per_set: list[Callable[[], Any]], sets: InputSets, outputs:
 
     def prepare(r: int) -> None:
         s = int(rng.integers(len(fn_per_set)))
-        pattern = "stale" if rng.random() < STALE_SHARE else PATTERNS[int(rng.integers(4))]
+        pattern = draw_pattern(rng, PATTERNS[:4])
         seed = int(rng.integers(2**62))
         if pattern != "stale":
             for name, buf in outputs.items():
