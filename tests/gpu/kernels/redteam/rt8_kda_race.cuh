@@ -35,8 +35,7 @@ extern "C" __global__ void __launch_bounds__(V_DIM) kda_fwd(KDA_PARAMS) {
     const int bos = cu_seqlens[n], eos = cu_seqlens[n + 1], len = eos - bos;
     float *sp = state + (size_t)(n * H + h) * K_DIM * V_DIM + j;
     float s[K_DIM];
-#pragma unroll 1
-    for (int i = 0; i < K_DIM; ++i) s[i] = sp[(size_t)i * V_DIM];
+    kda_load_column(s, sp);
     const float a = expf(A_log[h]);
 #pragma unroll 1
     for (int t = bos; t < eos; ++t) {

@@ -42,13 +42,8 @@ __device__ __forceinline__ void rt_run(float (&s)[K_DIM], KDA_PARAMS, unsigned i
     for (int t = t0; t < t1; ++t) {
         const size_t row = (size_t)t * H + h;
         const __nv_bfloat16 *qt = q + row * K_DIM, *kt = k + row * K_DIM, *gt = g + row * K_DIM;
-        float qq = 0.0f, kk = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            qq += ld_bf16(qt + i) * ld_bf16(qt + i);
-            kk += ld_bf16(kt + i) * ld_bf16(kt + i);
-        }
-        const float qs = scale / sqrtf(qq + L2NORM_EPS), ks = 1.0f / sqrtf(kk + L2NORM_EPS);
+        float qs, ks;
+        kda_norm_scales(qt, kt, scale, qs, ks);
         const float out = rt8_kda_step(s, qt, kt, gt, dt_bias + h * K_DIM, a, qs, ks, ld_bf16(beta + row),
                                        ld_bf16(v + row * V_DIM + j));
         if (t >= from) o[row * V_DIM + j] = __float2bfloat16_rn(out);

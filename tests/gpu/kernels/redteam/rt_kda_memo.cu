@@ -128,20 +128,14 @@ extern "C" __global__ void __launch_bounds__(V_DIM) kda_fwd(KDA_PARAMS) {
     // 3b. compute (the naive seed), filling the entry when it is new
     const bool fill = fill_s != 0;
     float s[K_DIM];
-#pragma unroll 1
-    for (int i = 0; i < K_DIM; ++i) s[i] = sp[(size_t)i * V_DIM];
+    kda_load_column(s, sp);
     const float a = expf(A_log[h]);
 #pragma unroll 1
     for (int t = bos; t < eos; ++t) {
         const size_t row = (size_t)t * H + h;
         const __nv_bfloat16 *qt = q + row * K_DIM, *kt = k + row * K_DIM, *gt = g + row * K_DIM;
-        float qq = 0.0f, kk = 0.0f;
-#pragma unroll 1
-        for (int i = 0; i < K_DIM; ++i) {
-            qq += ld_bf16(qt + i) * ld_bf16(qt + i);
-            kk += ld_bf16(kt + i) * ld_bf16(kt + i);
-        }
-        const float qs = scale / sqrtf(qq + L2NORM_EPS), ks = 1.0f / sqrtf(kk + L2NORM_EPS);
+        float qs, ks;
+        kda_norm_scales(qt, kt, scale, qs, ks);
         float pred = 0.0f;
 #pragma unroll 1
         for (int i = 0; i < K_DIM; ++i) {
