@@ -169,3 +169,36 @@ def test_cuda_source_computes_what_the_numpy_twins_compute(tmp_path):
     got32 = np.array([int(t) for t in lines[64 + 4096:64 + 8192]], dtype=np.uint32)
     assert np.array_equal(got32, perturb_host(v32.reshape(1, -1), 5, "fp32").reshape(-1))
     assert (got16 != v16).any() and (got32 != v32).any()
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp32"])
+def test_sector_rows_take_the_thread_per_row_kernels_and_any_number_of_rows(kind):
+    """Rows of at most SHORT_ROW_BYTES (a 32-byte sector patch) have no grid-y limit; their twins compute what the
+    numpy path computes; a patch of longer rows past 65535 rows is refused with the count in the message."""
+    from evaluators.gpu.launch_prep import MAX_PATCH_ROWS, PERTURB_ALL, SHORT_ROW_BYTES
+
+    itemsize = bits_dtype(kind).itemsize
+    sec = 32 // itemsize
+    assert sec * itemsize <= SHORT_ROW_BYTES
+    base = (np.random.default_rng(2).standard_normal((70000, sec)) + 3).astype(np.float32).view(np.uint32)
+    base = (base >> 16).astype(np.uint16) if kind == "bf16" else base
+    rows = np.arange(0, 70000, 1, dtype=np.int64)[::-1].copy()
+    p = RowPatch.draw(base.copy(), kind, rows, 9, np, threshold=PERTURB_ALL)
+    assert p.old.shape == (70000, sec) and (p.new != p.old).mean() > 0.99  # every eligible element changed
+    suffix = "u16" if itemsize == 2 else "u32"
+    old, new = np.empty_like(p.old), np.empty_like(p.new)
+    e = EXPONENT[kind]
+    HOST_TWINS[f"draw_short_rows_{suffix}"]((274,), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)), old,
+                                                              new, np.uint64(9), np.uint32(PERTURB_ALL),
+                                                              np.uint32(e[0]), np.uint32(e[1])))
+    assert np.array_equal(old, p.old) and np.array_equal(new, p.new)
+    touched = np.zeros(1, dtype=np.uint32)
+    HOST_TWINS[f"put_short_rows_{suffix}"]((274,), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)), new,
+                                                             new, np.int32(1), touched))
+    assert touched[0] == 1 and np.array_equal(base[rows], new)  # base held the old values
+    with pytest.raises(AssertionError):  # a 2-D grid is the CTA-per-row kernels' launch
+        HOST_TWINS[f"put_short_rows_{suffix}"]((274, 1), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)),
+                                                                  new, new, np.int32(0), touched))
+    long_rows = np.zeros((MAX_PATCH_ROWS + 1, 64), dtype=bits_dtype(kind))
+    with pytest.raises(ValueError, match="65536 rows of 64 elements"):
+        RowPatch.draw(long_rows, kind, np.arange(MAX_PATCH_ROWS + 1), 1, np)

@@ -16,6 +16,7 @@ gate_v2_h200_2026-12-01/gate_cost.md), seven times what writing the 4 GiB output
   lowest exponent bit, as ``gate.perturbed`` does);
 - ``RowPatch.put``: the new or the old values written into the rows (one kernel per input), the second also
   raising a flag on the device when a row no longer holds the new values (a kernel wrote into its input).
+  Rows of up to SHORT_ROW_BYTES (a sector patch) get a thread each, longer ones a CTA row of the grid each.
 
 Every function takes the array module ``xp``: numpy runs the host twins (``HOST_TWINS``, the same bit-exact
 formulas: tests/test_launch_prep.py runs the CUDA source's ``__host__ __device__`` functions on the CPU and
@@ -107,6 +108,37 @@ __device__ void put_rows(T* base, u64 row_elems, const long long* rows, const T*
     if (differs) *touched = 1u;
 }
 
+// As draw_rows and put_rows with one thread per row, for n rows of at most SHORT_ROW_BYTES (a sector patch: tens
+// of thousands of 32-byte rows, where a CTA per row would launch that many CTAs for 16 elements each).
+template <typename T>
+__device__ void draw_short_rows(const T* base, u64 row_elems, const long long* rows, u64 n, T* old, T* nu, u64 seed,
+                                u32 threshold, T emask, T lsb) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
+        const T* src = base + (u64)rows[r] * row_elems;
+        u64 o = r * row_elems;
+        for (u64 j = 0; j < row_elems; ++j) {
+            T v = src[j];
+            old[o + j] = v;
+            nu[o + j] = perturb_value<T>(v, o + j, seed, threshold, emask, lsb);
+        }
+    }
+}
+
+template <typename T>
+__device__ void put_short_rows(T* base, u64 row_elems, const long long* rows, u64 n, const T* src, const T* expect,
+                               int check, u32* touched) {
+    bool differs = false;
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
+        T* dst = base + (u64)rows[r] * row_elems;
+        u64 o = r * row_elems;
+        for (u64 j = 0; j < row_elems; ++j) {
+            if (check && dst[j] != expect[o + j]) differs = true;
+            dst[j] = src[o + j];
+        }
+    }
+    if (differs) *touched = 1u;
+}
+
 extern "C" __global__ void draw_rows_u16(const u16* base, u64 row_elems, const long long* rows, u16* old, u16* nu,
                                          u64 seed, u32 threshold, u32 emask, u32 lsb) {
     draw_rows<u16>(base, row_elems, rows, old, nu, seed, threshold, (u16)emask, (u16)lsb);
@@ -123,6 +155,22 @@ extern "C" __global__ void put_rows_u32(u32* base, u64 row_elems, const long lon
                                         const u32* expect, int check, u32* touched) {
     put_rows<u32>(base, row_elems, rows, src, expect, check, touched);
 }
+extern "C" __global__ void draw_short_rows_u16(const u16* base, u64 row_elems, const long long* rows, u64 n, u16* old,
+                                               u16* nu, u64 seed, u32 threshold, u32 emask, u32 lsb) {
+    draw_short_rows<u16>(base, row_elems, rows, n, old, nu, seed, threshold, (u16)emask, (u16)lsb);
+}
+extern "C" __global__ void draw_short_rows_u32(const u32* base, u64 row_elems, const long long* rows, u64 n, u32* old,
+                                               u32* nu, u64 seed, u32 threshold, u32 emask, u32 lsb) {
+    draw_short_rows<u32>(base, row_elems, rows, n, old, nu, seed, threshold, emask, lsb);
+}
+extern "C" __global__ void put_short_rows_u16(u16* base, u64 row_elems, const long long* rows, u64 n, const u16* src,
+                                              const u16* expect, int check, u32* touched) {
+    put_short_rows<u16>(base, row_elems, rows, n, src, expect, check, touched);
+}
+extern "C" __global__ void put_short_rows_u32(u32* base, u64 row_elems, const long long* rows, u64 n, const u32* src,
+                                              const u32* expect, int check, u32* touched) {
+    put_short_rows<u32>(base, row_elems, rows, n, src, expect, check, touched);
+}
 """
 
 # Per element type: the bits of each lane a random finite refill value may set (the sign and everything below
@@ -134,8 +182,12 @@ PERTURB_THRESHOLD = 1 << 28
 # The threshold that changes every element it may (finite, neither zero nor at the top exponent): a sector patch.
 PERTURB_ALL = 0xFFFFFFFF
 FILL_BLOCK, FILL_BLOCKS_PER_SM = 256, 8
-# Rows of one patch: its kernels index them by blockIdx.y (CUDA's grid y limit).
+# Rows of one patch of long rows: their kernels index them by blockIdx.y (CUDA's grid y limit).
 MAX_PATCH_ROWS = 65535
+# Rows of at most this many bytes get one thread each (the *_short_rows kernels: any number of rows); longer ones
+# a CTA row of the grid each. A sector patch (32-byte rows) over 32768 rows took ~0.2 ms a launch as 32768 CTAs
+# of which 16 threads worked (H200, 2026-12-02: gate_cost.md's "all of v2" column, 13.5 ms at 32768 x 512).
+SHORT_ROW_BYTES = 64
 _U64 = np.uint64
 
 
@@ -296,9 +348,11 @@ class RowPatch:
             raise ValueError("RowPatch: rows need an array of two or more dimensions")
         grid = cls._grid(target, kind, whole)
         r = np.zeros(1, dtype=np.int64) if whole else np.asarray(rows, dtype=np.int64)
-        if len(r) > MAX_PATCH_ROWS:
-            raise ValueError(f"RowPatch: {len(r)} rows, at most {MAX_PATCH_ROWS} a patch (split it)")
         row_elems = int(grid.shape[1])
+        short = _short(row_elems, kind)
+        if len(r) > MAX_PATCH_ROWS and not short:
+            raise ValueError(f"RowPatch: {len(r)} rows of {row_elems} elements, at most {MAX_PATCH_ROWS} a patch "
+                             f"of rows longer than {SHORT_ROW_BYTES} bytes (split it)")
         if xp is np:
             old = grid[r].copy()
             return cls(target, r, r, old, perturb_host(old, seed, kind, threshold), kind, whole)
@@ -306,10 +360,13 @@ class RowPatch:
         old = xp.empty((len(r), row_elems), dtype=grid.dtype) if old is None else old
         new = xp.empty_like(old) if new is None else new
         emask, lsb = EXPONENT[kind]
-        if len(r) and row_elems:
+        tail = (_U64(seed % 2**64), np.uint32(threshold), np.uint32(emask), np.uint32(lsb))
+        if len(r) and row_elems and short:
+            _kernel(f"draw_short_rows_{_suffix(kind)}")((_blocks(len(r)),), (FILL_BLOCK,),
+                                                        (grid, _U64(row_elems), r_dev, _U64(len(r)), old, new, *tail))
+        elif len(r) and row_elems:
             _kernel(f"draw_rows_{_suffix(kind)}")((_blocks(row_elems), len(r)), (FILL_BLOCK,),
-                                                  (grid, _U64(row_elems), r_dev, old, new, _U64(seed % 2**64),
-                                                   np.uint32(threshold), np.uint32(emask), np.uint32(lsb)))
+                                                  (grid, _U64(row_elems), r_dev, old, new, *tail))
         return cls(target, r, r_dev, old, new, kind, whole)
 
     def put(self, which: str, xp: ModuleType, touched: Any = None, flag: int = 0) -> None:
@@ -329,13 +386,23 @@ class RowPatch:
             return
         check = touched is not None
         flag_view = touched[flag:flag + 1] if check else src  # any device pointer when unused
-        _kernel(f"put_rows_{_suffix(self.kind)}")((_blocks(int(grid.shape[1])), len(self.rows)), (FILL_BLOCK,),
-                                                  (grid, _U64(grid.shape[1]), self.rows_dev, src, self.new,
-                                                   np.int32(check), flag_view))
+        row_elems, n = int(grid.shape[1]), len(self.rows)
+        tail = (src, self.new, np.int32(check), flag_view)
+        if _short(row_elems, self.kind):
+            _kernel(f"put_short_rows_{_suffix(self.kind)}")((_blocks(n),), (FILL_BLOCK,),
+                                                            (grid, _U64(row_elems), self.rows_dev, _U64(n), *tail))
+        else:
+            _kernel(f"put_rows_{_suffix(self.kind)}")((_blocks(row_elems), n), (FILL_BLOCK,),
+                                                      (grid, _U64(row_elems), self.rows_dev, *tail))
 
 
 def _suffix(kind: str) -> str:
     return "u16" if bits_dtype(kind).itemsize == 2 else "u32"
+
+
+def _short(row_elems: int, kind: str) -> bool:
+    """Rows of ``row_elems`` elements of ``kind`` take the one-thread-per-row kernels (SHORT_ROW_BYTES)."""
+    return row_elems * bits_dtype(kind).itemsize <= SHORT_ROW_BYTES
 
 
 def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
@@ -348,25 +415,47 @@ def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
         tail.reshape(-1)[:int(n_tail)] = words[16 * int(n16):16 * int(n16) + int(n_tail)]
 
 
-def _draw_twin(grid: tuple, block: tuple, args: tuple) -> None:
-    base, row_elems, rows, old, new, seed, threshold, emask, _lsb = args
-    assert grid[1] == len(rows) <= MAX_PATCH_ROWS and int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
+def _draw_host(base: Any, row_elems: Any, rows: Any, old: Any, new: Any, seed: Any, threshold: Any, emask: Any,
+               _lsb: Any) -> None:
+    assert int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
     kind = "fp32" if base.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
     old[...] = base.reshape(-1, int(row_elems))[rows]
     new[...] = perturb_host(old, int(seed), kind, int(threshold))
 
 
-def _put_twin(grid: tuple, block: tuple, args: tuple) -> None:
-    base, row_elems, rows, src, expect, check, touched = args
-    assert grid[1] == len(rows) <= MAX_PATCH_ROWS
+def _put_host(base: Any, row_elems: Any, rows: Any, src: Any, expect: Any, check: Any, touched: Any) -> None:
     g = base.reshape(-1, int(row_elems))
     if int(check) and not np.array_equal(g[rows], expect):
         touched.reshape(-1)[0] = 1
     g[rows] = src
 
 
+def _rows_twin(core: Callable[..., None]) -> Callable[[tuple, tuple, tuple], None]:
+    """The twin of a CTA-per-row kernel (draw_rows_*, put_rows_*): a grid row per patch row, at most 65535."""
+
+    def run(grid: tuple, block: tuple, args: tuple) -> None:
+        assert grid[1] == len(args[2]) <= MAX_PATCH_ROWS
+        core(*args)
+
+    return run
+
+
+def _short_twin(core: Callable[..., None]) -> Callable[[tuple, tuple, tuple], None]:
+    """The twin of a thread-per-row kernel (*_short_rows_*): a 1-D grid, the row count an argument."""
+
+    def run(grid: tuple, block: tuple, args: tuple) -> None:
+        base, row_elems, rows, n, *rest = args
+        assert len(grid) == 1 and int(n) == len(rows) and int(row_elems) * base.dtype.itemsize <= SHORT_ROW_BYTES
+        core(base, row_elems, rows, *rest)
+
+    return run
+
+
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
 # arrays: what a CPU stand-in for CuPy (evaluators/gpu/standin.py) runs for these kernels.
 HOST_TWINS: dict[str, Callable[[tuple, tuple, tuple], None]] = {
-    "fill_pattern": _fill_twin, "draw_rows_u16": _draw_twin, "draw_rows_u32": _draw_twin,
-    "put_rows_u16": _put_twin, "put_rows_u32": _put_twin}
+    "fill_pattern": _fill_twin,
+    **{f"draw_rows_{t}": _rows_twin(_draw_host) for t in ("u16", "u32")},
+    **{f"put_rows_{t}": _rows_twin(_put_host) for t in ("u16", "u32")},
+    **{f"draw_short_rows_{t}": _short_twin(_draw_host) for t in ("u16", "u32")},
+    **{f"put_short_rows_{t}": _short_twin(_put_host) for t in ("u16", "u32")}}
