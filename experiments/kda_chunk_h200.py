@@ -138,6 +138,36 @@ def time_shape(wl, cp, runs: dict, shape: tuple[int, ...], flush, repeats: int) 
             "stage_speedup_over_fla_fwd_h": stage, "fla_chunk_over_pipeline": e2e, "notes": notes}
 
 
+def write_report(out: Path, results: dict, cols: list[str], repeats: int, final: bool = False) -> None:
+    """``kda_chunk_h200.json`` and ``.md`` under ``out`` from ``results`` (the correctness rows and the timing
+    rows so far; written after each scenario so a run cut by its time limit keeps what it measured), with the
+    geomeans over the scenarios timed (fastest state pass / fla fwd_h, fla chunk_kda / pipeline: > 1 ours faster).
+    ``final``: every scenario was timed (otherwise the table says how many)."""
+
+    def geo(xs: list[float]) -> float:
+        xs = [x for x in xs if not math.isnan(x)]
+        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+    rows = results["timing"]
+    results["geomean_best_state_pass_over_fla_fwd_h"] = geo([r["stage_speedup_over_fla_fwd_h"] for r in rows])
+    results["geomean_fla_chunk_over_pipeline"] = geo([r["fla_chunk_over_pipeline"] for r in rows])
+    results["complete"] = final
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kda_chunk_h200.json").write_text(json.dumps(results, indent=1, default=str))
+    md = ["| scenario | " + " | ".join(cols) + " | best state pass / fla fwd_h | fla chunk_kda / pipeline |",
+          "|---" * (len(cols) + 3) + "|"]
+    for r in rows:
+        shape = (r["heads"], *r["lengths"])
+        md.append(f"| {label(shape)} | " + " | ".join(f"{r['us'].get(c, float('nan')) / 1e3:.3f}" for c in cols)
+                  + f" | {r['stage_speedup_over_fla_fwd_h']:.3f} ({r['best_state_pass']}) | "
+                  f"{r['fla_chunk_over_pipeline']:.3f} |")
+    md.append(f"\nTimes in ms, median of {repeats} launches, L2 flushed, {results['device']}. Geomean over "
+              f"{len(rows)} scenarios{'' if final else ' (run cut before the rest)'}: best state pass / fla fwd_h "
+              f"{results['geomean_best_state_pass_over_fla_fwd_h']:.3f}, fla chunk_kda / pipeline "
+              f"{results['geomean_fla_chunk_over_pipeline']:.3f}. {FLASH_KDA_NOTE}.")
+    (out / "kda_chunk_h200.md").write_text("\n".join(md) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/results/kda_chunk_h200")
@@ -176,7 +206,9 @@ def main() -> int:
                      "flash_kda": FLASH_KDA_NOTE, "correctness": [], "timing": []}
     print(f"device {results['device']}; tolerance atol {atol} rtol {rtol}; {FLASH_KDA_NOTE}\n")
 
+    cols = ["fla chunk_kda", "pipeline", "intra", "output", *runs, "fla fwd_h"]
     all_ok = True
+    t_checks = time.perf_counter()
     if not args.skip_checks:
         print(f"{'state pass':24s} {'regs':>4s} {'shape':>22s} {'dist':>14s} {'o tol':>8s} {'o rms':>9s} "
               f"{'S tol':>8s} {'S rms':>9s} ok")
@@ -213,46 +245,30 @@ def main() -> int:
             print(f"fla chunk_kda at {shape}: o rms {o_rms:.2e}, state rms {s_rms:.2e} (fla's criterion < 5e-3)")
         else:
             print(f"fla chunk_kda not available: {notes}")
+        results["check_seconds"] = time.perf_counter() - t_checks
+        print(f"correctness rows: {results['check_seconds']:.0f} s", flush=True)
+        write_report(Path(args.out), results, cols, args.repeats)
 
     flush = L2Flusher.for_device()
-    names = list(runs)
-    cols = ["fla chunk_kda", "pipeline", "intra", "output", *names, "fla fwd_h"]
     print(f"\n{'scenario':>16s} " + " ".join(f"{c[:18]:>18s}" for c in cols) + f" {'best/fwd_h':>10s} {'fla/pipe':>9s}")
-    stage_ratios, e2e_ratios = [], []
     for shape in wl.benchmark_shapes:
         t0 = time.perf_counter()
         row = time_shape(wl, cp, runs, shape, flush, args.repeats)
         row["seconds"] = time.perf_counter() - t0
         results["timing"].append(row)
         times, stage, e2e = row["us"], row["stage_speedup_over_fla_fwd_h"], row["fla_chunk_over_pipeline"]
-        if not math.isnan(stage):
-            stage_ratios.append(stage)
-        if not math.isnan(e2e):
-            e2e_ratios.append(e2e)
         print(f"{label(shape):>16s} " + " ".join(f"{times.get(c, float('nan')) / 1e3:18.3f}" for c in cols)
-              + f" {stage:10.3f} {e2e:9.3f}" + (f"  notes: {row['notes']}" if row["notes"] else ""), flush=True)
+              + f" {stage:10.3f} {e2e:9.3f}  ({row['seconds']:.0f} s)"
+              + (f"  notes: {row['notes']}" if row["notes"] else ""), flush=True)
+        write_report(Path(args.out), results, cols, args.repeats)  # a cut run keeps the rows it timed
         cp.get_default_memory_pool().free_all_blocks()
 
-    def geo(xs: list[float]) -> float:
-        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-
-    results["geomean_best_state_pass_over_fla_fwd_h"] = geo(stage_ratios)
-    results["geomean_fla_chunk_over_pipeline"] = geo(e2e_ratios)
-    print(f"\ntimes in ms (median of {args.repeats}, L2 flushed). Geomean over {len(stage_ratios)} scenarios: fastest "
-          f"state pass vs fla chunk_gated_delta_rule_fwd_h {geo(stage_ratios):.3f}x; whole pipeline vs fla chunk_kda "
-          f"{geo(e2e_ratios):.3f}x (> 1: ours faster). {FLASH_KDA_NOTE}.")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "kda_chunk_h200.json").write_text(json.dumps(results, indent=1, default=str))
-    md = ["| scenario | " + " | ".join(cols) + " | best state pass / fla fwd_h | fla chunk_kda / pipeline |",
-          "|---" * (len(cols) + 3) + "|"]
-    for r in results["timing"]:
-        shape = (r["heads"], *r["lengths"])
-        md.append(f"| {label(shape)} | " + " | ".join(f"{r['us'].get(c, float('nan')) / 1e3:.3f}" for c in cols)
-                  + f" | {r['stage_speedup_over_fla_fwd_h']:.3f} ({r['best_state_pass']}) | "
-                  f"{r['fla_chunk_over_pipeline']:.3f} |")
-    md.append(f"\nTimes in ms, median of {args.repeats} launches, L2 flushed, {results['device']}. {FLASH_KDA_NOTE}.")
-    (out / "kda_chunk_h200.md").write_text("\n".join(md) + "\n")
+    write_report(Path(args.out), results, cols, args.repeats, final=True)
+    g = results
+    print(f"\ntimes in ms (median of {args.repeats}, L2 flushed). Geomean over {len(g['timing'])} scenarios: fastest "
+          f"state pass vs fla chunk_gated_delta_rule_fwd_h {g['geomean_best_state_pass_over_fla_fwd_h']:.3f}x; whole "
+          f"pipeline vs fla chunk_kda {g['geomean_fla_chunk_over_pipeline']:.3f}x (> 1: ours faster). "
+          f"{FLASH_KDA_NOTE}.")
     return 0 if all_ok else 1
 
 

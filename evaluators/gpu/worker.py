@@ -596,7 +596,10 @@ def worker_main(conn: Any, device: str, workload_spec: dict[str, Any], config: d
         except Exception:
             reply, fatal = {"status": Status.CRASH.value, "reason": "worker error: " + traceback.format_exc(limit=6)}, True
         reply["fatal"] = fatal
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # the pool is gone (its process stopped mid-evaluation): nobody to answer
+            return
         if fatal:
             conn.close()
             os._exit(3)  # sticky CUDA error: this context is finished; the supervisor respawns
