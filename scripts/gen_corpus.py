@@ -1,6 +1,7 @@
 """Regenerate the PTX test corpus: ``tests/data/*.cu`` -> ``tests/data/*.ptx`` with nvcc.
 
-Each source is compiled with ``nvcc -arch=<arch> -ptx -lineinfo`` where arch is ``sm_90`` unless the source
+Each source is compiled with ``nvcc -arch=<arch> -ptx -lineinfo`` where arch is the default GPU's
+(``targets.spec.DEFAULT_GPU``: ``sm_90``) unless the source
 has a ``// ptxforge-arch: sm_90a`` line (wgmma needs the architecture-specific target); a
 ``// ptxforge-nvcc-flags: -G`` line replaces ``-lineinfo`` with those flags (full debug information). File names in the
 ``.file`` directives are made relative (the source's own name; CUDA headers as ``cuda/include/...``) so the
@@ -51,9 +52,14 @@ def find_nvcc() -> Path:
 
 
 def arch_of(source: str) -> str:
-    """The target named by a ``// ptxforge-arch: sm_XX`` line, default ``sm_90``."""
+    """The target named by a ``// ptxforge-arch: sm_XX`` line, else the default GPU's (``targets.spec``)."""
     m = _ARCH_LINE.search(source)
-    return m.group(1) if m else "sm_90"
+    if m:
+        return m.group(1)
+    sys.path.insert(0, str(ROOT))
+    from targets.spec import resolve_gpu
+
+    return resolve_gpu(None).arch
 
 
 def flags_of(source: str) -> list[str]:
