@@ -12,7 +12,7 @@ For each kernel (the naive seed, the template seed and ``--variants`` template k
    between launches by neither (its value does not change the work).
 
 With ``--store`` (a KDA run's store) the run's best kernel is one of them (``search #id``): the check of a
-search's product at every benchmark shape. ``--heldout`` times the workload's held-out shapes too. Besides the
+search's product at every benchmark shape. ``--heldout`` checks and times the workload's held-out shapes too. Besides the
 fastest kernel per shape, each kernel's own geomean speedup over fla is reported (the figure one kernel is
 judged by).
 
@@ -52,13 +52,19 @@ def is_big(shape: tuple[int, ...]) -> bool:
     return sum(shape[1:]) * shape[0] > BIG_TOKEN_HEADS or (len(shape) - 1) * shape[0] > BIG_STATE_PAIRS
 
 
-def check_plan(wl) -> list[tuple[tuple[int, ...], str, int, bool]]:
+def check_plan(wl, heldout: bool = False) -> list[tuple[tuple[int, ...], str, int, bool]]:
     """(shape, distribution, seed, big) of every correctness check: every distribution at CHECK_SHAPES, the
-    normal one at the varlen lengths with 8 heads and at the largest decode batch (256 x H = 96)."""
+    normal one at the varlen lengths with 8 heads and at the largest decode batch (256 x H = 96); with
+    ``heldout``, the normal one and the long-memory one at each held-out shape too (a search's product is
+    judged there as well: right on shapes it never saw)."""
     from workloads.kda.recurrent import VARLEN
 
     plan = [(s, d, 100 + i, is_big(s)) for s in CHECK_SHAPES for i, d in enumerate(wl.distributions)]
-    return plan + [(s, "normal", 100, is_big(s)) for s in [(8, *VARLEN), wl.benchmark_shapes[-1]]]
+    plan += [(s, "normal", 100, is_big(s)) for s in [(8, *VARLEN), wl.benchmark_shapes[-1]]]
+    if heldout:
+        plan += [(tuple(s), d, 200 + i, is_big(tuple(s))) for s in wl.heldout_shapes
+                 for i, d in enumerate(("normal", "long_memory")) if d in wl.distributions]
+    return plan
 
 
 def timed_shapes(wl, heldout: bool) -> list[tuple[int, ...]]:
@@ -98,7 +104,7 @@ def main() -> int:
     ap.add_argument("--variants", default="cols=8,warps=2;cols=2,warps=8;cols=4,warps=4,prefetch=0")
     ap.add_argument("--gpu", default=None, help="targets.spec GPU name (default: targets.spec.DEFAULT_GPU)")
     ap.add_argument("--store", default=None, help="a KDA run's store (.sqlite or .sqlite.gz): its best kernel too")
-    ap.add_argument("--heldout", action="store_true", help="time the held-out shapes as well")
+    ap.add_argument("--heldout", action="store_true", help="check and time the held-out shapes as well")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: compile every kernel through the front half, check the launch rule at every "
                          "shape and the reference on the smallest, print the plan")
@@ -137,7 +143,7 @@ def main() -> int:
     print(f"{'kernel':34s} {'regs':>4s} {'shape':>22s} {'dist':>14s} {'o tol':>8s} {'o rms':>9s} "
           f"{'S tol':>8s} {'S rms':>9s} ok")
     all_ok = True
-    for shape, dist, seed, big_shape in check_plan(wl):
+    for shape, dist, seed, big_shape in check_plan(wl, args.heldout):
         # One reference per (shape, distribution), every kernel. A large shape (the reference of every
         # pair, or the state: 256 x 96 x 128 x 128 fp32 = 1.6 GB at decode B=256, H=96) is drawn on the GPU
         # and checked at sampled (sequence, head) pairs only: drawing it with NumPy, its full float64

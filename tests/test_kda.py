@@ -218,7 +218,11 @@ def test_gpu_experiment_draws_large_checks_on_the_device_and_samples_them():
     wl = KDARecurrent()
     plan = exp.check_plan(wl)
     assert ((96, *(1,) * 256), "normal", 100, True) in plan and ((8, *VARLEN), "normal", 100, False) in plan
-    for shape, _, _, big in plan:
+    assert not any(s in wl.heldout_shapes for s, *_ in plan)
+    with_heldout = exp.check_plan(wl, heldout=True)  # --heldout: a search's product is checked there too
+    assert with_heldout[:len(plan)] == plan and ((96, 12288), "long_memory", 201, True) in with_heldout
+    assert {s for s, *_ in with_heldout[len(plan):]} == set(map(tuple, wl.heldout_shapes))
+    for shape, _, _, big in with_heldout:
         h, lens = shape[0], shape[1:]
         host_bytes = sum(lens) * h * (4 * D + 1) * 2 + len(lens) * h * D * D * 4  # bf16 tensors + fp32 state
         if not big:
