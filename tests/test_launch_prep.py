@@ -171,34 +171,94 @@ def test_cuda_source_computes_what_the_numpy_twins_compute(tmp_path):
     assert (got16 != v16).any() and (got32 != v32).any()
 
 
-@pytest.mark.parametrize("kind", ["bf16", "fp32"])
-def test_sector_rows_take_the_thread_per_row_kernels_and_any_number_of_rows(kind):
-    """Rows of at most SHORT_ROW_BYTES (a 32-byte sector patch) have no grid-y limit; their twins compute what the
-    numpy path computes; a patch of longer rows past 65535 rows is refused with the count in the message."""
-    from evaluators.gpu.launch_prep import MAX_PATCH_ROWS, PERTURB_ALL, SHORT_ROW_BYTES
+def _normal_bits(shape: tuple, kind: str, seed: int) -> np.ndarray:
+    f = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(np.float32).view(np.uint32)
+    return (f >> 16).astype(np.uint16) if kind == "bf16" else f
 
-    itemsize = bits_dtype(kind).itemsize
-    sec = 32 // itemsize
-    assert sec * itemsize <= SHORT_ROW_BYTES
-    base = (np.random.default_rng(2).standard_normal((70000, sec)) + 3).astype(np.float32).view(np.uint32)
-    base = (base >> 16).astype(np.uint16) if kind == "bf16" else base
-    rows = np.arange(0, 70000, 1, dtype=np.int64)[::-1].copy()
-    p = RowPatch.draw(base.copy(), kind, rows, 9, np, threshold=PERTURB_ALL)
-    assert p.old.shape == (70000, sec) and (p.new != p.old).mean() > 0.99  # every eligible element changed
-    suffix = "u16" if itemsize == 2 else "u32"
-    old, new = np.empty_like(p.old), np.empty_like(p.new)
-    e = EXPONENT[kind]
-    HOST_TWINS[f"draw_short_rows_{suffix}"]((274,), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)), old,
-                                                              new, np.uint64(9), np.uint32(PERTURB_ALL),
-                                                              np.uint32(e[0]), np.uint32(e[1])))
-    assert np.array_equal(old, p.old) and np.array_equal(new, p.new)
-    touched = np.zeros(1, dtype=np.uint32)
-    HOST_TWINS[f"put_short_rows_{suffix}"]((274,), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)), new,
-                                                             new, np.int32(1), touched))
-    assert touched[0] == 1 and np.array_equal(base[rows], new)  # base held the old values
-    with pytest.raises(AssertionError):  # a 2-D grid is the CTA-per-row kernels' launch
-        HOST_TWINS[f"put_short_rows_{suffix}"]((274, 1), (256,), (base, np.uint64(sec), rows, np.uint64(len(rows)),
-                                                                  new, new, np.int32(0), touched))
-    long_rows = np.zeros((MAX_PATCH_ROWS + 1, 64), dtype=bits_dtype(kind))
-    with pytest.raises(ValueError, match="65536 rows of 64 elements"):
-        RowPatch.draw(long_rows, kind, np.arange(MAX_PATCH_ROWS + 1), 1, np)
+
+@pytest.mark.parametrize("kind", ["bf16", "fp32"])
+def test_sector_patch_changes_one_sector_of_every_row_but_the_spared_ones(kind):
+    """One 32-byte sector of each row not spared, at a column that varies with the seed, every element of it
+    doubled or halved; put back exactly; the write check raises the flag when a sector lost its new values; the
+    kernels' twins compute what the numpy path computes."""
+    from evaluators.gpu.launch_prep import EXPONENT, SectorPatch, sector_cols_host
+
+    sec = 32 // bits_dtype(kind).itemsize
+    a = _normal_bits((500, 8 * sec), kind, 4)
+    before = a.copy()
+    skip = np.array([0, 17, 499])
+    p = SectorPatch.draw(a, kind, skip, 11, np)
+    cols = sector_cols_host(500, 8, 11)
+    assert 6 <= len(np.unique(cols)) <= 8 and not np.array_equal(cols, sector_cols_host(500, 8, 12))
+    p.put("new", np)
+    changed = (a != before).reshape(500, 8, sec).any(axis=2)
+    rows = np.delete(np.arange(500), skip)
+    assert changed[skip].sum() == 0 and changed[rows, cols[rows].astype(int)].all() and changed.sum() == 497
+    assert (a != before).reshape(500, 8, sec)[rows, cols[rows].astype(int)].mean() > 0.99
+    touched = np.zeros(2, dtype=np.uint32)
+    p.put("old", np, touched, 0)
+    assert np.array_equal(a, before) and touched.tolist() == [0, 0]
+    p.put("new", np)
+    r = int(rows[100])
+    a.reshape(500, 8, sec)[r, int(cols[r]), 0] ^= 1  # a kernel wrote into a changed sector
+    p.put("old", np, touched, 1)
+    assert np.array_equal(a, before) and touched.tolist() == [0, 1]
+    suffix, e = ("u16" if sec == 16 else "u32"), EXPONENT[kind]
+    old, new = np.zeros_like(p.old), np.zeros_like(p.new)
+    common = (a.reshape(-1), np.uint64(500), np.uint64(8), np.uint32(sec), skip, np.uint32(3))
+    HOST_TWINS[f"draw_sectors_{suffix}"]((4,), (256,), (*common, old, new, np.uint64(11), np.uint32(0xFFFFFFFF),
+                                                       np.uint32(e[0]), np.uint32(e[1])))
+    assert np.array_equal(old[rows], p.old[rows]) and np.array_equal(new[rows], p.new[rows])
+    HOST_TWINS[f"put_sectors_{suffix}"]((4,), (256,), (*common, np.uint64(11), new, new, np.int32(1), touched))
+    assert touched[0] == 1 and not np.array_equal(a, before)  # a held the old values; now the new ones
+    with pytest.raises(ValueError, match="whole 32-byte sectors"):
+        SectorPatch.draw(np.zeros((4, 3), dtype=bits_dtype(kind)), kind, skip[:0], 1, np)
+
+
+SECTOR_HARNESS = r"""
+#include <cstdio>
+%s
+int main() {
+    const u64 m = 300, per_row = 6;
+    const u32 sec = 16;
+    static u16 base[m * per_row * sec], old[m * sec], nu[m * sec];
+    for (u64 i = 0; i < m * per_row * sec; ++i) base[i] = (u16)(0x3F80 + (i * 7919u) %% 0x0400);
+    const long long skip[3] = {2, 150, 299};
+    for (u64 r = 0; r < m; ++r)
+        draw_sector_row<u16>(base, r, per_row, sec, skip, 3, old, nu, 77ull, 0xFFFFFFFFu, (u16)0x7F80, (u16)0x0080);
+    int differs = 0;
+    for (u64 r = 0; r < m; ++r) differs += put_sector_row<u16>(base, r, per_row, sec, skip, 3, 77ull, nu, nu, 1);
+    printf("%%d\n", differs);
+    for (u64 r = 0; r < m; ++r) printf("%%llu %%d\n", sector_col(r, per_row, 77ull), (int)among(r, skip, 3));
+    for (u64 i = 0; i < m * sec; ++i) printf("%%u %%u\n", (unsigned)old[i], (unsigned)nu[i]);
+    for (u64 i = 0; i < m * per_row * sec; ++i) printf("%%u\n", (unsigned)base[i]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_sector_rows_compute_what_the_numpy_path_computes(tmp_path):
+    """The sector kernels' per-row bodies (sector_col, among, draw_sector_row, put_sector_row) compiled by nvcc
+    for the host, run over every row, against SectorPatch's numpy path, bit for bit."""
+    from evaluators.gpu.launch_prep import SectorPatch, sector_cols_host
+
+    src = tmp_path / "s.cu"
+    src.write_text(SECTOR_HARNESS % SOURCE)
+    exe = tmp_path / "s"
+    subprocess.run(["nvcc", "-arch=sm_90", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60).stdout.split("\n")
+    m, per_row, sec, skip = 300, 6, 16, np.array([2, 150, 299])
+    base = np.array([(0x3F80 + (i * 7919) % 0x0400) & 0xFFFF for i in range(m * per_row * sec)], dtype=np.uint16)
+    p = SectorPatch.draw(base.reshape(m, per_row * sec).copy(), "bf16", skip, 77, np)
+    assert int(lines[0]) == m - 3  # every changed sector held its old values, not the new: the check says so
+    cols = np.array([[int(t) for t in ln.split()] for ln in lines[1:1 + m]])
+    assert np.array_equal(cols[:, 0], sector_cols_host(m, per_row, 77)) and cols[:, 1].tolist() == [
+        int(r in skip) for r in range(m)]
+    pairs = np.array([[int(t) for t in ln.split()] for ln in lines[1 + m:1 + m + m * sec]], dtype=np.uint16)
+    rows = np.delete(np.arange(m), skip)
+    assert np.array_equal(pairs[:, 0].reshape(m, sec)[rows], p.old[rows])
+    assert np.array_equal(pairs[:, 1].reshape(m, sec)[rows], p.new[rows])
+    after = np.array([int(t) for t in lines[1 + m + m * sec:1 + m + m * sec + m * per_row * sec]], dtype=np.uint16)
+    p.put("new", np)
+    assert np.array_equal(after.reshape(m, -1), p.target.reshape(m, -1))

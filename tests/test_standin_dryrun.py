@@ -393,7 +393,7 @@ def test_gate_cost_experiment_dry_run(cp, monkeypatch):
     assert "run_gate, rotating schedule" in text and "Per candidate, gate + audit" in text
     assert "| 2048x64 |" in text and "read-only True" in text and "ratio **" in text
     assert "the worker's kept mappings" in text and "made and freed per check" in text
-    assert "verify ms, reference rows" in text
+    assert "verify ms, reference rows" in text and "of it, draws ms (host)" in text
     assert "| index check at 17x4096 (kept mappings; one rotating evaluation in 4) |" in text
     assert "index check, first use" in text and "ms index check (its time / 4)" in text
 

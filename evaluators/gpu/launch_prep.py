@@ -15,8 +15,9 @@ gate_v2_h200_2026-12-01/gate_cost.md), seven times what writing the 4 GiB output
   (one kernel per input: the rows gathered, a random 1/16 of their elements doubled or halved by flipping the
   lowest exponent bit, as ``gate.perturbed`` does);
 - ``RowPatch.put``: the new or the old values written into the rows (one kernel per input), the second also
-  raising a flag on the device when a row no longer holds the new values (a kernel wrote into its input).
-  Rows of up to SHORT_ROW_BYTES (a sector patch) get a thread each, longer ones a CTA row of the grid each.
+  raising a flag on the device when a row no longer holds the new values (a kernel wrote into its input);
+- ``SectorPatch``: the same for one sector (``sector_bytes``) of every row but a few, at a column hashed from the
+  row and a seed on the device (a thread a row), so the host draws one seed per launch, not a column per row.
 
 Every function takes the array module ``xp``: numpy runs the host twins (``HOST_TWINS``, the same bit-exact
 formulas: tests/test_launch_prep.py runs the CUDA source's ``__host__ __device__`` functions on the CPU and
@@ -108,37 +109,6 @@ __device__ void put_rows(T* base, u64 row_elems, const long long* rows, const T*
     if (differs) *touched = 1u;
 }
 
-// As draw_rows and put_rows with one thread per row, for n rows of at most SHORT_ROW_BYTES (a sector patch: tens
-// of thousands of 32-byte rows, where a CTA per row would launch that many CTAs for 16 elements each).
-template <typename T>
-__device__ void draw_short_rows(const T* base, u64 row_elems, const long long* rows, u64 n, T* old, T* nu, u64 seed,
-                                u32 threshold, T emask, T lsb) {
-    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
-        const T* src = base + (u64)rows[r] * row_elems;
-        u64 o = r * row_elems;
-        for (u64 j = 0; j < row_elems; ++j) {
-            T v = src[j];
-            old[o + j] = v;
-            nu[o + j] = perturb_value<T>(v, o + j, seed, threshold, emask, lsb);
-        }
-    }
-}
-
-template <typename T>
-__device__ void put_short_rows(T* base, u64 row_elems, const long long* rows, u64 n, const T* src, const T* expect,
-                               int check, u32* touched) {
-    bool differs = false;
-    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
-        T* dst = base + (u64)rows[r] * row_elems;
-        u64 o = r * row_elems;
-        for (u64 j = 0; j < row_elems; ++j) {
-            if (check && dst[j] != expect[o + j]) differs = true;
-            dst[j] = src[o + j];
-        }
-    }
-    if (differs) *touched = 1u;
-}
-
 extern "C" __global__ void draw_rows_u16(const u16* base, u64 row_elems, const long long* rows, u16* old, u16* nu,
                                          u64 seed, u32 threshold, u32 emask, u32 lsb) {
     draw_rows<u16>(base, row_elems, rows, old, nu, seed, threshold, (u16)emask, (u16)lsb);
@@ -155,21 +125,85 @@ extern "C" __global__ void put_rows_u32(u32* base, u64 row_elems, const long lon
                                         const u32* expect, int check, u32* touched) {
     put_rows<u32>(base, row_elems, rows, src, expect, check, touched);
 }
-extern "C" __global__ void draw_short_rows_u16(const u16* base, u64 row_elems, const long long* rows, u64 n, u16* old,
-                                               u16* nu, u64 seed, u32 threshold, u32 emask, u32 lsb) {
-    draw_short_rows<u16>(base, row_elems, rows, n, old, nu, seed, threshold, (u16)emask, (u16)lsb);
+// A sector patch of an input viewed as m rows of per_row sectors of sec elements: in every row r not among the
+// n_skip sorted rows `skip` (that launch's row patch), the sector at column sector_col(r) is changed. The
+// columns come from a hash of (r, seed), so the host draws one seed per launch, not m columns (which cost more
+// host time than the launch: ~0.65 ms a launch at m = 32768, 2026-12-02).
+__host__ __device__ inline u64 sector_col(u64 r, u64 per_row, u64 seed) {
+    return mix64(r, ~seed) % per_row;
 }
-extern "C" __global__ void draw_short_rows_u32(const u32* base, u64 row_elems, const long long* rows, u64 n, u32* old,
-                                               u32* nu, u64 seed, u32 threshold, u32 emask, u32 lsb) {
-    draw_short_rows<u32>(base, row_elems, rows, n, old, nu, seed, threshold, emask, lsb);
+
+// Whether r is among the n sorted values of `skip` (binary search).
+__host__ __device__ inline bool among(u64 r, const long long* skip, u32 n) {
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        if ((u64)skip[mid] < r) lo = mid + 1; else hi = mid;
+    }
+    return lo < n && (u64)skip[lo] == r;
 }
-extern "C" __global__ void put_short_rows_u16(u16* base, u64 row_elems, const long long* rows, u64 n, const u16* src,
-                                              const u16* expect, int check, u32* touched) {
-    put_short_rows<u16>(base, row_elems, rows, n, src, expect, check, touched);
+
+// Row r of a sector patch: old row r <- the sector's values, new row r <- them perturbed (element index
+// r * sec + e); a skipped row is left alone.
+template <typename T>
+__host__ __device__ inline void draw_sector_row(const T* base, u64 r, u64 per_row, u32 sec, const long long* skip,
+                                                u32 n_skip, T* old, T* nu, u64 seed, u32 threshold, T emask, T lsb) {
+    if (among(r, skip, n_skip)) return;
+    const T* src = base + (r * per_row + sector_col(r, per_row, seed)) * sec;
+    for (u32 e = 0; e < sec; ++e) {
+        T v = src[e];
+        old[r * sec + e] = v;
+        nu[r * sec + e] = perturb_value<T>(v, r * sec + e, seed, threshold, emask, lsb);
+    }
 }
-extern "C" __global__ void put_short_rows_u32(u32* base, u64 row_elems, const long long* rows, u64 n, const u32* src,
-                                              const u32* expect, int check, u32* touched) {
-    put_short_rows<u32>(base, row_elems, rows, n, src, expect, check, touched);
+
+// Row r of a sector patch: the sector <- src row r; true when, with `check`, it did not hold `expect` row r.
+template <typename T>
+__host__ __device__ inline bool put_sector_row(T* base, u64 r, u64 per_row, u32 sec, const long long* skip,
+                                               u32 n_skip, u64 seed, const T* src, const T* expect, int check) {
+    if (among(r, skip, n_skip)) return false;
+    T* dst = base + (r * per_row + sector_col(r, per_row, seed)) * sec;
+    bool differs = false;
+    for (u32 e = 0; e < sec; ++e) {
+        if (check && dst[e] != expect[r * sec + e]) differs = true;
+        dst[e] = src[r * sec + e];
+    }
+    return differs;
+}
+
+template <typename T>
+__device__ void draw_sectors(const T* base, u64 m, u64 per_row, u32 sec, const long long* skip, u32 n_skip, T* old,
+                             T* nu, u64 seed, u32 threshold, T emask, T lsb) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < m; r += (u64)gridDim.x * blockDim.x)
+        draw_sector_row<T>(base, r, per_row, sec, skip, n_skip, old, nu, seed, threshold, emask, lsb);
+}
+
+template <typename T>
+__device__ void put_sectors(T* base, u64 m, u64 per_row, u32 sec, const long long* skip, u32 n_skip, u64 seed,
+                            const T* src, const T* expect, int check, u32* touched) {
+    bool differs = false;
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < m; r += (u64)gridDim.x * blockDim.x)
+        differs |= put_sector_row<T>(base, r, per_row, sec, skip, n_skip, seed, src, expect, check);
+    if (differs) *touched = 1u;
+}
+
+extern "C" __global__ void draw_sectors_u16(const u16* base, u64 m, u64 per_row, u32 sec, const long long* skip,
+                                            u32 n_skip, u16* old, u16* nu, u64 seed, u32 threshold, u32 emask,
+                                            u32 lsb) {
+    draw_sectors<u16>(base, m, per_row, sec, skip, n_skip, old, nu, seed, threshold, (u16)emask, (u16)lsb);
+}
+extern "C" __global__ void draw_sectors_u32(const u32* base, u64 m, u64 per_row, u32 sec, const long long* skip,
+                                            u32 n_skip, u32* old, u32* nu, u64 seed, u32 threshold, u32 emask,
+                                            u32 lsb) {
+    draw_sectors<u32>(base, m, per_row, sec, skip, n_skip, old, nu, seed, threshold, emask, lsb);
+}
+extern "C" __global__ void put_sectors_u16(u16* base, u64 m, u64 per_row, u32 sec, const long long* skip, u32 n_skip,
+                                           u64 seed, const u16* src, const u16* expect, int check, u32* touched) {
+    put_sectors<u16>(base, m, per_row, sec, skip, n_skip, seed, src, expect, check, touched);
+}
+extern "C" __global__ void put_sectors_u32(u32* base, u64 m, u64 per_row, u32 sec, const long long* skip, u32 n_skip,
+                                           u64 seed, const u32* src, const u32* expect, int check, u32* touched) {
+    put_sectors<u32>(base, m, per_row, sec, skip, n_skip, seed, src, expect, check, touched);
 }
 """
 
@@ -182,12 +216,8 @@ PERTURB_THRESHOLD = 1 << 28
 # The threshold that changes every element it may (finite, neither zero nor at the top exponent): a sector patch.
 PERTURB_ALL = 0xFFFFFFFF
 FILL_BLOCK, FILL_BLOCKS_PER_SM = 256, 8
-# Rows of one patch of long rows: their kernels index them by blockIdx.y (CUDA's grid y limit).
+# Rows of one patch: its kernels index them by blockIdx.y (CUDA's grid y limit).
 MAX_PATCH_ROWS = 65535
-# Rows of at most this many bytes get one thread each (the *_short_rows kernels: any number of rows); longer ones
-# a CTA row of the grid each. A sector patch (32-byte rows) over 32768 rows took ~0.2 ms a launch as 32768 CTAs
-# of which 16 threads worked (H200, 2026-12-02: gate_cost.md's "all of v2" column, 13.5 ms at 32768 x 512).
-SHORT_ROW_BYTES = 64
 _U64 = np.uint64
 
 
@@ -348,11 +378,9 @@ class RowPatch:
             raise ValueError("RowPatch: rows need an array of two or more dimensions")
         grid = cls._grid(target, kind, whole)
         r = np.zeros(1, dtype=np.int64) if whole else np.asarray(rows, dtype=np.int64)
+        if len(r) > MAX_PATCH_ROWS:
+            raise ValueError(f"RowPatch: {len(r)} rows, at most {MAX_PATCH_ROWS} a patch (split it)")
         row_elems = int(grid.shape[1])
-        short = _short(row_elems, kind)
-        if len(r) > MAX_PATCH_ROWS and not short:
-            raise ValueError(f"RowPatch: {len(r)} rows of {row_elems} elements, at most {MAX_PATCH_ROWS} a patch "
-                             f"of rows longer than {SHORT_ROW_BYTES} bytes (split it)")
         if xp is np:
             old = grid[r].copy()
             return cls(target, r, r, old, perturb_host(old, seed, kind, threshold), kind, whole)
@@ -360,13 +388,10 @@ class RowPatch:
         old = xp.empty((len(r), row_elems), dtype=grid.dtype) if old is None else old
         new = xp.empty_like(old) if new is None else new
         emask, lsb = EXPONENT[kind]
-        tail = (_U64(seed % 2**64), np.uint32(threshold), np.uint32(emask), np.uint32(lsb))
-        if len(r) and row_elems and short:
-            _kernel(f"draw_short_rows_{_suffix(kind)}")((_blocks(len(r)),), (FILL_BLOCK,),
-                                                        (grid, _U64(row_elems), r_dev, _U64(len(r)), old, new, *tail))
-        elif len(r) and row_elems:
+        if len(r) and row_elems:
             _kernel(f"draw_rows_{_suffix(kind)}")((_blocks(row_elems), len(r)), (FILL_BLOCK,),
-                                                  (grid, _U64(row_elems), r_dev, old, new, *tail))
+                                                  (grid, _U64(row_elems), r_dev, old, new, _U64(seed % 2**64),
+                                                   np.uint32(threshold), np.uint32(emask), np.uint32(lsb)))
         return cls(target, r, r_dev, old, new, kind, whole)
 
     def put(self, which: str, xp: ModuleType, touched: Any = None, flag: int = 0) -> None:
@@ -386,23 +411,99 @@ class RowPatch:
             return
         check = touched is not None
         flag_view = touched[flag:flag + 1] if check else src  # any device pointer when unused
-        row_elems, n = int(grid.shape[1]), len(self.rows)
-        tail = (src, self.new, np.int32(check), flag_view)
-        if _short(row_elems, self.kind):
-            _kernel(f"put_short_rows_{_suffix(self.kind)}")((_blocks(n),), (FILL_BLOCK,),
-                                                            (grid, _U64(row_elems), self.rows_dev, _U64(n), *tail))
-        else:
-            _kernel(f"put_rows_{_suffix(self.kind)}")((_blocks(row_elems), n), (FILL_BLOCK,),
-                                                      (grid, _U64(row_elems), self.rows_dev, *tail))
+        _kernel(f"put_rows_{_suffix(self.kind)}")((_blocks(int(grid.shape[1])), len(self.rows)), (FILL_BLOCK,),
+                                                  (grid, _U64(grid.shape[1]), self.rows_dev, src, self.new,
+                                                   np.int32(check), flag_view))
+
+
+def sector_cols_host(m: int, per_row: int, seed: int) -> np.ndarray:
+    """``sector_col`` of the CUDA source for rows 0 .. m - 1: the changed sector's column in each row."""
+    return mix64_host(np.arange(m, dtype=_U64), 2**64 - 1 - seed % 2**64) % _U64(per_row)
+
+
+@dataclass
+class SectorPatch:
+    """A change of one sector of every row of an input but the rows ``skip`` (sorted; a launch's RowPatch rows,
+    so the two never overlap and each undo's write check sees its own values), for one launch (module
+    docstring). ``target``: the (m, per_row, sec) bits view written through; the column of row r is
+    ``sector_cols_host(m, per_row, seed)[r]``; ``old`` / ``new``: (m, sec) bits arrays (skipped rows unused);
+    every element of a sector that may change is doubled or halved (PERTURB_ALL)."""
+
+    target: Any
+    skip: np.ndarray
+    skip_dev: Any
+    seed: int
+    old: Any
+    new: Any
+    kind: str
+
+    @staticmethod
+    def sectors(target: Any, kind: str, sector_bytes: int) -> Any:
+        """``target`` (contiguous, two or more dimensions) as (rows, sectors a row, elements a sector) of its
+        bits; ValueError when a row is not a whole number of sectors."""
+        bits = target.view(bits_dtype(kind))
+        sec = sector_bytes // bits.dtype.itemsize
+        row = int(np.prod(bits.shape[1:])) if bits.ndim >= 2 else 0
+        if bits.ndim < 2 or sec < 1 or row % sec:
+            raise ValueError(f"SectorPatch: rows of {row} {kind} elements are not whole {sector_bytes}-byte sectors "
+                             f"(shape {tuple(target.shape)})")
+        return bits.reshape(bits.shape[0], row // sec, sec)
+
+    @classmethod
+    def draw(cls, target: Any, kind: str, skip: np.ndarray, seed: int, xp: ModuleType, skip_dev: Any = None,
+             old: Any = None, new: Any = None, sector_bytes: int = 32) -> SectorPatch:
+        """A sector patch of ``target`` (``kind``; see ``sectors``) sparing the rows ``skip``, columns and new
+        values from ``seed``: one kernel on the GPU (a thread a row), no synchronisation. ``skip_dev``, ``old``,
+        ``new``: ``skip`` already on the device and (m, sec) buffers to fill (shared allocations); made here
+        when None. ValueError as ``sectors``."""
+        grid = cls.sectors(target, kind, sector_bytes)
+        m, per_row, sec = (int(v) for v in grid.shape)
+        skip = np.asarray(skip, dtype=np.int64)
+        if xp is np:
+            cols = sector_cols_host(m, per_row, seed).astype(np.int64)
+            rows = np.delete(np.arange(m), skip)
+            old = np.zeros((m, sec), dtype=grid.dtype)
+            old[rows] = grid[rows, cols[rows]]
+            return cls(grid, skip, skip, seed, old, perturb_host(old, seed, kind, PERTURB_ALL), kind)
+        skip_dev = xp.asarray(skip) if skip_dev is None else skip_dev
+        old = xp.empty((m, sec), dtype=grid.dtype) if old is None else old
+        new = xp.empty_like(old) if new is None else new
+        emask, lsb = EXPONENT[kind]
+        if m:
+            _kernel(f"draw_sectors_{_suffix(kind)}")((_blocks(m),), (FILL_BLOCK,),
+                                                     (grid, _U64(m), _U64(per_row), np.uint32(sec), skip_dev,
+                                                      np.uint32(len(skip)), old, new, _U64(seed % 2**64),
+                                                      np.uint32(PERTURB_ALL), np.uint32(emask), np.uint32(lsb)))
+        return cls(grid, skip, skip_dev, seed, old, new, kind)
+
+    def put(self, which: str, xp: ModuleType, touched: Any = None, flag: int = 0) -> None:
+        """As ``RowPatch.put``: the ``which`` values ("new" or "old") into the sectors, with ``touched`` first
+        ``touched[flag]`` set to 1 when a sector no longer holds the new values. One kernel, no synchronisation.
+        ValueError for another ``which``."""
+        if which not in ("new", "old"):
+            raise ValueError(f"SectorPatch.put: 'new' or 'old', not {which!r}")
+        src = self.new if which == "new" else self.old
+        m, per_row, sec = (int(v) for v in self.target.shape)
+        if xp is np:
+            rows = np.delete(np.arange(m), self.skip)
+            cols = sector_cols_host(m, per_row, self.seed).astype(np.int64)[rows]
+            if touched is not None and not np.array_equal(self.target[rows, cols], self.new[rows]):
+                touched[flag] = 1
+            self.target[rows, cols] = src[rows]
+            return
+        if not m:
+            return
+        check = touched is not None
+        flag_view = touched[flag:flag + 1] if check else src  # any device pointer when unused
+        _kernel(f"put_sectors_{_suffix(self.kind)}")((_blocks(m),), (FILL_BLOCK,),
+                                                     (self.target, _U64(m), _U64(per_row), np.uint32(sec),
+                                                      self.skip_dev, np.uint32(len(self.skip)),
+                                                      _U64(self.seed % 2**64), src, self.new, np.int32(check),
+                                                      flag_view))
 
 
 def _suffix(kind: str) -> str:
     return "u16" if bits_dtype(kind).itemsize == 2 else "u32"
-
-
-def _short(row_elems: int, kind: str) -> bool:
-    """Rows of ``row_elems`` elements of ``kind`` take the one-thread-per-row kernels (SHORT_ROW_BYTES)."""
-    return row_elems * bits_dtype(kind).itemsize <= SHORT_ROW_BYTES
 
 
 def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
@@ -415,47 +516,56 @@ def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
         tail.reshape(-1)[:int(n_tail)] = words[16 * int(n16):16 * int(n16) + int(n_tail)]
 
 
-def _draw_host(base: Any, row_elems: Any, rows: Any, old: Any, new: Any, seed: Any, threshold: Any, emask: Any,
-               _lsb: Any) -> None:
-    assert int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
+def _draw_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    base, row_elems, rows, old, new, seed, threshold, emask, _lsb = args
+    assert grid[1] == len(rows) <= MAX_PATCH_ROWS and int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
     kind = "fp32" if base.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
     old[...] = base.reshape(-1, int(row_elems))[rows]
     new[...] = perturb_host(old, int(seed), kind, int(threshold))
 
 
-def _put_host(base: Any, row_elems: Any, rows: Any, src: Any, expect: Any, check: Any, touched: Any) -> None:
+def _put_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    base, row_elems, rows, src, expect, check, touched = args
+    assert grid[1] == len(rows) <= MAX_PATCH_ROWS
     g = base.reshape(-1, int(row_elems))
     if int(check) and not np.array_equal(g[rows], expect):
         touched.reshape(-1)[0] = 1
     g[rows] = src
 
 
-def _rows_twin(core: Callable[..., None]) -> Callable[[tuple, tuple, tuple], None]:
-    """The twin of a CTA-per-row kernel (draw_rows_*, put_rows_*): a grid row per patch row, at most 65535."""
-
-    def run(grid: tuple, block: tuple, args: tuple) -> None:
-        assert grid[1] == len(args[2]) <= MAX_PATCH_ROWS
-        core(*args)
-
-    return run
+def _sector_args(args: tuple) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(the (m, per_row, sec) view, the rows changed, their columns) of a sector kernel's leading arguments."""
+    base, m, per_row, sec, skip, n_skip = args[:6]
+    grid = base.reshape(int(m), int(per_row), int(sec))
+    rows = np.delete(np.arange(int(m)), np.asarray(skip).reshape(-1)[:int(n_skip)])
+    return grid, rows, sector_cols_host(int(m), int(per_row), int(args[8] if len(args) == 12 else args[6]))
 
 
-def _short_twin(core: Callable[..., None]) -> Callable[[tuple, tuple, tuple], None]:
-    """The twin of a thread-per-row kernel (*_short_rows_*): a 1-D grid, the row count an argument."""
+def _draw_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    assert len(grid) == 1
+    g, rows, cols = _sector_args(args)
+    old, new, seed, threshold, emask = args[6], args[7], int(args[8]), int(args[9]), int(args[10])
+    kind = "fp32" if g.dtype.itemsize == 4 else ("bf16" if emask == EXPONENT["bf16"][0] else "fp16")
+    full = np.zeros_like(old)
+    full[rows] = g[rows, cols[rows].astype(np.int64)]
+    old[rows] = full[rows]
+    new[rows] = perturb_host(full, seed, kind, threshold)[rows]
 
-    def run(grid: tuple, block: tuple, args: tuple) -> None:
-        base, row_elems, rows, n, *rest = args
-        assert len(grid) == 1 and int(n) == len(rows) and int(row_elems) * base.dtype.itemsize <= SHORT_ROW_BYTES
-        core(base, row_elems, rows, *rest)
 
-    return run
+def _put_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    assert len(grid) == 1
+    g, rows, cols = _sector_args(args)
+    src, expect, check, touched = args[7], args[8], int(args[9]), args[10]
+    c = cols[rows].astype(np.int64)
+    if check and not np.array_equal(g[rows, c], expect[rows]):
+        touched.reshape(-1)[0] = 1
+    g[rows, c] = src[rows]
 
 
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
 # arrays: what a CPU stand-in for CuPy (evaluators/gpu/standin.py) runs for these kernels.
 HOST_TWINS: dict[str, Callable[[tuple, tuple, tuple], None]] = {
-    "fill_pattern": _fill_twin,
-    **{f"draw_rows_{t}": _rows_twin(_draw_host) for t in ("u16", "u32")},
-    **{f"put_rows_{t}": _rows_twin(_put_host) for t in ("u16", "u32")},
-    **{f"draw_short_rows_{t}": _short_twin(_draw_host) for t in ("u16", "u32")},
-    **{f"put_short_rows_{t}": _short_twin(_put_host) for t in ("u16", "u32")}}
+    "fill_pattern": _fill_twin, "draw_rows_u16": _draw_twin, "draw_rows_u32": _draw_twin,
+    "put_rows_u16": _put_twin, "put_rows_u32": _put_twin,
+    "draw_sectors_u16": _draw_sectors_twin, "draw_sectors_u32": _draw_sectors_twin,
+    "put_sectors_u16": _put_sectors_twin, "put_sectors_u32": _put_sectors_twin}

@@ -59,7 +59,7 @@ from evaluators.gpu.gate import (
     reference_for,
     sample_rows,
 )
-from evaluators.gpu.launch_prep import PERTURB_ALL, RowPatch, fill
+from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill
 from workloads.base import Shape, Workload
 from workloads.dtypes import bits_dtype
 
@@ -251,7 +251,7 @@ class Perturbation:
     set_index: int
     parts: dict[str, RowPatch] = field(default_factory=dict)
     # input name -> the sector patch of its other rows (one SECTOR_BYTES sector a row)
-    sectors: dict[str, RowPatch] = field(default_factory=dict)
+    sectors: dict[str, SectorPatch] = field(default_factory=dict)
 
     @classmethod
     def draw_all(cls, sets: InputSets, set_indices: list[int], rng: np.random.Generator,
@@ -312,31 +312,28 @@ def _patch_buffers(xp: ModuleType, rows: np.ndarray, row_elems: int, kind: str) 
 
 def _draw_sectors(sets: InputSets, set_indices: list[int], name: str, kind: str, rows: np.ndarray,
                   rng: np.random.Generator, out: list[Perturbation]) -> None:
-    """Into each ``out[p].sectors[name]``: one SECTOR_BYTES sector, at a column drawn per row, of every row of
-    input ``name`` of set ``set_indices[p]`` not among ``rows[p]`` (its PERTURB_ROWS changed rows: the patches
-    must not overlap, or the undo's write check would see one patch's values where it expects the other's), every
-    element of it doubled or halved. Inputs whose row is not a whole number of sectors get none. Per input the
-    indices go to the device in one transfer and the old and new values share one allocation."""
+    """Into each ``out[p].sectors[name]``: a ``launch_prep.SectorPatch`` of input ``name`` of set
+    ``set_indices[p]``: one SECTOR_BYTES sector, at a column hashed from the row and a seed drawn here, of every
+    row not among ``rows[p]`` (its PERTURB_ROWS changed rows: the patches must not overlap, or the undo's write
+    check would see one patch's values where it expects the other's), every element of it doubled or halved.
+    Inputs whose row is not a whole number of sectors get none. The spared rows of every launch go to the
+    device in one transfer and the old and new values share one allocation; the host work is one seed a launch
+    (the columns drawn on the host, a mask and its index arrays took ~0.65 ms a launch at 32768 rows)."""
     a0 = sets.rw[set_indices[0]][name]
-    itemsize = int(np.dtype(bits_dtype(kind)).itemsize)
-    row_elems = int(np.prod(a0.shape[1:]))
-    sec = SECTOR_BYTES // itemsize
-    if row_elems % sec:
+    sec = SECTOR_BYTES // int(np.dtype(bits_dtype(kind)).itemsize)
+    if int(np.prod(a0.shape[1:])) % sec:
         return
-    per_row = row_elems // sec
-    m, n, xp = int(a0.shape[0]), len(set_indices), sets.xp
-    # the rows not among each launch's changed rows, by a mask (np.setdiff1d sorted all m rows per launch: 17 ms
-    # for 20 launches at m = 32768 on a 2-core CPU, once per shape and candidate)
-    keep = np.ones((n, m), dtype=bool)
-    keep[np.arange(n)[:, None], rows] = False
-    rest = np.flatnonzero(keep).reshape(n, -1) % m
-    flat = rest * per_row + rng.integers(per_row, size=rest.shape)
+    xp, n, m = sets.xp, len(set_indices), int(a0.shape[0])
     seeds = [int(rng.integers(2**62)) for _ in range(n)]
-    bufs = _patch_buffers(xp, flat, sec, kind)
+    skip_dev = old = new = None
+    if xp is not np:
+        skip_dev = xp.asarray(rows)
+        old = xp.empty((n, m, sec), dtype=bits_dtype(kind))
+        new = xp.empty_like(old)
     for p, i in enumerate(set_indices):
-        dev = tuple(None if b is None else b[p] for b in bufs)
-        out[p].sectors[name] = RowPatch.draw(sets.rw[i][name].reshape(-1, sec), kind, flat[p], seeds[p], xp, *dev,
-                                             threshold=PERTURB_ALL)
+        dev = (None, None, None) if xp is np else (skip_dev[p], old[p], new[p])
+        out[p].sectors[name] = SectorPatch.draw(sets.rw[i][name], kind, rows[p], seeds[p], xp, *dev,
+                                                sector_bytes=SECTOR_BYTES)
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""On a GPU: the refill and row-patch kernels (evaluators/gpu/launch_prep.py) write what their numpy twins write,
-bit for bit, for long rows (a CTA row of the grid each) and sector rows (a thread each, past the grid-y limit)."""
+"""On a GPU: the refill, row-patch and sector-patch kernels (evaluators/gpu/launch_prep.py) write what their numpy
+paths write, bit for bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluators.gpu.launch_prep import MAX_PATCH_ROWS, PERTURB_ALL, RowPatch, fill
+from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill
 from workloads.dtypes import bits_dtype
 
 pytestmark = pytest.mark.gpu
@@ -25,30 +25,32 @@ def _bits(shape: tuple, kind: str, seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", ["bf16", "fp32"])
-@pytest.mark.parametrize("layout", ["long", "sector"])
-def test_row_patches_on_the_device_equal_the_numpy_path(cp, kind, layout):
-    """draw (gather + perturb), put new, the write check of put old, and the undo, on both kernel forms."""
-    sec = 32 // bits_dtype(kind).itemsize
-    if layout == "long":
+@pytest.mark.parametrize("layout", ["rows", "sectors"])
+def test_patches_on_the_device_equal_the_numpy_path(cp, kind, layout):
+    """draw (gather + perturb), put new, the write check of put old, and the undo: a row patch of 64 rows of
+    4096 elements, and a sector patch of every row of 70000 but three (more rows than a grid's y dimension)."""
+    if layout == "rows":
         host = _bits((300, 4096), kind, 1)
-        rows, threshold = np.sort(np.random.default_rng(2).choice(300, 64, replace=False)), 1 << 28
-    else:  # a sector patch of every row but one, more rows than a grid's y dimension holds
-        host = _bits((MAX_PATCH_ROWS + 5000, sec), kind, 3)
-        rows, threshold = np.delete(np.arange(host.shape[0], dtype=np.int64), 17), PERTURB_ALL
+        where = np.sort(np.random.default_rng(2).choice(300, 64, replace=False))
+        changed, patch = np.arange(len(where)), RowPatch  # old/new: a row per patch row
+    else:
+        host = _bits((70000, 128 // bits_dtype(kind).itemsize), kind, 3)
+        where = np.array([0, 17, 69999])
+        changed, patch = np.delete(np.arange(70000), where), SectorPatch
+    want = patch.draw(after := host.copy(), kind, where, 11, np)
+    want.put("new", np)
     dev = cp.asarray(host)
-    want = RowPatch.draw(host.copy(), kind, rows, 11, np, threshold=threshold)
-    got = RowPatch.draw(dev, kind, rows, 11, cp, threshold=threshold)
-    assert np.array_equal(cp.asnumpy(got.old), want.old) and np.array_equal(cp.asnumpy(got.new), want.new)
-    assert (want.new != want.old).any()
+    got = patch.draw(dev, kind, where, 11, cp)
+    assert np.array_equal(cp.asnumpy(got.old)[changed], want.old[changed])
+    assert np.array_equal(cp.asnumpy(got.new)[changed], want.new[changed]) and (want.new != want.old).any()
     got.put("new", cp)
-    after_new = cp.asnumpy(dev)
-    assert np.array_equal(after_new[rows], want.new) and np.array_equal(np.delete(after_new, rows, 0),
-                                                                          np.delete(host, rows, 0))
+    assert np.array_equal(cp.asnumpy(dev), after)
     touched = cp.zeros(2, dtype=cp.uint32)
     got.put("old", cp, touched, 0)
     assert np.array_equal(cp.asnumpy(dev), host) and cp.asnumpy(touched).tolist() == [0, 0]
     got.put("new", cp)
-    dev[int(rows[-1]), sec - 1] ^= 1  # a kernel wrote into the last changed row
+    row, col = (int(v) for v in np.argwhere(after != host)[-1])
+    dev[row, col] ^= 1  # a kernel wrote into a changed element
     got.put("old", cp, touched, 1)
     assert np.array_equal(cp.asnumpy(dev), host) and cp.asnumpy(touched).tolist() == [0, 1]
 
