@@ -213,6 +213,8 @@ def test_sector_patch_changes_one_sector_of_every_row_but_the_spared_ones(kind):
     assert touched[0] == 1 and not np.array_equal(a, before)  # a held the old values; now the new ones
     with pytest.raises(ValueError, match="whole 32-byte sectors"):
         SectorPatch.draw(np.zeros((4, 3), dtype=bits_dtype(kind)), kind, skip[:0], 1, np)
+    with pytest.raises(ValueError, match="sorted"):  # the device kernels bisect them
+        SectorPatch.draw(a, kind, np.array([17, 0]), 1, np)
 
 
 SECTOR_HARNESS = r"""

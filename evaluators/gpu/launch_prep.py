@@ -436,6 +436,8 @@ class SectorPatch:
     old: Any
     new: Any
     kind: str
+    # numpy only: the rows changed and their sectors' columns, computed once at the draw
+    host_index: tuple[np.ndarray, np.ndarray] | None = None
 
     @staticmethod
     def sectors(target: Any, kind: str, sector_bytes: int) -> Any:
@@ -455,16 +457,19 @@ class SectorPatch:
         """A sector patch of ``target`` (``kind``; see ``sectors``) sparing the rows ``skip``, columns and new
         values from ``seed``: one kernel on the GPU (a thread a row), no synchronisation. ``skip_dev``, ``old``,
         ``new``: ``skip`` already on the device and (m, sec) buffers to fill (shared allocations); made here
-        when None. ValueError as ``sectors``."""
+        when None. ValueError as ``sectors``, or for spared rows not distinct, sorted and in range."""
         grid = cls.sectors(target, kind, sector_bytes)
         m, per_row, sec = (int(v) for v in grid.shape)
         skip = np.asarray(skip, dtype=np.int64)
+        if len(skip) and ((np.diff(skip) <= 0).any() or skip[0] < 0 or skip[-1] >= m):
+            raise ValueError(f"SectorPatch: the spared rows must be distinct, sorted and in [0, {m}) (the kernels "
+                             f"search them by bisection), got {skip[:8].tolist()}...")
         if xp is np:
-            cols = sector_cols_host(m, per_row, seed).astype(np.int64)
             rows = np.delete(np.arange(m), skip)
+            cols = sector_cols_host(m, per_row, seed).astype(np.int64)[rows]
             old = np.zeros((m, sec), dtype=grid.dtype)
-            old[rows] = grid[rows, cols[rows]]
-            return cls(grid, skip, skip, seed, old, perturb_host(old, seed, kind, PERTURB_ALL), kind)
+            old[rows] = grid[rows, cols]
+            return cls(grid, skip, skip, seed, old, perturb_host(old, seed, kind, PERTURB_ALL), kind, (rows, cols))
         skip_dev = xp.asarray(skip) if skip_dev is None else skip_dev
         old = xp.empty((m, sec), dtype=grid.dtype) if old is None else old
         new = xp.empty_like(old) if new is None else new
@@ -485,8 +490,7 @@ class SectorPatch:
         src = self.new if which == "new" else self.old
         m, per_row, sec = (int(v) for v in self.target.shape)
         if xp is np:
-            rows = np.delete(np.arange(m), self.skip)
-            cols = sector_cols_host(m, per_row, self.seed).astype(np.int64)[rows]
+            rows, cols = self.host_index
             if touched is not None and not np.array_equal(self.target[rows, cols], self.new[rows]):
                 touched[flag] = 1
             self.target[rows, cols] = src[rows]
@@ -533,33 +537,33 @@ def _put_twin(grid: tuple, block: tuple, args: tuple) -> None:
     g[rows] = src
 
 
-def _sector_args(args: tuple) -> tuple[Any, np.ndarray, np.ndarray]:
-    """(the (m, per_row, sec) view, the rows changed, their columns) of a sector kernel's leading arguments."""
+def _sector_args(args: tuple, seed: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(the (m, per_row, sec) view, the rows changed, their columns) from a sector kernel's leading arguments
+    (base, m, per_row, sec, skip, n_skip) and its seed."""
     base, m, per_row, sec, skip, n_skip = args[:6]
     grid = base.reshape(int(m), int(per_row), int(sec))
     rows = np.delete(np.arange(int(m)), np.asarray(skip).reshape(-1)[:int(n_skip)])
-    return grid, rows, sector_cols_host(int(m), int(per_row), int(args[8] if len(args) == 12 else args[6]))
+    return grid, rows, sector_cols_host(int(m), int(per_row), int(seed))[rows].astype(np.int64)
 
 
 def _draw_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
     assert len(grid) == 1
-    g, rows, cols = _sector_args(args)
     old, new, seed, threshold, emask = args[6], args[7], int(args[8]), int(args[9]), int(args[10])
+    g, rows, cols = _sector_args(args, seed)
     kind = "fp32" if g.dtype.itemsize == 4 else ("bf16" if emask == EXPONENT["bf16"][0] else "fp16")
     full = np.zeros_like(old)
-    full[rows] = g[rows, cols[rows].astype(np.int64)]
+    full[rows] = g[rows, cols]
     old[rows] = full[rows]
     new[rows] = perturb_host(full, seed, kind, threshold)[rows]
 
 
 def _put_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
     assert len(grid) == 1
-    g, rows, cols = _sector_args(args)
+    g, rows, cols = _sector_args(args, args[6])
     src, expect, check, touched = args[7], args[8], int(args[9]), args[10]
-    c = cols[rows].astype(np.int64)
-    if check and not np.array_equal(g[rows, c], expect[rows]):
+    if check and not np.array_equal(g[rows, cols], expect[rows]):
         touched.reshape(-1)[0] = 1
-    g[rows, c] = src[rows]
+    g[rows, cols] = src[rows]
 
 
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
