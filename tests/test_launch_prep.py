@@ -234,6 +234,9 @@ int main() {
     for (u64 r = 0; r < m; ++r) printf("%%llu %%d\n", sector_col(r, per_row, 77ull), (int)among(r, skip, 3));
     for (u64 i = 0; i < m * sec; ++i) printf("%%u %%u\n", (unsigned)old[i], (unsigned)nu[i]);
     for (u64 i = 0; i < m * per_row * sec; ++i) printf("%%u\n", (unsigned)base[i]);
+    for (u64 r = 0; r < m; ++r) perturb_sector_row<u16>(base, r, per_row, sec, 91ull, 0xFFFFFFFFu, (u16)0x7F80,
+                                                        (u16)0x0080);
+    for (u64 i = 0; i < m * per_row * sec; ++i) printf("%%u\n", (unsigned)base[i]);
     return 0;
 }
 """
@@ -241,9 +244,10 @@ int main() {
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_cuda_sector_rows_compute_what_the_numpy_path_computes(tmp_path):
-    """The sector kernels' per-row bodies (sector_col, among, draw_sector_row, put_sector_row) compiled by nvcc
-    for the host, run over every row, against SectorPatch's numpy path, bit for bit."""
-    from evaluators.gpu.launch_prep import SectorPatch, sector_cols_host
+    """The sector kernels' per-row bodies (sector_col, among, draw_sector_row, put_sector_row,
+    perturb_sector_row) compiled by nvcc for the host, run over every row, against the numpy paths (SectorPatch,
+    perturb_sectors), bit for bit."""
+    from evaluators.gpu.launch_prep import SectorPatch, perturb_sectors, sector_cols_host
 
     src = tmp_path / "s.cu"
     src.write_text(SECTOR_HARNESS % SOURCE)
@@ -264,3 +268,36 @@ def test_cuda_sector_rows_compute_what_the_numpy_path_computes(tmp_path):
     after = np.array([int(t) for t in lines[1 + m + m * sec:1 + m + m * sec + m * per_row * sec]], dtype=np.uint16)
     p.put("new", np)
     assert np.array_equal(after.reshape(m, -1), p.target.reshape(m, -1))
+    n = 1 + m + m * sec + m * per_row * sec
+    perturbed = np.array([int(t) for t in lines[n:n + m * per_row * sec]], dtype=np.uint16)
+    want = after.reshape(m, -1).copy()
+    perturb_sectors(want, "bf16", 91, np)
+    assert np.array_equal(perturbed.reshape(m, -1), want) and not np.array_equal(want, after.reshape(m, -1))
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp32"])
+def test_in_place_sector_perturbation_of_an_inout_buffer(kind):
+    """perturb_sectors changes one sector of every row where it lies, the same sectors and values as a
+    SectorPatch of the same seed sparing nothing; again after a restore it recreates the same values; its twin
+    agrees."""
+    from evaluators.gpu.launch_prep import EXPONENT, SectorPatch, perturb_sectors
+
+    sec = 32 // bits_dtype(kind).itemsize
+    made = _normal_bits((300, 4 * sec), kind, 5)
+    a = made.copy()
+    perturb_sectors(a, kind, 21, np)
+    patch = SectorPatch.draw(b := made.copy(), kind, np.zeros(0, dtype=np.int64), 21, np)
+    patch.put("new", np)
+    assert np.array_equal(a, b) and (a != made).reshape(300, 4, sec).any(axis=2).sum(axis=1).tolist() == [1] * 300
+    again = made.copy()
+    perturb_sectors(again, kind, 21, np)
+    assert np.array_equal(again, a)
+    other = made.copy()
+    perturb_sectors(other, kind, 22, np)
+    assert not np.array_equal(other, a)
+    twin = made.copy()
+    e = EXPONENT[kind]
+    HOST_TWINS[f"perturb_sectors_{'u16' if sec == 16 else 'u32'}"](
+        (4,), (256,), (twin.reshape(-1), np.uint64(300), np.uint64(4), np.uint32(sec), np.uint64(21),
+                       np.uint32(0xFFFFFFFF), np.uint32(e[0]), np.uint32(e[1])))
+    assert np.array_equal(twin, a)

@@ -203,3 +203,43 @@ def test_dropping_eps_only_at_this_shape_is_caught_by_the_drawn_eps_and_tiny_set
     call, checked = timed_call(wl, no_eps, sets, out, SHAPE, np.random.default_rng(8), repeats=20)
     drive(call, 20, warmup=2)
     assert verify_checked(wl, sets, checked, SHAPE) is not None
+
+
+def test_every_timed_launch_sees_its_inout_buffers_changed_in_one_sector_a_row():
+    """KDA's state (the inout buffer, [N, H, 128, 128] fp32) is restored before every timed launch and then
+    changed in place in one 32-byte sector of every 128-element row, at a column and value drawn per launch
+    (``perturb_inout``), so no launch reads an initial state another launch read; an honest kernel still passes
+    (the checked reference starts from the changed state). A kernel that reads the state as the set made it
+    (here: the pristine copy) is caught."""
+    from tests.redteam10_kernels import kda_decode_honest
+    from workloads.kda.recurrent import KDARecurrent
+
+    wl, shape = KDARecurrent(), (2, 1, 1, 1)
+    sets = InputSets.make(wl, shape, [5, 6, 7, 8], np)
+    out = {"o": np.empty(wl.outputs(shape)[0].shape, dtype=sets.sets[0]["q"].dtype)}
+    seen = []
+
+    def spy(inputs, outputs, shape_, params=None):
+        i = next(j for j, s in enumerate(sets.sets) if s["state"] is inputs["state"])
+        seen.append((i, inputs["state"].copy()))
+        kda_decode_honest(inputs, outputs, shape_)
+
+    call, checked = timed_call(wl, spy, sets, out, shape, np.random.default_rng(3), repeats=12)
+    drive(call, 12)
+    assert verify_checked(wl, sets, checked, shape) is None and sets.mutated() == []
+    timed = seen[-12:]
+    for i, state in timed:
+        made = sets.initial[i]["state"].reshape(-1, 16, 8)  # rows of 128 fp32: 16 sectors of 8
+        changed = (state.reshape(-1, 16, 8) != made).any(axis=2)
+        assert changed.sum(axis=1).max() == 1 and changed.any(axis=1).mean() > 0.9  # zeros stay: |v| = 0
+    assert len({st.tobytes() for _, st in timed}) == len(timed)  # no two launches saw one initial state
+
+    def pristine(inputs, outputs, shape_, params=None):
+        i = next(j for j, s in enumerate(sets.sets) if s["state"] is inputs["state"])
+        inputs["state"][...] = sets.initial[i]["state"]  # served from a copy of the set as made
+        kda_decode_honest(inputs, outputs, shape_)
+
+    call, checked = timed_call(wl, pristine, sets, out, shape, np.random.default_rng(4), repeats=12)
+    drive(call, 12)
+    why = verify_checked(wl, sets, checked, shape)
+    assert why is not None and "out of tolerance" in why

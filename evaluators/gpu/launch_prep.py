@@ -17,7 +17,8 @@ gate_v2_h200_2026-12-01/gate_cost.md), seven times what writing the 4 GiB output
 - ``RowPatch.put``: the new or the old values written into the rows (one kernel per input), the second also
   raising a flag on the device when a row no longer holds the new values (a kernel wrote into its input);
 - ``SectorPatch``: the same for one sector (``sector_bytes``) of every row but a few, at a column hashed from the
-  row and a seed on the device (a thread a row), so the host draws one seed per launch, not a column per row.
+  row and a seed on the device (a thread a row), so the host draws one seed per launch, not a column per row;
+- ``perturb_sectors``: that change in place, for an inout buffer restored before every launch (nothing to undo).
 
 Every function takes the array module ``xp``: numpy runs the host twins (``HOST_TWINS``, the same bit-exact
 formulas: tests/test_launch_prep.py runs the CUDA source's ``__host__ __device__`` functions on the CPU and
@@ -171,6 +172,21 @@ __host__ __device__ inline bool put_sector_row(T* base, u64 r, u64 per_row, u32 
     return differs;
 }
 
+// Row r of an in-place sector perturbation (an inout buffer just restored to its initial value: nothing to put
+// back, the next launch restores it again): the sector at sector_col perturbed where it lies.
+template <typename T>
+__host__ __device__ inline void perturb_sector_row(T* base, u64 r, u64 per_row, u32 sec, u64 seed, u32 threshold,
+                                                   T emask, T lsb) {
+    T* dst = base + (r * per_row + sector_col(r, per_row, seed)) * sec;
+    for (u32 e = 0; e < sec; ++e) dst[e] = perturb_value<T>(dst[e], r * sec + e, seed, threshold, emask, lsb);
+}
+
+template <typename T>
+__device__ void perturb_sectors(T* base, u64 m, u64 per_row, u32 sec, u64 seed, u32 threshold, T emask, T lsb) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < m; r += (u64)gridDim.x * blockDim.x)
+        perturb_sector_row<T>(base, r, per_row, sec, seed, threshold, emask, lsb);
+}
+
 template <typename T>
 __device__ void draw_sectors(const T* base, u64 m, u64 per_row, u32 sec, const long long* skip, u32 n_skip, T* old,
                              T* nu, u64 seed, u32 threshold, T emask, T lsb) {
@@ -187,6 +203,14 @@ __device__ void put_sectors(T* base, u64 m, u64 per_row, u32 sec, const long lon
     if (differs) *touched = 1u;
 }
 
+extern "C" __global__ void perturb_sectors_u16(u16* base, u64 m, u64 per_row, u32 sec, u64 seed, u32 threshold,
+                                               u32 emask, u32 lsb) {
+    perturb_sectors<u16>(base, m, per_row, sec, seed, threshold, (u16)emask, (u16)lsb);
+}
+extern "C" __global__ void perturb_sectors_u32(u32* base, u64 m, u64 per_row, u32 sec, u64 seed, u32 threshold,
+                                               u32 emask, u32 lsb) {
+    perturb_sectors<u32>(base, m, per_row, sec, seed, threshold, emask, lsb);
+}
 extern "C" __global__ void draw_sectors_u16(const u16* base, u64 m, u64 per_row, u32 sec, const long long* skip,
                                             u32 n_skip, u16* old, u16* nu, u64 seed, u32 threshold, u32 emask,
                                             u32 lsb) {
@@ -506,6 +530,28 @@ class SectorPatch:
                                                       flag_view))
 
 
+def perturb_sectors(target: Any, kind: str, seed: int, xp: ModuleType, sector_bytes: int = 32) -> None:
+    """Perturb ``target`` in place (``kind``; two or more dimensions, rows of whole ``sector_bytes`` sectors: see
+    ``SectorPatch.sectors``): in every row the sector at ``sector_cols_host(rows, sectors a row, seed)``, every
+    element of it doubled or halved where it may be (PERTURB_ALL), element index ``row * sec + e``. For an inout
+    buffer just restored to its initial value (KDA's state before a timed launch): no old values to keep, since
+    the next launch restores it again, and the same call after a restore recreates the same values (the
+    checked launch's reference). One kernel (a thread a row), no synchronisation. ValueError as
+    ``SectorPatch.sectors``."""
+    grid = SectorPatch.sectors(target, kind, sector_bytes)
+    m, per_row, sec = (int(v) for v in grid.shape)
+    if xp is np:
+        rows = np.arange(m)
+        cols = sector_cols_host(m, per_row, seed).astype(np.int64)
+        grid[rows, cols] = perturb_host(grid[rows, cols], seed, kind, PERTURB_ALL)
+        return
+    if m:
+        emask, lsb = EXPONENT[kind]
+        _kernel(f"perturb_sectors_{_suffix(kind)}")((_blocks(m),), (FILL_BLOCK,),
+                                                    (grid, _U64(m), _U64(per_row), np.uint32(sec), _U64(seed % 2**64),
+                                                     np.uint32(PERTURB_ALL), np.uint32(emask), np.uint32(lsb)))
+
+
 def _suffix(kind: str) -> str:
     return "u16" if bits_dtype(kind).itemsize == 2 else "u32"
 
@@ -566,10 +612,21 @@ def _put_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
     g[rows, cols] = src[rows]
 
 
+def _perturb_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    assert len(grid) == 1
+    base, m, per_row, sec, seed, threshold, emask, _lsb = args
+    g = base.reshape(int(m), int(per_row), int(sec))
+    kind = "fp32" if g.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
+    rows = np.arange(int(m))
+    cols = sector_cols_host(int(m), int(per_row), int(seed)).astype(np.int64)
+    g[rows, cols] = perturb_host(g[rows, cols], int(seed), kind, int(threshold))
+
+
 # Host twins of the kernels by name, called as ``twin(grid, block, args)`` with numpy arrays in place of device
 # arrays: what a CPU stand-in for CuPy (evaluators/gpu/standin.py) runs for these kernels.
 HOST_TWINS: dict[str, Callable[[tuple, tuple, tuple], None]] = {
     "fill_pattern": _fill_twin, "draw_rows_u16": _draw_twin, "draw_rows_u32": _draw_twin,
     "put_rows_u16": _put_twin, "put_rows_u32": _put_twin,
     "draw_sectors_u16": _draw_sectors_twin, "draw_sectors_u32": _draw_sectors_twin,
-    "put_sectors_u16": _put_sectors_twin, "put_sectors_u32": _put_sectors_twin}
+    "put_sectors_u16": _put_sectors_twin, "put_sectors_u32": _put_sectors_twin,
+    "perturb_sectors_u16": _perturb_sectors_twin, "perturb_sectors_u32": _perturb_sectors_twin}

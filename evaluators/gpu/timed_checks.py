@@ -59,7 +59,7 @@ from evaluators.gpu.gate import (
     reference_for,
     sample_rows,
 )
-from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill
+from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill, perturb_sectors
 from workloads.base import Shape, Workload
 from workloads.dtypes import bits_dtype
 
@@ -341,8 +341,9 @@ class CheckedLaunch:
     """What a checked timed launch saw and produced: repeat index, input set, refill pattern, scalars, the
     perturbation it saw (the inputs changed in part for it; None when nothing was), the sampled rows of the
     outputs (host, and ``rows_dev`` in the array module), the sampled rows of each inout buffer's final value
-    (``inout_rows``: name -> host row indices into ``flat_rows`` of it; ``inout_rows_dev`` in the array module)
-    and the copies of those rows taken right after the launch (``got``: name -> rows, outputs and inout buffers)."""
+    (``inout_rows``: name -> host row indices into ``flat_rows`` of it; ``inout_rows_dev`` in the array module),
+    the copies of those rows taken right after the launch (``got``: name -> rows, outputs and inout buffers) and
+    the seeds of the perturbation of the inout buffers' initial value (``inout_seeds``)."""
 
     repeat: int
     set_index: int = -1
@@ -354,6 +355,8 @@ class CheckedLaunch:
     inout_rows: dict[str, Any] = field(default_factory=dict)
     inout_rows_dev: dict[str, Any] = field(default_factory=dict)
     got: dict[str, Any] = field(default_factory=dict)
+    # inout buffer name -> the seed of the sector perturbation its initial value got (``perturb_inout``)
+    inout_seeds: dict[str, int] = field(default_factory=dict)
 
 
 def flat_rows(a: Any) -> Any:
@@ -374,6 +377,33 @@ def changing_inputs(sets: InputSets) -> tuple[list[str], list[str]]:
     names = [k for k, a in sets.rw[0].items() if k not in sets.inout and float_kind(a, sets.workload) is not None]
     every = [k for k in names if sets.rw[0][k].ndim >= 2] or names
     return every, [k for k in names if k not in every]
+
+
+def perturbed_inout(sets: InputSets) -> dict[str, str]:
+    """The inout buffers of ``sets`` whose initial value ``perturb_inout`` changes at every timed launch, with
+    their element kind: the floating ones whose ``flat_rows`` are whole SECTOR_BYTES sectors (KDA's state:
+    rows of 128 fp32, 16 sectors). Restored bit for bit before every launch and never changed, an inout buffer
+    was the one input a kernel could remember or regenerate instead of reading (red-team round 10: a private
+    fp16 copy of KDA's initial state served at every launch, 1.33x fewer bytes at decode; the state regenerated
+    from the benchmark sets' seeds, 1.98x)."""
+    out = {}
+    for name in sets.inout:
+        a = sets.rw[0][name]
+        kind = float_kind(a, sets.workload)
+        row = flat_rows(a).shape[1]
+        if kind is not None and row % (SECTOR_BYTES // int(np.dtype(bits_dtype(kind)).itemsize)) == 0:
+            out[name] = kind
+    return out
+
+
+def perturb_inout(sets: InputSets, i: int, seeds: dict[str, int]) -> None:
+    """Change one SECTOR_BYTES sector of every row (``flat_rows``) of set i's inout buffers in place, at a column
+    hashed from the row and that launch's seed (``launch_prep.perturb_sectors``): right after ``reset_inout``,
+    before a timed launch and again before its checked reference (the same call recreates the same values).
+    Nothing is put back: the next launch restores the buffers."""
+    kinds = perturbed_inout(sets) if seeds else {}
+    for name, seed in seeds.items():
+        perturb_sectors(flat_rows(sets.rw[i][name]), kinds[name], seed, sets.xp, SECTOR_BYTES)
 
 
 def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
@@ -409,7 +439,8 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
     """A TimedCall launching ``enqueue(inputs, outputs, shape, params)`` on the input set, scalars and refill
     pattern drawn for each timed launch from ``rng``, and the CheckedLaunch records of max(``checks``, number of
     sets) distinct timed launches drawn among the ``repeats`` (filled in as they run), every input set read by
-    at least one of them. Every timed launch sees its set's activations changed in part, about half of them (half
+    at least one of them. Every timed launch sees its set's inout buffers restored and then changed in one sector
+    of every row (``perturb_inout``), its set's activations changed in part, about half of them (half
     of the checked ones) its parameters too (``changing_inputs``, ``perturbed_launches``). Each checked launch
     draws its own sample of output rows (SAMPLE_ROWS + first + last, plus the rows its perturbation changed) and
     of each inout buffer's final rows (``flat_rows``), so a kernel wrong at a fixed fraction f of the rows escapes
@@ -477,6 +508,12 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
         for name, count in inout.items():
             c.inout_rows[name] = sample_rows(count, rng)
             c.inout_rows_dev[name] = c.inout_rows[name] if xp is np else xp.asarray(c.inout_rows[name])
+    # the inout buffers' initial value changed in part at every timed launch (drawn last: the draws above, and
+    # so the launches of a workload without inout buffers, are as before)
+    inout_kinds = perturbed_inout(sets) if sets.inout else {}
+    inout_seeds = [{name: int(rng.integers(2**62)) for name in inout_kinds} for _ in range(repeats)]
+    for r, c in checked.items():
+        c.inout_seeds = inout_seeds[r]
     answers = sets.answers or {}
     state: dict[str, Any] = {"set": 0, "params": {}, "plan": None}
 
@@ -500,6 +537,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
                 fill(buf, specs[name].dtype, launch_r.pattern, launch_r.seed, answers.get(name), xp)
         if sets.inout:
             sets.reset_inout(launch_r.set_index)
+            perturb_inout(sets, launch_r.set_index, inout_seeds[r])
         if r in perts:
             perts[r].apply(sets)
         state.update(set=launch_r.set_index, params=launch_r.params)
@@ -599,7 +637,8 @@ def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch,
                        counter: Any = None) -> dict[str, Any] | None:
     """The float64 reference of checked launch ``c`` at what it compares: each output at its sampled rows, each
     inout buffer's final value at its sampled ``flat_rows``; from its set with its perturbation applied for the
-    moment (and its inout buffers at their initial value), its scalars. ``Workload.reference_rows`` gives the
+    moment (and its inout buffers at the initial value it saw: restored, then ``perturb_inout`` at its seeds), its
+    scalars. ``Workload.reference_rows`` gives the
     inout buffers' final values whole; a workload whose ``reference_rows`` leaves them out gets them from
     ``reference``. With ``counter`` (a 1-element uint64 device array) the workload's fused form is tried first
     (``Workload.count_bad_rows``: the reference and the comparison in one pass, no float64 rows in memory): when
@@ -610,6 +649,7 @@ def _checked_reference(workload: Workload, sets: InputSets, c: CheckedLaunch,
         c.perturbation.apply(sets)
     if sets.inout:
         sets.reset_inout(c.set_index)
+        perturb_inout(sets, c.set_index, c.inout_seeds)  # the initial value the launch saw
     try:
         inputs = sets.sets[c.set_index]
         if counter is not None and workload.count_bad_rows(inputs, rows, c.got, counter, xp, c.params):

@@ -1,12 +1,12 @@
-"""On a GPU: the refill, row-patch and sector-patch kernels (evaluators/gpu/launch_prep.py) write what their numpy
-paths write, bit for bit."""
+"""On a GPU: the refill, row-patch, sector-patch and in-place sector kernels (evaluators/gpu/launch_prep.py) write
+what their numpy paths write, bit for bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill
+from evaluators.gpu.launch_prep import RowPatch, SectorPatch, fill, perturb_sectors
 from workloads.dtypes import bits_dtype
 
 pytestmark = pytest.mark.gpu
@@ -62,3 +62,13 @@ def test_refills_on_the_device_equal_the_numpy_path(cp, pattern):
     dev = cp.full(host.shape, 7, dtype=cp.uint16)
     fill(dev, "bf16", pattern, 21, None, cp)
     assert np.array_equal(cp.asnumpy(dev), host)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp32"])
+def test_in_place_sector_perturbation_on_the_device_equals_the_numpy_path(cp, kind):
+    host = _bits((70000, 128 // bits_dtype(kind).itemsize), kind, 5)  # KDA's state rows: 128 fp32
+    want = host.copy()
+    perturb_sectors(want, kind, 33, np)
+    dev = cp.asarray(host)
+    perturb_sectors(dev, kind, 33, cp)
+    assert np.array_equal(cp.asnumpy(dev), want) and not np.array_equal(want, host)
