@@ -1,5 +1,5 @@
 import pickle, json, numpy as np, collections, sys
-sys.path.insert(0,'/work/main')
+sys.path.insert(0, '.')  # run from the repository root
 from evaluators.cost_model import predict_parts, CostConstants, TERM_NAMES
 d=pickle.load(open('/tmp/diag/fold.pkl','rb')); r=pickle.load(open('/tmp/diag/ranks.pkl','rb'))
 ids=d['ids']; G=d['gpu']; S=d['st']; globals().update(r); shapes=d['shapes']

@@ -1,5 +1,5 @@
 import pickle, json, numpy as np, collections, sys, re
-sys.path.insert(0,'/work/main')
+sys.path.insert(0, '.')  # run from the repository root
 from evaluators.holdout import scores
 d=pickle.load(open('/tmp/diag/fold.pkl','rb')); r=pickle.load(open('/tmp/diag/ranks.pkl','rb'))
 ids=d['ids']; G=d['gpu']; S=d['st']; ref=d['ref']; globals().update(r); n=len(ids); rows=d['rows']; allr=d['allrows']

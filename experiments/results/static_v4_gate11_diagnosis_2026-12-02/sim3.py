@@ -1,5 +1,5 @@
 import pickle, json, numpy as np, sys
-sys.path.insert(0,'/work/main')
+sys.path.insert(0, '.')  # run from the repository root
 from evaluators.fidelity import rank_metrics
 from evaluators.holdout import scores
 d=pickle.load(open('/tmp/diag/fold.pkl','rb'))

@@ -1,5 +1,5 @@
 import sys, json, pickle, numpy as np
-sys.path.insert(0,'/work/main')
+sys.path.insert(0, '.')  # run from the repository root
 import evaluators.cost_model as cm
 import evaluators.calibration as cal
 from evaluators.recorded import load_recording
