@@ -566,10 +566,15 @@ def _fill_twin(grid: tuple, block: tuple, args: tuple) -> None:
         tail.reshape(-1)[:int(n_tail)] = words[16 * int(n16):16 * int(n16) + int(n_tail)]
 
 
+def _twin_kind(bits: Any, emask: Any) -> str:
+    """The element kind a twin's bits array and exponent-mask argument stand for (u16 bits: bf16 or fp16)."""
+    return "fp32" if bits.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
+
+
 def _draw_twin(grid: tuple, block: tuple, args: tuple) -> None:
     base, row_elems, rows, old, new, seed, threshold, emask, _lsb = args
     assert grid[1] == len(rows) <= MAX_PATCH_ROWS and int(threshold) in (PERTURB_THRESHOLD, PERTURB_ALL)
-    kind = "fp32" if base.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
+    kind = _twin_kind(base, emask)
     old[...] = base.reshape(-1, int(row_elems))[rows]
     new[...] = perturb_host(old, int(seed), kind, int(threshold))
 
@@ -596,7 +601,7 @@ def _draw_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
     assert len(grid) == 1
     old, new, seed, threshold, emask = args[6], args[7], int(args[8]), int(args[9]), int(args[10])
     g, rows, cols = _sector_args(args, seed)
-    kind = "fp32" if g.dtype.itemsize == 4 else ("bf16" if emask == EXPONENT["bf16"][0] else "fp16")
+    kind = _twin_kind(g, emask)
     full = np.zeros_like(old)
     full[rows] = g[rows, cols]
     old[rows] = full[rows]
@@ -616,7 +621,7 @@ def _perturb_sectors_twin(grid: tuple, block: tuple, args: tuple) -> None:
     assert len(grid) == 1
     base, m, per_row, sec, seed, threshold, emask, _lsb = args
     g = base.reshape(int(m), int(per_row), int(sec))
-    kind = "fp32" if g.dtype.itemsize == 4 else ("bf16" if int(emask) == EXPONENT["bf16"][0] else "fp16")
+    kind = _twin_kind(g, emask)
     rows = np.arange(int(m))
     cols = sector_cols_host(int(m), int(per_row), int(seed)).astype(np.int64)
     g[rows, cols] = perturb_host(g[rows, cols], int(seed), kind, int(threshold))

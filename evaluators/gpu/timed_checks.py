@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import ModuleType
 from typing import Any
 
@@ -73,11 +74,6 @@ PATTERNS = ("nan", "ones", "zeros", "random", "answer")
 # kernel's own traffic: leaving half the launches stale halves that GPU time per candidate.
 STALE_SHARE = 0.5
 
-
-def draw_pattern(rng: np.random.Generator, choices: tuple[str, ...] | list[str] = PATTERNS) -> str:
-    """One launch's output pattern: "stale" with probability STALE_SHARE, else one of ``choices`` uniformly (the
-    draw of the timed launches, the baselines and the sanitizer replay alike)."""
-    return "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
 # Rows of each output compared after a checked timed launch (plus the first and the last row): a kernel wrong at
 # a fraction f of the rows escapes one check with probability (1 - f)^1024 (f = 1/100: 3e-5).
 CHECK_ROWS = SAMPLE_ROWS
@@ -95,6 +91,12 @@ SECTOR_BYTES = 32
 # three sets up to BIG_SET_BYTES, two above (device memory: the largest search shape's set is 4 GiB).
 SMALL_SET_BYTES = 256 << 20
 BIG_SET_BYTES = 1 << 30
+
+
+def draw_pattern(rng: np.random.Generator, choices: tuple[str, ...] | list[str] = PATTERNS) -> str:
+    """One launch's output pattern: "stale" with probability STALE_SHARE, else one of ``choices`` uniformly (the
+    draw of the timed launches, the baselines and the sanitizer replay alike)."""
+    return "stale" if rng.random() < STALE_SHARE else choices[int(rng.integers(len(choices)))]
 
 
 def set_count(workload: Workload, set_bytes: int) -> int:
@@ -181,6 +183,22 @@ class InputSets:
     @property
     def inout(self) -> list[str]:
         return self.workload.buffer_names("inout")
+
+    @cached_property
+    def inout_kinds(self) -> dict[str, str]:
+        """The inout buffers whose initial value ``perturb_inout`` changes at every timed launch, with their
+        element kind: the floating ones whose ``flat_rows`` are whole SECTOR_BYTES sectors (KDA's state: rows of
+        128 fp32, 16 sectors). Restored bit for bit before every launch and never changed, an inout buffer was
+        the one input a kernel could remember or regenerate instead of reading (red-team round 10: a private
+        fp16 copy of KDA's initial state served at every launch, 1.33x fewer bytes at decode; the state
+        regenerated from the benchmark sets' seeds, 1.98x)."""
+        out = {}
+        for name in self.inout:
+            a = self.rw[0][name]
+            kind = float_kind(a, self.workload)
+            if kind is not None and flat_rows(a).shape[1] % (SECTOR_BYTES // bits_dtype(kind).itemsize) == 0:
+                out[name] = kind
+        return out
 
     def restore(self) -> None:
         """(Re)build every set from its seed and distribution, in place when the sets exist (through the
@@ -379,31 +397,14 @@ def changing_inputs(sets: InputSets) -> tuple[list[str], list[str]]:
     return every, [k for k in names if k not in every]
 
 
-def perturbed_inout(sets: InputSets) -> dict[str, str]:
-    """The inout buffers of ``sets`` whose initial value ``perturb_inout`` changes at every timed launch, with
-    their element kind: the floating ones whose ``flat_rows`` are whole SECTOR_BYTES sectors (KDA's state:
-    rows of 128 fp32, 16 sectors). Restored bit for bit before every launch and never changed, an inout buffer
-    was the one input a kernel could remember or regenerate instead of reading (red-team round 10: a private
-    fp16 copy of KDA's initial state served at every launch, 1.33x fewer bytes at decode; the state regenerated
-    from the benchmark sets' seeds, 1.98x)."""
-    out = {}
-    for name in sets.inout:
-        a = sets.rw[0][name]
-        kind = float_kind(a, sets.workload)
-        row = flat_rows(a).shape[1]
-        if kind is not None and row % (SECTOR_BYTES // int(np.dtype(bits_dtype(kind)).itemsize)) == 0:
-            out[name] = kind
-    return out
-
-
 def perturb_inout(sets: InputSets, i: int, seeds: dict[str, int]) -> None:
     """Change one SECTOR_BYTES sector of every row (``flat_rows``) of set i's inout buffers in place, at a column
-    hashed from the row and that launch's seed (``launch_prep.perturb_sectors``): right after ``reset_inout``,
+    hashed from the row and that launch's seed (``launch_prep.perturb_sectors``; the buffers of
+    ``InputSets.inout_kinds``): right after ``reset_inout``,
     before a timed launch and again before its checked reference (the same call recreates the same values).
     Nothing is put back: the next launch restores the buffers."""
-    kinds = perturbed_inout(sets) if seeds else {}
     for name, seed in seeds.items():
-        perturb_sectors(flat_rows(sets.rw[i][name]), kinds[name], seed, sets.xp, SECTOR_BYTES)
+        perturb_sectors(flat_rows(sets.rw[i][name]), sets.inout_kinds[name], seed, sets.xp, SECTOR_BYTES)
 
 
 def perturbed_launches(picks: np.ndarray, n: int, repeats: int) -> set[int]:
@@ -510,8 +511,7 @@ def timed_call(workload: Workload, enqueue: Callable[..., None], sets: InputSets
             c.inout_rows_dev[name] = c.inout_rows[name] if xp is np else xp.asarray(c.inout_rows[name])
     # the inout buffers' initial value changed in part at every timed launch (drawn last: the draws above, and
     # so the launches of a workload without inout buffers, are as before)
-    inout_kinds = perturbed_inout(sets) if sets.inout else {}
-    inout_seeds = [{name: int(rng.integers(2**62)) for name in inout_kinds} for _ in range(repeats)]
+    inout_seeds = [{name: int(rng.integers(2**62)) for name in sets.inout_kinds} for _ in range(repeats)]
     for r, c in checked.items():
         c.inout_seeds = inout_seeds[r]
     answers = sets.answers or {}

@@ -47,8 +47,8 @@ from evaluators.types import ShapeResult, Status
 STICKY_ERRORS = {"700", "714", "715", "716", "717", "718", "719", "999", "ILLEGALADDRESS", "LAUNCHFAILED",
                  "LAUNCHFAILURE", "MISALIGNEDADDRESS", "ILLEGALINSTRUCTION", "HARDWARESTACKERROR", "INVALIDPC",
                  "INVALIDADDRESSSPACE", "ERRORUNKNOWN", "ILLEGAL MEMORY ACCESS"}
-# Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
-# request and a pool without them behave alike ("one": checked timed launches at every shape).
+
+
 def benchmark_seed(config: dict[str, Any]) -> int:
     """The base seed of this worker's benchmark input sets (set i of a shape's b-th build: seed + 1000 b + i):
     ``config["bench_seed"]`` when given (tests, reproductions), else drawn from the OS per worker. A constant
@@ -59,6 +59,8 @@ def benchmark_seed(config: dict[str, Any]) -> int:
     return int(given) if given is not None else secrets.randbits(31)
 
 
+# Settings of an evaluate request that the caller may leave out: the same values GPUPool uses by default, so a
+# request and a pool without them behave alike ("one": checked timed launches at every shape).
 REQUEST_DEFAULTS: dict[str, Any] = {"gate": True, "baselines": "cached", "check_output": "one", "warmup": 3,
                                     "repeats": 20}
 # Float64 reference blocks for the post-benchmark output check (elements).

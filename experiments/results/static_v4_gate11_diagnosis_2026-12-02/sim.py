@@ -44,7 +44,8 @@ cal.predict_time_us=pt
 d=pickle.load(open("/tmp/diag/fold.pkl","rb"))
 SCORE=sys.argv[2] if len(sys.argv)>2 else None
 D='experiments/data/'
-fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.gz','rmsnorm_random_s1.sqlite.gz','rmsnorm_gate5_map_elites_s0.sqlite.gz','rmsnorm_gate5_random_s1.sqlite.gz']]
+G1=len(sys.argv)>3 and sys.argv[3]=='g1'  # fit on the 2 gate-v1 stores only (else the 4 shipped stores)
+fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.gz','rmsnorm_random_s1.sqlite.gz']+([] if G1 else ['rmsnorm_gate5_map_elites_s0.sqlite.gz','rmsnorm_gate5_random_s1.sqlite.gz'])]
 rec=load_recording(fit)
 terms=json.load(open('/root/.cache/ptxforge/recorded/terms-rmsnorm-h200-fdf021acc4f646c5.json'))
 ok={i for i,t in terms.items() if t.get('status')=='ok'}
@@ -69,6 +70,6 @@ for name,c in (('shipped_constants',shipped),('refit_on_fit_stores',consts)):
     m=rank_metrics(scores(G,ref),scores(S,ref),top=50)
     med=[float(np.median(np.abs(S[:,j]-G[:,j])/G[:,j])) for j in range(len(shapes))]
     res[name]={k:round(v,3) for k,v in m.items()}; res[name]['median_err']=[round(x,3) for x in med]
-    np.save(f'/tmp/diag/S_{VARIANT}_{name}.npy',S)
+    np.save(f'/tmp/diag/S_{VARIANT}_{name}{"_g1fit" if G1 else ""}.npy',S)
 print(VARIANT, 'fit info', {k:round(v,4) for k,v in info.items()}, json.dumps({k:round(v,1) for k,v in consts.to_json().items()}))
 for k,v in res.items(): print(' ',k,v)
