@@ -37,10 +37,13 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluators.gpu.benchmark import TimedCall
 
 # Gate v1 per-candidate cost on an H200 (README, measured 2026-11-30): the gate and the one-shape output audit, ms.
 V1_GATE_MS, V1_AUDIT_MS = 35.0, 15.0
@@ -62,6 +65,43 @@ class Unfused:
 
     def count_bad_rows(self, *args: Any, **kwargs: Any) -> bool:
         return False
+
+
+@dataclass
+class HostHooks:
+    """A TimedCall whose untimed ``prepare``/``after`` are timed on the host: ``seconds`` their sum over the timed
+    launches, ``done`` the perf_counter when the last launch's ``after`` returned (everything enqueued)."""
+
+    inner: TimedCall
+    store: dict
+    repeats: int
+    done: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def call(self) -> TimedCall:
+        return TimedCall(self.launch, self.prepare, self.after)
+
+    def launch(self) -> None:
+        self.inner.launch()
+
+    def prepare(self, r: int) -> None:
+        t = time.perf_counter()
+        self.inner.prepare(r)
+        self.seconds += (time.perf_counter() - t) if r >= 0 else 0.0
+
+    def after(self, r: int) -> None:
+        t = time.perf_counter()
+        self.inner.after(r)
+        self.done = time.perf_counter()
+        self.seconds += self.done - t
+        if r == self.repeats - 1:
+            self.store["hooks"].append(1e3 * self.seconds)
+
+
+def host_hooks(call: TimedCall, store: dict, repeats: int) -> HostHooks:
+    """``call`` with its prepare/after host time recorded (HostHooks; its ``call`` is what to time)."""
+    return HostHooks(call, store, repeats)
 
 
 def med(v: list[float]) -> float:
@@ -175,9 +215,9 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
     lines.append("")
 
     bench = ["| search shape | sets (MiB) | build ms | plain loop ms | refill + rotation ms | all of v2 ms | of it, draws "
-             "ms (host) | kernel µs plain | kernel µs v2 | verify ms | verify ms, reference rows | inputs check ms | "
+             "ms (host) | enqueued ms (host) | prepare + after ms (host) | kernel µs plain | kernel µs v2 | verify ms | verify ms, reference rows | inputs check ms | "
              "v1 audit ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     checks_ms, loop_ms = 0.0, defaultdict(float)
     for i, shape in enumerate(bench_shapes):
         probe = wl.make_inputs(shape, 0, "normal", cp)
@@ -202,7 +242,9 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
             t0 = time.perf_counter()  # the draws before the loop (perturbations on the device) count too
             call, checked = timed_call(wl, run.enqueue, sets, out, shape, np.random.default_rng(rep), 20)
             m["draws"].append(1e3 * (time.perf_counter() - t0))  # host time of the draws (their kernels async)
-            times = time_interleaved({"c": call}, flush, warmup=3, repeats=20)
+            hooks = host_hooks(call, m, 20)
+            times = time_interleaved({"c": hooks.call}, flush, warmup=3, repeats=20)
+            m["enqueued"].append(1e3 * (hooks.done - t0))  # the last launch's work enqueued: host time to here
             sync()
             m["full"].append(1e3 * (time.perf_counter() - t0))
             m["kernel full"].append(med(times["c"]))
@@ -218,7 +260,8 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
             loop_ms[key] += med(m[key])
         bench.append(f"| {'x'.join(map(str, shape))} | {sets.nbytes / 2**20:.0f} ({k} sets, read-only "
                      f"{sets.read_only}) | {build:.0f} | {med(m['plain']):.1f} | {med(m['refill']):.1f} | "
-                     f"{med(m['full']):.1f} | {med(m['draws']):.1f} | {med(m['kernel plain']):.1f} | "
+                     f"{med(m['full']):.1f} | {med(m['draws']):.1f} | {med(m['enqueued']):.1f} | {med(m['hooks']):.1f} | "
+                     f"{med(m['kernel plain']):.1f} | "
                      f"{med(m['kernel full']):.1f} | "
                      f"{med(m['verify']):.1f} | {med(m['verify unfused']):.1f} | {med(m['mutated']):.1f} | "
                      f"{med(m['audit']):.1f} |")
