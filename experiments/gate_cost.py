@@ -37,7 +37,6 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +66,13 @@ class Unfused:
         return False
 
 
-@dataclass
 class HostHooks:
     """A TimedCall whose untimed ``prepare``/``after`` are timed on the host: ``seconds`` their sum over the timed
     launches, ``done`` the perf_counter when the last launch's ``after`` returned (everything enqueued)."""
 
-    inner: TimedCall
-    store: dict
-    repeats: int
-    done: float = 0.0
-    seconds: float = 0.0
+    def __init__(self, inner: TimedCall, store: dict, repeats: int):
+        self.inner, self.store, self.repeats = inner, store, repeats
+        self.done = self.seconds = 0.0
 
     @property
     def call(self) -> TimedCall:
