@@ -109,14 +109,20 @@ class TimedCall:
     after: Callable[[int], Any] | None = None
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,
-                     warmup: int = 3, repeats: int = 20) -> dict[str, list[float]]:
-    """Time each callable ``repeats`` times, round-robin, each launch between two CUDA events after ``flush``.
+@dataclass
+class Marks:
+    """The CUDA events of an enqueued round-robin timing (``enqueue_interleaved``): name -> (start, end) pairs,
+    one per timed launch, in launch order. ``elapsed_us`` turns them into times once the stream has reached
+    them."""
 
-    fns: name -> a callable that enqueues the work (a kernel launch) on the current stream, or a TimedCall
-    (its ``prepare`` runs before the flush, its ``after`` after the end event: neither is timed).
-    Returns name -> list of per-launch times in µs (take the median). Exceptions of the callables propagate.
-    """
+    events: dict[str, list[tuple[Any, Any]]]
+
+
+def enqueue_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,
+                        warmup: int = 3, repeats: int = 20) -> Marks:
+    """``time_interleaved`` up to its last enqueue: the warm-up launches (then one synchronisation), then every
+    timed launch with its flush, events and untimed work enqueued, without waiting for the GPU to run them; the
+    host is free for other work (the next shape's draws) until ``elapsed_us``."""
     cp = cupy_module()
     calls = {n: f if isinstance(f, TimedCall) else TimedCall(f) for n, f in fns.items()}
     for call in calls.values():
@@ -139,8 +145,27 @@ def time_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Calla
             if call.after is not None:
                 call.after(r)
             marks[name].append((start, end))
+    return Marks(marks)
+
+
+def elapsed_us(marks: Marks) -> dict[str, list[float]]:
+    """Wait for the current stream, then name -> per-launch times in µs of an ``enqueue_interleaved`` timing.
+    An error of a launch (a fault) surfaces here as CuPy's CUDADriverError/CUDARuntimeError."""
+    cp = cupy_module()
     cp.cuda.get_current_stream().synchronize()
-    return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.items()}
+    return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.events.items()}
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,
+                     warmup: int = 3, repeats: int = 20) -> dict[str, list[float]]:
+    """Time each callable ``repeats`` times, round-robin, each launch between two CUDA events after ``flush``.
+
+    fns: name -> a callable that enqueues the work (a kernel launch) on the current stream, or a TimedCall
+    (its ``prepare`` runs before the flush, its ``after`` after the end event: neither is timed).
+    Returns name -> list of per-launch times in µs (take the median). Exceptions of the callables propagate.
+    ``enqueue_interleaved`` then ``elapsed_us``: the same with host work in between.
+    """
+    return elapsed_us(enqueue_interleaved(fns, flush, warmup=warmup, repeats=repeats))
 
 
 def median_us(samples: list[float]) -> float:
