@@ -273,6 +273,36 @@ def test_worker_evaluates_an_honest_kernel_through_gate_fault_check_and_checked_
     assert all(s.read_only for s in st.bench_sets.values())
 
 
+def test_the_worker_draws_the_next_shape_while_the_gpu_runs_this_one(cp, monkeypatch):
+    """Shape i + 1's timed-launch draws are made between shape i's enqueue and its collection (host work off the
+    GPU's critical path), and a draw's own error is a crash that names the shape it was drawn for."""
+    import evaluators.gpu.benchmark as bm
+    import evaluators.gpu.timed_checks as tc
+
+    order: list[str] = []
+    real_draw, real_elapsed = tc.timed_call, bm.elapsed_us
+    monkeypatch.setattr(tc, "timed_call", lambda wl, enq, sets, out, shape, *a, **k: (
+        order.append(f"draw {tuple(shape)}"), real_draw(wl, enq, sets, out, shape, *a, **k))[1])
+    monkeypatch.setattr(bm, "elapsed_us", lambda marks: (order.append("collect"), real_elapsed(marks))[1])
+    sd.KERNELS["honest"] = kernel_twin()
+    st = worker_state(cp)
+    bench = ((2048, 64), (3000, 64), (1024, 128))
+    reply, fatal = st.evaluate(request(b"honest", bench=bench))
+    assert reply["status"] == "ok" and not fatal, reply["reason"]
+    assert order == ["draw (2048, 64)", "draw (3000, 64)", "collect", "draw (1024, 128)", "collect", "collect"]
+
+    def broken(wl, enq, sets, out, shape, *a, **k):
+        if tuple(shape) == (3000, 64):
+            raise ValueError("no draw")
+        return real_draw(wl, enq, sets, out, shape, *a, **k)
+
+    monkeypatch.setattr(tc, "timed_call", broken)
+    reply, fatal = st.evaluate(request(b"honest", bench=bench))
+    assert reply["status"] == "crash" and not fatal, reply
+    assert "draws at shape (3000, 64) failed: no draw" in reply["reason"]
+    assert [s["shape"] for s in reply["shapes"]] == [] or reply["shapes"][0]["shape"] == [2048, 64]
+
+
 def test_a_read_past_x_only_at_a_large_benchmark_shape_faults_and_restarts_the_worker(cp):
     """rt_prefetch_past_end's trick, emulated: the gate and the fault check (small shapes) pass; at the
     benchmark shape with M >= 3000 the load past x hits the unmapped page: wrong_result, fatal (a restart)."""

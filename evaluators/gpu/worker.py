@@ -417,14 +417,22 @@ class WorkerState:
                 with self.timing_lock:  # no sanitizer launch on this GPU while the intervals are open
                     marks = enqueue_interleaved(fns, self.flush, warmup=warmup, repeats=repeats)
                     # the next shape's draws (~7 ms of host work a shape on an H200's host, R36) while the GPU
-                    # runs this loop; a fault of this shape's launches may surface in them, so they share its handling
-                    ahead = draw(i + 1) if i + 1 < len(bench_shapes) else None
+                    # runs this loop; a fault of this shape's launches may surface in them: it surfaces again in
+                    # elapsed_us (errors are sticky), so a draw's own error is only raised once this shape is clean
+                    drawn: BaseException | None = None
+                    try:
+                        ahead = draw(i + 1) if i + 1 < len(bench_shapes) else None
+                    except Exception as e:
+                        drawn = e
                     times = elapsed_us(marks)
             except KernelFault as f:
                 raise edge_fault(f, f"a timed launch at shape {shape}") if sets.edge else f from None
             except Exception as e:
                 f = KernelFault(Status.CRASH, f"benchmark at shape {shape} failed: {e}", fatal=_is_sticky(e))
                 raise edge_fault(f, f"a timed launch at shape {shape}") if sets.edge else f from None
+            if drawn is not None:
+                raise KernelFault(Status.CRASH, f"benchmark: the draws at shape {bench_shapes[i + 1]} failed: "
+                                  f"{drawn}", fatal=_is_sticky(drawn)) from drawn
             t0 = time.perf_counter()
             changed = sets.mutated()
             if changed:
