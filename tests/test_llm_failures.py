@@ -118,18 +118,16 @@ def test_http_errors_switch_the_llm_off_and_the_run_goes_on(tmp_path, mode, capl
     store = tmp_path / "store.sqlite"
     kfile = tmp_path / "knowledge.sqlite"
     with Endpoint(mode, store) as ep:
-        t0 = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="evolve.progress"):
             summary = run(cfg_for(tmp_path, ep.url, others=["template"], knowledge=str(kfile), budget=40),
                           evaluator=HashEvaluator())
-        took = time.monotonic() - t0
     assert summary["evaluations"] == 40 and summary["stop_reason"].startswith("evaluation budget spent")
     failed = rows(store, "llm_error")
     assert len(failed) == 3 and all(op == "llm" for op, _ in failed)
     assert f"HTTP {mode}" in failed[0][1] and "LLM failure 1/3" in failed[0][1]
-    # two requests (one retry) per failure; each failure was in the store before the next request went out
+    # two requests (one retry) per failure; each failure was in the store before the next request went out (six
+    # requests in all: the retries are bounded by count, which a wall-clock bound on a shared machine only blurs)
     assert ep.seen == [0, 0, 1, 1, 2, 2]
-    assert took < 60
     assert "LLM failure 1/3" in caplog.text and "switched off after 3 LLM failures" in caplog.text
     assert summary.get("switched_off/llm") == 1
     # failures are never lessons: not in the run's lesson events, not in the shared knowledge store
