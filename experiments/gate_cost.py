@@ -68,11 +68,11 @@ class Unfused:
 
 class HostHooks:
     """Wraps a TimedCall to time its untimed ``prepare``/``after`` on the host: ``seconds`` their sum over the
-    timed launches (ms into ``store["hooks"]`` after the last one), ``done`` the perf_counter when the last
-    launch's ``after`` returned (everything enqueued); ``call`` is the TimedCall to time."""
+    timed launches, ``done`` the perf_counter when the last launch's ``after`` returned (everything enqueued);
+    ``call`` is the TimedCall to time."""
 
-    def __init__(self, inner: TimedCall, store: dict, repeats: int):
-        self.inner, self.store, self.repeats = inner, store, repeats
+    def __init__(self, inner: TimedCall):
+        self.inner = inner
         self.done = self.seconds = 0.0
 
     @property
@@ -92,8 +92,6 @@ class HostHooks:
         self.inner.after(r)
         self.done = time.perf_counter()
         self.seconds += self.done - t
-        if r == self.repeats - 1:
-            self.store["hooks"].append(1e3 * self.seconds)
 
 
 def med(v: list[float]) -> float:
@@ -234,9 +232,10 @@ def measure(wl: Any, run: Any, cp: Any, repeats: int = 3, rounds: int = 6, bench
             t0 = time.perf_counter()  # the draws before the loop (perturbations on the device) count too
             call, checked = timed_call(wl, run.enqueue, sets, out, shape, np.random.default_rng(rep), 20)
             m["draws"].append(1e3 * (time.perf_counter() - t0))  # host time of the draws (their kernels async)
-            hooks = HostHooks(call, m, 20)
+            hooks = HostHooks(call)
             times = time_interleaved({"c": hooks.call}, flush, warmup=3, repeats=20)
             m["enqueued"].append(1e3 * (hooks.done - t0))  # the last launch's work enqueued: host time to here
+            m["hooks"].append(1e3 * hooks.seconds)
             sync()
             m["full"].append(1e3 * (time.perf_counter() - t0))
             m["kernel full"].append(med(times["c"]))

@@ -109,13 +109,8 @@ class TimedCall:
     after: Callable[[int], Any] | None = None
 
 
-@dataclass
-class Marks:
-    """The CUDA events of an enqueued round-robin timing (``enqueue_interleaved``): name -> (start, end) pairs,
-    one per timed launch, in launch order. ``elapsed_us`` turns them into times once the stream has reached
-    them."""
-
-    events: dict[str, list[tuple[Any, Any]]]
+# The CUDA events of an enqueued round-robin timing: name -> (start, end) per timed launch, in launch order.
+Marks = dict[str, list[tuple[Any, Any]]]
 
 
 def enqueue_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,
@@ -145,7 +140,7 @@ def enqueue_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Ca
             if call.after is not None:
                 call.after(r)
             marks[name].append((start, end))
-    return Marks(marks)
+    return marks
 
 
 def elapsed_us(marks: Marks) -> dict[str, list[float]]:
@@ -153,7 +148,7 @@ def elapsed_us(marks: Marks) -> dict[str, list[float]]:
     An error of a launch (a fault) surfaces here as CuPy's CUDADriverError/CUDARuntimeError."""
     cp = cupy_module()
     cp.cuda.get_current_stream().synchronize()
-    return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.events.items()}
+    return {n: [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in ms] for n, ms in marks.items()}
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any] | TimedCall], flush: Callable[[], None] | None = None, *,

@@ -408,11 +408,11 @@ class WorkerState:
             if fresh:
                 brng = np.random.default_rng([seed % (2**63), i, 2])
                 fns.update({n: baseline_call(v, sets, outputs, shape, wl, brng) for n, v in base.items()})
-            return shape, sets, fns, checked, fresh
+            return sets, fns, checked, fresh
 
         ahead = draw(0) if bench_shapes else None
-        for i in range(len(bench_shapes)):
-            shape, sets, fns, checked, fresh = ahead
+        for i, shape in enumerate(bench_shapes):
+            sets, fns, checked, fresh = ahead
             try:
                 with self.timing_lock:  # no sanitizer launch on this GPU while the intervals are open
                     marks = enqueue_interleaved(fns, self.flush, warmup=warmup, repeats=repeats)
