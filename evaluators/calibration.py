@@ -134,14 +134,25 @@ def recorded_terms(kernels: Iterable[Measured], workload: Any, *, gpu: str = DEF
                 done[ident] = res
                 if progress is not None:
                     progress(i + 1, len(todo))
+                if (i + 1) % CHECKPOINT_EVERY == 0:  # a kill mid-way keeps what was computed
+                    _write_terms(path, done)
         finally:
             if pool is not None:
                 pool.shutdown()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(done))
-        tmp.replace(path)
+        _write_terms(path, done)
     return {m.identity: done[m.identity] for m in kernels}
+
+
+# Kernels between two writes of the terms cache (each kernel ~2-3 s of ptxas + traffic on one core).
+CHECKPOINT_EVERY = 100
+
+
+def _write_terms(path: Path, done: Mapping[str, Any]) -> None:
+    """Write the cache atomically (temporary file, then rename): a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(done))
+    tmp.replace(path)
 
 
 def term_arrays(kernels: Sequence[Measured], terms: Mapping[str, Mapping[str, Any]], shapes: Sequence[Shape]

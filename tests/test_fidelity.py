@@ -592,3 +592,27 @@ def test_write_later_records_the_shipped_models_numbers_on_later_runs(tmp_path, 
     assert rec["later_runs"]["median_rel_error_per_shape"] == {"1x2": 0.15}
     with pytest.raises(SystemExit, match="no replay entry"):
         sf.write_later({"replay": {"pooled": pooled}}, ["later.sqlite.gz"], "fitted on four")
+
+
+def test_terms_cache_keeps_what_was_computed_when_the_pass_is_killed(wl, small_stores, small_terms, tmp_path,
+                                                                     monkeypatch):
+    """A kill mid-way (here: the progress callback raises after the third kernel) leaves the checkpointed terms
+    on disk, and the next pass computes only the rest."""
+    from evaluators import calibration
+
+    rec, full, _ = small_terms
+    kernels = list(rec.kernels.values())
+    path = tmp_path / "terms.json"
+    monkeypatch.setattr(calibration, "CHECKPOINT_EVERY", 2)
+
+    def kill_after_three(i: int, n: int) -> None:
+        if i == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        calibration.recorded_terms(kernels, wl, processes=1, cache=path, progress=kill_after_three)
+    kept = json.loads(path.read_text())
+    assert len(kept) == 2 and all(kept[k] == full[k] for k in kept)
+    seen: list[int] = []
+    again = calibration.recorded_terms(kernels, wl, processes=1, cache=path, progress=lambda i, n: seen.append(n))
+    assert again == full and seen[-1] == len(kernels) - 2
