@@ -463,3 +463,36 @@ def test_input_sets_evicted_past_the_budget_free_their_mappings(cp, monkeypatch)
     assert reply["status"] == "ok" and list(st.bench_sets) == [(3000, 64)]
     gone = not mapped & set(sd.DRIVER[0].access)  # (a failing assert's report would read the freed mappings)
     assert first.edges == [] and gone  # the evicted mappings are gone; the fault check's stay
+
+
+def test_the_worker_warms_every_gate_path_and_the_fault_check_at_start_up(cp, monkeypatch):
+    """The naive seed runs the gate at every gate shape (the batched small checks and the one-by-one large
+    check) and the fault check inside the start-up, so the first candidate pays none of their one-time work; a
+    seed that fails says so in the start-up notes."""
+    import evaluators.gpu.gate as gate
+    from evaluators.gpu.args import param_types
+
+    one_by_one: list[tuple[int, ...]] = []
+    real = gate.check_shape
+    monkeypatch.setattr(gate, "check_shape", lambda wl, run, shape, *a, **k: (
+        one_by_one.append(tuple(shape)), real(wl, run, shape, *a, **k))[1])
+    sd.KERNELS["honest"] = kernel_twin()
+    st = worker_state(cp)
+    seed = st.workload.seeds()[1]
+    st.workload.gate_shapes = [(7, 760), (199, 1001), (4100, 1024)]  # the last above SMALL_CHECK_ELEMENTS
+    st.naive, st.naive_types, st.naive_launch = st._load(b"honest", seed.entry), param_types(seed), seed.launch.to_json()
+    st._warm_gate()
+    assert st.notes["warm_gate"].startswith("gate and fault check warmed on the naive seed in ")
+    assert one_by_one == [(4100, 1024)] and len(st.fault_sets.sets) == 1
+
+    def zeros(grid, block, args):
+        m, n = int(args[3]), int(args[4])
+        sd.host_view(int(args[2]), (m, n), np.uint16)[...] = 0
+
+    sd.KERNELS["zeros"] = zeros
+    st = worker_state(cp)
+    st.workload.gate_shapes = [(7, 760)]
+    st.naive, st.naive_types, st.naive_launch = st._load(b"zeros", seed.entry), param_types(seed), seed.launch.to_json()
+    st._warm_gate()
+    assert st.notes["warm_gate"].startswith("naive seed failed the warm-up gate: gate: ")
+    assert len(st.fault_sets.sets) == 0
