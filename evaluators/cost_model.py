@@ -68,6 +68,13 @@ CALIBRATION_FILE = Path(__file__).with_name("static_calibration.json")
 # 200-300 cycles and an HBM access at about 450-600 (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper
 # GPU Architecture", IPDPS 2024; Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023).
 L2_HIT_LATENCY_RATIO = 0.5
+# The sweep loop's latency floor, per body with loads: "mean" (the shipped v4: the mean over a CTA's threads of
+# the body's iterations, at most one round trip) or "busiest" (a candidate term, not shipped: one round trip for
+# every body any thread runs, the busiest thread's chain; V. Volkov, "Understanding Latency Hiding on GPUs", UC
+# Berkeley 2016; proposed in experiments/results/static_v4_gate11_diagnosis_2026-12-02.md, judged on later runs
+# with ``experiments/static_fidelity.py --loop-floor busiest``).
+LOOP_FLOORS = ("mean", "busiest")
+LOOP_FLOOR = "mean"
 
 
 @dataclass(frozen=True)
@@ -233,7 +240,10 @@ def predict_parts(terms: Mapping[str, Any], c: CostConstants) -> dict[str, Any]:
     # earlier iterations; two bodies separated by a barrier, e.g. the two passes of a re-read, cannot overlap).
     # When the kernel re-reads and has two or more such bodies, one is the re-read pass: its round trip is an L2
     # hit (``L2_HIT_LATENCY_RATIO`` of a DRAM one) for the share of re-read bytes that hits.
-    bodies = np.minimum(t["loop_rounds"], t["loop_bodies"])
+    if LOOP_FLOOR == "busiest":
+        bodies = np.where(t["loop_rounds"] > 0, t["loop_bodies"], 0.0)
+    else:
+        bodies = np.minimum(t["loop_rounds"], t["loop_bodies"])
     rebody = np.where(reread > 0, np.clip(bodies - 1.0, 0.0, 1.0), 0.0)
     floor = bodies - rebody * (1.0 - miss) * (1.0 - L2_HIT_LATENCY_RATIO)
     loop_trips = np.maximum(t["loop_rounds"] / c.loop_mlp, floor)

@@ -40,6 +40,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archive.store import StoreError
+from evaluators import cost_model
 from evaluators.calibration import recorded_terms
 from evaluators.cost_model import load_calibration
 from evaluators.fidelity import FIDELITY_FILE
@@ -117,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"with --fit (the shipped calibration's own stores) and --score (runs recorded after it): "
                     f"record the pooled numbers in {FIDELITY_FILE} as the shipped model's fidelity on later runs")
     ap.add_argument("--json", default=None, help="also write every metric to this JSON file")
+    ap.add_argument("--loop-floor", choices=cost_model.LOOP_FLOORS, default=cost_model.LOOP_FLOOR,
+                    help="the static model's sweep-loop latency floor (evaluators/cost_model.py LOOP_FLOOR): "
+                    "'busiest' is a candidate term, fitted and scored here, never written with --write")
     args = ap.parse_args(argv)
+    if args.loop_floor != cost_model.LOOP_FLOOR and (args.write or args.write_later):
+        ap.error("--loop-floor other than the shipped one is a candidate: not with --write / --write-later")
+    cost_model.LOOP_FLOOR = args.loop_floor
     console = Console(width=max(Console().width, 180))
     split = args.fit is not None or args.score is not None
     if split and (not args.fit or not args.score or args.stores):
