@@ -616,3 +616,32 @@ def test_terms_cache_keeps_what_was_computed_when_the_pass_is_killed(wl, small_s
     seen: list[int] = []
     again = calibration.recorded_terms(kernels, wl, processes=1, cache=path, progress=lambda i, n: seen.append(n))
     assert again == full and seen[-1] == len(kernels) - 2
+
+
+def test_the_busiest_thread_floor_charges_a_round_trip_per_body_that_only_some_threads_run(monkeypatch):
+    """Two passes in which a quarter of the threads load (the mean iteration count 0.25 a body): v4's floor
+    charges 0.5 round trips, the candidate floor ('busiest') the busiest thread's 2; long loops are unchanged."""
+    from evaluators import cost_model
+
+    gpu = get_gpu("h200")
+    c = CostConstants(latency_ns=500.0, loop_mlp=4.0, cta_ns=100.0, barrier_ns=200.0)
+    ctas = 8 * 132
+    quarter = shape_terms(gpu, _sweeps((0.25, 0.25), ctas), 2 * 0.25 * 16.0 * 256 * ctas, 4096.0, 8, 0)
+    assert quarter["loop_rounds"] == 0.5 and quarter["loop_bodies"] == 2.0
+    long = shape_terms(gpu, _sweeps((64.0, 64.0), ctas), 2 * 64 * 16.0 * 256 * ctas, 4096.0 * 64, 8, 0)
+    assert cost_model.LOOP_FLOOR == "mean"  # the shipped v4
+    assert float(predict_parts(quarter, c)["t_chain"]) == pytest.approx((0.5 * 500.0 + 300.0) * 1e-9)
+    monkeypatch.setattr(cost_model, "LOOP_FLOOR", "busiest")
+    assert float(predict_parts(quarter, c)["t_chain"]) == pytest.approx((2 * 500.0 + 300.0) * 1e-9)
+    assert float(predict_parts(long, c)["t_chain"]) == pytest.approx((32 * 500.0 + 300.0) * 1e-9)
+
+
+def test_static_fidelity_refuses_to_write_a_candidate_floor(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", Path(__file__).parents[1] / "experiments" / "static_fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit):
+        mod.main(["a.sqlite.gz", "b.sqlite.gz", "--loop-floor", "busiest", "--write"])
+    assert "--loop-floor other than the shipped one is a candidate" in capsys.readouterr().err
