@@ -20,6 +20,7 @@
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
 # alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
 # /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0); v2proc: v2ahead with the front half in processes (front_half=process). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
+# sequence_ab: experiments/gate_sequence_ab.py on SEQ_STORE's first SEQ_N candidates (300), cut at SEQ_S (540).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
 set -uo pipefail
@@ -130,7 +131,11 @@ PY
               python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.gz"
             fi
           done ;;
-    *) echo "unknown step $step (tests | gate_tests | other_tests | pytest | sanitizer_report | baselines | throughput | cost | stability | ray | loop)"; rc=2 ;;
+    sequence_ab) # gate v2 against v1's share on one recorded candidate sequence (experiments/gate_sequence_ab.py)
+         timeout -k 10 "${SEQ_S:-540}" python3 experiments/gate_sequence_ab.py \
+           "${SEQ_STORE:-experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.gz}" --n "${SEQ_N:-300}" 2>&1 \
+           | tee "$out/gate_sequence_ab.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
+    *) echo "unknown step $step (tests | gate_tests | other_tests | pytest | sanitizer_report | baselines | throughput | cost | stability | ray | loop | sequence_ab)"; rc=2 ;;
   esac
 done
 exit $rc
