@@ -77,13 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     kernels = [r.kernel() for r in rows]
     base = dict((config.get("evaluator") or {}).get("options") or {})
     from evaluators.toolchain import compile_ptx
+    from evaluators.types import CompileError
 
     t0 = time.perf_counter()
     refused = 0
     for k in kernels:  # every pass then finds its cubins cached
         try:
             compile_ptx(k)
-        except Exception:
+        except CompileError:
             refused += 1  # the evaluators reject it the same way in every pass
     print(f"{Path(args.store).name}: {len(kernels)} candidates, ptxas cached in {time.perf_counter() - t0:.0f} s "
           f"({refused} refused); evaluator {args.evaluator}, passes {' '.join(ORDER)}; pid {os.getpid()}")
@@ -94,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = run_pass(ev, kernels)
         finally:
-            if hasattr(ev, "close"):
-                ev.close()
+            ev.close()
         passes.append((gate, res))
         print(f"  {gate}: {res['n']} in {res['wall_s']:.1f} s, {res['eval_per_s']:.2f} eval/s; gate "
               f"{res['gate_s']:.3f} s, benchmark {res['benchmark_s']:.3f} s a candidate (worker, mean); "

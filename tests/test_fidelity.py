@@ -50,6 +50,16 @@ def test_row_loop_is_counted_and_keep_path_decided_by_n(wl):
     assert small.shared_groups == frozenset({"rmsnorm_param_1"})
 
 
+def _static_fidelity():
+    """experiments/static_fidelity.py as a module (a script, not a package member)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_cluster_kernel_counts_cluster_barriers_and_dsmem(wl):
     k = wl.instantiate({"threads": 512, "cluster": 4, "max_chunks": 8})
     t = kernel_traffic(k, wl, [(16384, 131072)])[(16384, 131072)]
@@ -358,12 +368,9 @@ def test_fit_then_score_fits_once_and_scores_only_unseen_kernels(small_stores, s
 
 
 def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, monkeypatch):
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
-    static_fidelity = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(static_fidelity)
+    static_fidelity = _static_fidelity()
     monkeypatch.setenv("PTXFORGE_CACHE", str(small_terms[2].parent))
     path = small_terms[2]
     # the CLI's default terms cache is <PTXFORGE_CACHE>/recorded/<name>: seed it with the computed terms
@@ -387,11 +394,7 @@ def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, 
 
 def test_static_fidelity_cli_missing_store_is_one_line(tmp_path, capsys):
     """A store path that does not exist is a usage error (status 2) naming the path, not a traceback."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
-    static_fidelity = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(static_fidelity)
+    static_fidelity = _static_fidelity()
     nope = str(tmp_path / "nope.sqlite.gz")
     with pytest.raises(SystemExit) as e:
         static_fidelity.main(["--fit", nope, "--score", nope])
@@ -569,14 +572,11 @@ def test_replay_run_objective_meta_names_its_reference(wl):
 def test_write_later_records_the_shipped_models_numbers_on_later_runs(tmp_path, monkeypatch, capsys):
     """``--write-later`` needs the shipped calibration's own stores as --fit, and adds ``later_runs`` to the
     shipped version's entries only (the leave-one-run-out record stays)."""
-    import importlib.util
     import json
 
     from evaluators.cost_model import load_calibration
 
-    spec = importlib.util.spec_from_file_location("static_fidelity", DATA.parent / "static_fidelity.py")
-    sf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sf)
+    sf = _static_fidelity()
     with pytest.raises(SystemExit) as e:
         sf.main(["--fit", str(RANDOM), "--score", str(RANDOM), "--write-later"])
     assert e.value.code == 2 and "the shipped calibration's stores (rmsnorm_gate5" in capsys.readouterr().err
@@ -637,11 +637,7 @@ def test_the_busiest_thread_floor_charges_a_round_trip_per_body_that_only_some_t
 
 
 def test_static_fidelity_refuses_to_write_a_candidate_floor(capsys):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("static_fidelity", Path(__file__).parents[1] / "experiments" / "static_fidelity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _static_fidelity()
     with pytest.raises(SystemExit):
         mod.main(["a.sqlite.gz", "b.sqlite.gz", "--loop-floor", "busiest", "--write"])
     assert "--loop-floor other than the shipped one is a candidate" in capsys.readouterr().err
