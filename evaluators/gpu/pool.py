@@ -29,7 +29,7 @@ from evaluators.gpu.devices import physical_device, visible_devices
 from evaluators.gpu.duty_cycle import DutyCycle
 from evaluators.gpu.gate import GATE_VERSION
 from evaluators.gpu.gate_schedule import GateSchedule
-from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize
+from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize, timing_lock_path
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
 from evaluators.objective import ObjectiveSpec, evaluate_objective, workload_objective
@@ -151,7 +151,9 @@ class GPUPool:
         self.sanitizer_timed_tools = None if sanitizer_timed_tools is None else tuple(sanitizer_timed_tools)
         self._verdicts: VerdictQueue | None = None
         # one per physical GPU, as the timing lock is; made here so that a drain covers every one
-        self._duty = {str(physical_device(d)): DutyCycle(sanitizer_duty) for d in self.devices}
+        self._duty = {str(physical_device(d)): DutyCycle(
+            sanitizer_duty, drain_path=timing_lock_path(str(physical_device(d))).with_suffix(".drain"))
+            for d in self.devices}
         if not sanitize_elites:
             self.submit_verdict = None  # type: ignore[assignment]  # the engine then confirms elites at once
             self.withdraw_verdict = None  # type: ignore[assignment]

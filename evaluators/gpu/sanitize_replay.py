@@ -38,12 +38,15 @@ layout; absent: none) and ``draw_conditions`` (bool; absent: false), and either 
 level (one kernel, id 0). ``build_spec`` writes one.
 
 When the environment names a lock file (``PTXFORGE_TIMING_LOCK``), each launch holds it
-(``sanitizer.TimingLock``), so it never runs while a worker times a kernel on the same GPU.
+(``sanitizer.TimingLock``), so it never runs while a worker times a kernel on the same GPU. When it also leases a
+share of the lock (``duty_cycle.DutyCycle.lease``: ``PTXFORGE_LOCK_SHARE`` ...), each launch first waits for
+the bucket's credit and is charged its lock seconds after, and a ``{"paced": s}`` line reports each wait.
 
 Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
 distribution, pattern, output, max_abs_err, n_bad, n_poison, ok), a
-``{"begin": id}`` line before each kernel's launches, a last ``{"lock_seconds": s}`` line (seconds it held the
-timing lock), and exits 0 when every output is within the workload's
+``{"begin": id}`` line before each kernel's launches, a ``{"paced": s}`` line per wait for lock credit, a last
+``{"lock_seconds": s}`` line (seconds it held the timing lock; with a leased bucket also ``"credit"``, the
+bucket's credit at the end), and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
     compute-sanitizer --tool memcheck python3 -m evaluators.gpu.sanitize_replay --spec spec.json
@@ -215,7 +218,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     ``edge_shapes`` and drawn scalar setting (the benchmark's layout: module docstring, ``replay_runs``);
     returns one result dict per kernel, shape, layout, scalar setting and output. Prints each result as a JSON
     line as it goes, and last, even when a launch raised, ``{"lock_seconds": s}``: the seconds this process held
-    the timing lock (``duty_cycle.DutyCycle`` is charged with them)."""
+    the timing lock, and with a leased bucket (``duty_cycle``) ``"credit"``: its credit at the end, which the
+    parent's ``DutyCycle`` takes over."""
     import contextlib
     import os
     import time
@@ -223,6 +227,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     import cupy as cp
 
     from evaluators.gpu.args import build_args
+    from evaluators.gpu.duty_cycle import DutyCycle
     from evaluators.gpu.gate import compare, reference_for
     from evaluators.gpu.sanitizer import TimingLock
     from evaluators.gpu.vmm import VMMError, place_at_edges, read_only_buffers
@@ -231,6 +236,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from workloads.registry import build_workload
 
     lock_path = os.environ.get("PTXFORGE_TIMING_LOCK")
+    duty = DutyCycle.from_env() if lock_path else None  # the parent's bucket, kept per launch (duty_cycle)
     cp.cuda.set_allocator(None)  # exact-size allocations: memcheck bounds are the buffers' own
     pool = cp.cuda.MemoryPool()  # the edge layout's outputs, pooled as the worker's are
     wl = build_workload(spec["workload"])
@@ -274,6 +280,10 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape, params) if params else wl.scalars(shape),
                                   k["entry"])
                 try:
+                    if duty is not None:
+                        waited = duty.wait()
+                        if waited > 0:
+                            print(json.dumps({"paced": round(waited, 4)}), flush=True)
                     # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
                     with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
                         t_lock = time.perf_counter()
@@ -281,7 +291,10 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         fn(grid, block, args, shared_mem=smem)
                         plan.run_after()
                         cp.cuda.Device().synchronize()
-                        held += time.perf_counter() - t_lock
+                        used = time.perf_counter() - t_lock
+                        held += used
+                    if duty is not None:
+                        duty.charge(used)
                     for o in wl.outputs(shape):
                         got = cp.asnumpy(outs[o.name])
                         c = compare(got, ref[o.name], o.dtype, atol, rtol, np, pattern=poison)
@@ -294,7 +307,10 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         edges.close()
                     outs.clear()
     finally:
-        print(json.dumps({"lock_seconds": round(held, 4)}), flush=True)
+        last: dict[str, float] = {"lock_seconds": round(held, 4)}
+        if duty is not None:
+            last["credit"] = round(duty.credit(), 4)  # the parent takes it over (DutyCycle.settle)
+        print(json.dumps(last), flush=True)
     return out
 
 

@@ -130,7 +130,8 @@ def parse_sanitizer(text: str) -> dict[str, Any]:
 class ToolRun:
     """One compute-sanitizer process over a replay spec: ``errors`` (None: the tool gave no verdict),
     ``replay`` (the replay's per-kernel output lines), exit code, wall seconds, the tail of its output;
-    ``lock_seconds``: the seconds the replay held the timing lock (its last line; None when it printed none)."""
+    ``lock_seconds``: the seconds the replay held the timing lock (its last line; None when it printed none);
+    ``credit``: its leased bucket's credit at the end, seconds of lock time (None: it was leased none)."""
 
     tool: str
     errors: int | None
@@ -140,6 +141,7 @@ class ToolRun:
     tail: str
     summary_lines: list[str] = field(default_factory=list)
     lock_seconds: float | None = None
+    credit: float | None = None
 
     def clean_for(self, kid: Any) -> bool | None:
         """True when the tool found no error and kernel ``kid``'s outputs were right; False when it found errors
@@ -168,28 +170,71 @@ def tool_command(exe: str, tool: str, spec_path: str | Path, print_limit: int = 
 
 def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[str, str] | None = None) -> ToolRun:
     """Run ``compute-sanitizer --tool <tool>`` over the replay of ``spec_path`` (``tool_command``).
-    subprocess.TimeoutExpired propagates."""
+
+    ``timeout_s`` bounds the process's own run time: the seconds the replay reports waiting for lock credit
+    (``{"paced": s}`` lines, ``duty_cycle``) extend its deadline as they arrive. subprocess.TimeoutExpired
+    propagates (the process killed)."""
+    import threading
+
     cmd = tool_command(exe, tool, spec_path)
     root = str(Path(__file__).resolve().parents[2])
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=full_env, cwd=root)
-    text = proc.stdout + proc.stderr
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=root)
+    out: list[str] = []
+    err: list[str] = []
+    paced = [0.0]
+
+    def read_stdout() -> None:
+        for ln in proc.stdout:  # type: ignore[union-attr]
+            out.append(ln)
+            if ln.startswith('{"paced"'):
+                try:
+                    paced[0] += float(json.loads(ln)["paced"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    pass
+
+    readers = [threading.Thread(target=read_stdout, daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]  # type: ignore[union-attr]
+    for r in readers:
+        r.start()
+    try:
+        while True:
+            left = t0 + timeout_s + paced[0] - time.perf_counter()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(cmd, timeout_s)
+            try:
+                proc.wait(timeout=min(left, 1.0))
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for r in readers:
+            r.join(10.0)
+    stdout = "".join(out)
+    text = stdout + "".join(err)
     p = parse_sanitizer(text)
-    replay, lock_seconds = [], None
-    for ln in proc.stdout.splitlines():
+    replay, lock_seconds, credit = [], None, None
+    for ln in stdout.splitlines():
         if ln.startswith("{"):
             try:
                 d = json.loads(ln)
             except json.JSONDecodeError:
                 continue
-            if isinstance(d, dict) and set(d) == {"lock_seconds"}:
+            if isinstance(d, dict) and set(d) in ({"lock_seconds"}, {"lock_seconds", "credit"}):
                 lock_seconds = float(d["lock_seconds"])
+                credit = float(d["credit"]) if "credit" in d else None
+            elif isinstance(d, dict) and set(d) == {"paced"}:
+                continue
             else:
                 replay.append(d)
     return ToolRun(tool, p["errors"], replay, proc.returncode, time.perf_counter() - t0, text[-2000:],
-                   p["summary_lines"], lock_seconds)
+                   p["summary_lines"], lock_seconds, credit)
 
 
 @dataclass
@@ -224,9 +269,11 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     the timed launches draw theirs; gate rules version 10); None: drawn from the OS, so a kernel cannot know the
     replay's inputs in advance (``rt_replay_seed_dodge``: version 9 always replayed seed 7). Every verdict
     records it (``Verdict.seed``). duty: a ``duty_cycle.DutyCycle`` (None: no bound): each tool process starts
-    only when it allows (``wait``) and is charged the lock seconds it reports (its wall time when it reports none
-    or times out), so the replay's share of the GPU's timing lock stays bounded while a search times candidates;
-    the processes themselves run unslowed, so ``timeout_s`` keeps its meaning. A kernel that no longer compiles
+    only when it allows (``wait``), paces each of its launches with the credit it is leased (``lease``; with a
+    ``device`` only: the lock is per GPU) and is charged the lock seconds it reports (its wall time when it reports
+    none or times out), so the replay's share of the GPU's timing lock stays bounded while a search times
+    candidates, launch by launch; the seconds a process waits for credit do not count against ``timeout_s``
+    (``run_tool``), so the timeout keeps its meaning. A kernel that no longer compiles
     gets SKIPPED. Never raises for a bad kernel; a timeout counts as an error of that tool. A batch of one kernel
     is never re-run alone."""
     from evaluators.gpu.sanitize_replay import kernel_entry
@@ -285,17 +332,23 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 v.reason = f"compute-sanitizer {tool} gave no verdict: {why or (run.tail[-300:] if run else '')}"
 
         def paced(tool: str, spec_path: Path) -> ToolRun | None:
-            """One tool process, started when ``duty`` allows and charged to it; None when it timed out."""
+            """One tool process, started when ``duty`` allows, pacing its launches with the credit it is leased
+            (``DutyCycle.lease``) and charged to it; None when it timed out."""
+            lease = {}
             if duty is not None:
                 duty.wait()
+                lease = duty.lease() if env is not None and hasattr(duty, "lease") else {}
             t_run = time.perf_counter()
             try:
-                run = run_tool(tool, spec_path, timeout_s, exe, env)
+                run = run_tool(tool, spec_path, timeout_s, exe, {**env, **lease} if env is not None else None)
             except subprocess.TimeoutExpired:
                 run = None
             if duty is not None:
-                duty.charge(run.lock_seconds if run is not None and run.lock_seconds is not None
-                            else time.perf_counter() - t_run)
+                if lease and run is not None and run.lock_seconds is not None and run.credit is not None:
+                    duty.settle(run.lock_seconds, run.credit)  # it paid launch by launch (duty_cycle)
+                else:
+                    duty.charge(run.lock_seconds if run is not None and run.lock_seconds is not None
+                                else time.perf_counter() - t_run)
             return run
 
         for n, phase in enumerate(replay_phases(timed_shapes, shapes)):
