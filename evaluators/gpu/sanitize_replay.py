@@ -45,8 +45,8 @@ the bucket's credit and is charged its lock seconds after, and a ``{"paced": s}`
 Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
 distribution, pattern, output, max_abs_err, n_bad, n_poison, ok), a
 ``{"begin": id}`` line before each kernel's launches, a ``{"paced": s}`` line per wait for lock credit, a last
-``{"lock_seconds": s}`` line (seconds it held the timing lock; with a leased bucket also ``"credit"``, the
-bucket's credit at the end), and exits 0 when every output is within the workload's
+``{"lock_seconds": s}`` line (seconds it held the timing lock; ``"longest"``: the launch that held it longest,
+{s, kernel, shape, placement}; with a leased bucket also ``"credit"``, the bucket's credit at the end), and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
 
     compute-sanitizer --tool memcheck python3 -m evaluators.gpu.sanitize_replay --spec spec.json
@@ -248,6 +248,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
     refs = [reference_for(wl, h, np, params) for h, (_, _, params) in zip(hosts, runs)]
     out: list[dict[str, Any]] = []
     held = 0.0  # seconds this process held the timing lock: the caller's DutyCycle is charged with it
+    longest: dict[str, Any] = {}  # the launch that held it longest: what a worker waited for at most
     try:
         for k in kernels_of(spec):
             print(json.dumps({"begin": k["id"]}), flush=True)
@@ -293,6 +294,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         cp.cuda.Device().synchronize()
                         used = time.perf_counter() - t_lock
                         held += used
+                    if used > longest.get("s", -1.0):
+                        longest = {"s": round(used, 4), "kernel": k["id"], "shape": list(shape), "placement": placement}
                     if duty is not None:
                         duty.charge(used)
                     for o in wl.outputs(shape):
@@ -307,7 +310,9 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         edges.close()
                     outs.clear()
     finally:
-        last: dict[str, float] = {"lock_seconds": round(held, 4)}
+        last: dict[str, Any] = {"lock_seconds": round(held, 4)}
+        if longest:
+            last["longest"] = longest
         if duty is not None:
             last["credit"] = round(duty.credit(), 4)  # the parent takes it over (DutyCycle.settle)
         print(json.dumps(last), flush=True)

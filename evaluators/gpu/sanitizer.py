@@ -36,6 +36,7 @@ stale memory.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -52,6 +53,8 @@ from typing import Any
 
 from evaluators.types import Status
 from workloads.rmsnorm import SANITIZER_SHAPES as _RMSNORM_SANITIZER_SHAPES
+
+log = logging.getLogger(__name__)
 
 # Tools whose verdict an elite needs (initcheck is left to final verification: it flags reads of memory the
 # replay never wrote, e.g. padding loads that a kernel discards, which are legal).
@@ -131,7 +134,8 @@ class ToolRun:
     """One compute-sanitizer process over a replay spec: ``errors`` (None: the tool gave no verdict),
     ``replay`` (the replay's per-kernel output lines), exit code, wall seconds, the tail of its output;
     ``lock_seconds``: the seconds the replay held the timing lock (its last line; None when it printed none);
-    ``credit``: its leased bucket's credit at the end, seconds of lock time (None: it was leased none)."""
+    ``credit``: its leased bucket's credit at the end, seconds of lock time (None: it was leased none);
+    ``longest``: the launch that held the lock longest ({s, kernel, shape, placement}; None: none reported)."""
 
     tool: str
     errors: int | None
@@ -142,6 +146,7 @@ class ToolRun:
     summary_lines: list[str] = field(default_factory=list)
     lock_seconds: float | None = None
     credit: float | None = None
+    longest: dict[str, Any] | None = None
 
     def clean_for(self, kid: Any) -> bool | None:
         """True when the tool found no error and kernel ``kid``'s outputs were right; False when it found errors
@@ -219,22 +224,23 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
     stdout = "".join(out)
     text = stdout + "".join(err)
     p = parse_sanitizer(text)
-    replay, lock_seconds, credit = [], None, None
+    replay, lock_seconds, credit, longest = [], None, None, None
     for ln in stdout.splitlines():
         if ln.startswith("{"):
             try:
                 d = json.loads(ln)
             except json.JSONDecodeError:
                 continue
-            if isinstance(d, dict) and set(d) in ({"lock_seconds"}, {"lock_seconds", "credit"}):
+            if isinstance(d, dict) and "lock_seconds" in d and set(d) <= {"lock_seconds", "credit", "longest"}:
                 lock_seconds = float(d["lock_seconds"])
                 credit = float(d["credit"]) if "credit" in d else None
+                longest = d.get("longest")
             elif isinstance(d, dict) and set(d) == {"paced"}:
                 continue
             else:
                 replay.append(d)
     return ToolRun(tool, p["errors"], replay, proc.returncode, time.perf_counter() - t0, text[-2000:],
-                   p["summary_lines"], lock_seconds, credit)
+                   p["summary_lines"], lock_seconds, credit, longest)
 
 
 @dataclass
@@ -343,6 +349,11 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 run = run_tool(tool, spec_path, timeout_s, exe, {**env, **lease} if env is not None else None)
             except subprocess.TimeoutExpired:
                 run = None
+            # one line a process: where a search's GPU time went when a worker waited for the lock
+            log.info("compute-sanitizer %s over %s: %s", tool, spec_path.stem,
+                     "timed out" if run is None else
+                     f"{run.seconds:.1f} s, errors {run.errors}, lock {run.lock_seconds} s, longest launch "
+                     f"{run.longest}")
             if duty is not None:
                 if lease and run is not None and run.lock_seconds is not None and run.credit is not None:
                     duty.settle(run.lock_seconds, run.credit)  # it paid launch by launch (duty_cycle)
@@ -383,19 +394,23 @@ def timing_lock_path(device: str) -> Path:
 class TimingLock:
     """An exclusive ``flock`` on ``timing_lock_path(device)``, held by the worker around its timed launches and
     by the sanitizer replay around each of its launches, so compute-sanitizer never runs a kernel on a GPU while
-    a timed interval is open there (processes on other GPUs use other files). Re-entrant per object."""
+    a timed interval is open there (processes on other GPUs use other files). Re-entrant per object.
+    ``waited_s``: seconds spent waiting for the lock so far (the worker reports them per candidate)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._fd: int | None = None
         self._depth = 0
+        self.waited_s = 0.0
 
     def __enter__(self) -> TimingLock:
         import fcntl
 
         if self._depth == 0:
             self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            t0 = time.perf_counter()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self.waited_s += time.perf_counter() - t0
         self._depth += 1
         return self
 

@@ -578,8 +578,12 @@ class WorkerState:
                         reply.update(status=Status.WRONG_RESULT.value, reason=bad)
                         return reply, False
             if req.get("bench_shapes"):
-                t0 = time.perf_counter()
-                shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req, reply["seconds"])
+                t0, waited0 = time.perf_counter(), getattr(self.timing_lock, "waited_s", 0.0)
+                try:
+                    shapes, why, status = self.benchmark(fn, req["param_types"], req["launch"], req, reply["seconds"])
+                finally:
+                    # of the benchmark's seconds, those spent waiting for a sanitizer launch to end (TimingLock)
+                    reply["seconds"]["lock_wait"] = getattr(self.timing_lock, "waited_s", 0.0) - waited0
                 reply["seconds"]["benchmark"] = time.perf_counter() - t0
                 reply["shapes"] = [asdict(s) for s in shapes]
                 reply["notes"].update(self.baselines.notes)
