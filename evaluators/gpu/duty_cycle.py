@@ -140,6 +140,11 @@ class DutyCycle:
                 if self._drain == 0 and self.drain_path is not None:
                     self.drain_path.unlink(missing_ok=True)
 
+    @property
+    def draining_now(self) -> bool:
+        """True inside ``draining()``: nothing is timed, so no cap on a sanitizer launch applies."""
+        return self._drain > 0
+
     def lease(self) -> dict[str, str]:
         """The environment of a sanitizer process that paces its own launches (``from_env``): the share, the
         burst, the credit now and the drain file. Empty at share 1 (no bound)."""

@@ -72,7 +72,11 @@ class GPUPool:
     tools of the replay's timed-shape phase, a subset of sanitizer_tools; None: all of them); sanitizer_duty (the
     share of wall time, in (0, 1], the verdicts may hold a GPU's timing lock while the engine is not waiting for
     them: ``duty_cycle.DutyCycle``, default 0.05; 1: no bound; ``collect_verdicts(wait=True)`` lifts it. At 0.1
-    the verdicts held the lock 8.6 % of a 265 s search, H200 2026-12-02, R21); gate_schedule
+    the verdicts held the lock 8.6 % of a 265 s search, H200 2026-12-02, R21); sanitizer_launch_s (the longest
+    one instrumented launch may hold a GPU's timing lock while candidates are timed, seconds; None: no cap;
+    default 10: honest launches at 32768 x 512 held it at most 3.2 s under racecheck, while some kernels' ran past
+    60 s and stalled a candidate's benchmark 50 s, H200 2026-12-03, R50-R53; a kernel cut there gets its
+    verdict in the drain, ``collect_verdicts(wait=True)``); gate_schedule
     (``gate_schedule.PROFILES``: "rotating" (default) spreads run 4 of the small gate checks and the large checks
     over evaluations by the pool's evaluation counter and a secret key (GATE.md, "Schedule"); "full" runs every
     check at every evaluation; "v1" runs gate v1's share, only to measure the loop against it); fault_check (run
@@ -98,6 +102,7 @@ class GPUPool:
                  seed: int | None = None, objective: Any = None, sanitize_elites: bool = True,
                  sanitizer_tools: Sequence[str] = ELITE_TOOLS, sanitizer_timeout_s: float = 120.0,
                  sanitizer_timed_tools: Sequence[str] | None = None, sanitizer_duty: float = 0.05,
+                 sanitizer_launch_s: float | None = 10.0,
                  gate_schedule: str = "rotating", fault_check: bool = True, timed_checks: bool = True,
                  front_half: str = "thread"):
         if baselines not in ("cached", "interleaved", "none"):
@@ -108,6 +113,9 @@ class GPUPool:
         if unknown:  # before any worker starts
             raise ValueError(f"sanitizer_timed_tools {sorted(unknown)} are not in sanitizer_tools {tuple(sanitizer_tools)}")
         DutyCycle(sanitizer_duty)  # ValueError before any worker starts
+        if sanitizer_launch_s is not None and not float(sanitizer_launch_s) > 0:
+            raise ValueError(f"sanitizer_launch_s must be > 0 seconds or None, got {sanitizer_launch_s}")
+        self.sanitizer_launch_s = None if sanitizer_launch_s is None else float(sanitizer_launch_s)
         check_where(front_half)
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
@@ -278,7 +286,8 @@ class GPUPool:
         seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
                         timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed,
-                        timed_tools=self.sanitizer_timed_tools, duty=self._duty[str(device)])
+                        timed_tools=self.sanitizer_timed_tools, duty=self._duty[str(device)],
+                        launch_cap_s=self.sanitizer_launch_s)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
@@ -307,8 +316,10 @@ class GPUPool:
 
     def sanitizer_stats(self) -> dict[str, Any]:
         """The verdicts' use of the timing lock: per physical GPU, ``DutyCycle.stats()`` (share, lock seconds
-        charged, seconds held back)."""
-        return {dev: d.stats() for dev, d in self._duty.items()}
+        charged, seconds held back) and ``deferred``: the verdicts put off to the drain by ``sanitizer_launch_s``
+        (the pool's count, over all its GPUs)."""
+        deferred = 0 if self._verdicts is None else self._verdicts.deferrals
+        return {dev: {**d.stats(), "deferred": deferred} for dev, d in self._duty.items()}
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""

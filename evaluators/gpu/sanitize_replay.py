@@ -44,7 +44,8 @@ the bucket's credit and is charged its lock seconds after, and a ``{"paced": s}`
 
 Prints one JSON line per kernel, shape, layout, drawn scalar setting and output (kernel, shape, placement, params,
 distribution, pattern, output, max_abs_err, n_bad, n_poison, ok), a
-``{"begin": id}`` line before each kernel's launches, a ``{"paced": s}`` line per wait for lock credit, a last
+``{"begin": id}`` line before each kernel's launches, a ``{"paced": s}`` line per wait for lock credit, with a
+lock file ``{"lock": {kernel, shape}}`` when a launch takes the lock and ``{"unlock": s}`` when it lets it go, a last
 ``{"lock_seconds": s}`` line (seconds it held the timing lock; ``"longest"``: the launch that held it longest,
 {s, kernel, shape, placement}; with a leased bucket also ``"credit"``, the bucket's credit at the end), and exits 0 when every output is within the workload's
 tolerance, 1 when one is not, 2 on a bad spec. Usage::
@@ -288,6 +289,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     # never while a worker times a launch on this GPU (PTXFORGE_TIMING_LOCK, see sanitizer.TimingLock)
                     with TimingLock(lock_path) if lock_path else contextlib.nullcontext():
                         t_lock = time.perf_counter()
+                        if lock_path:  # the parent may cut a launch that holds the lock too long (run_tool)
+                            print(json.dumps({"lock": {"kernel": k["id"], "shape": list(shape)}}), flush=True)
                         plan.run_before()
                         fn(grid, block, args, shared_mem=smem)
                         plan.run_after()
@@ -296,6 +299,8 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         held += used
                     if used > longest.get("s", -1.0):
                         longest = {"s": round(used, 4), "kernel": k["id"], "shape": list(shape), "placement": placement}
+                    if lock_path:
+                        print(json.dumps({"unlock": round(used, 4)}), flush=True)
                     if duty is not None:
                         duty.charge(used)
                     for o in wl.outputs(shape):

@@ -173,12 +173,26 @@ def tool_command(exe: str, tool: str, spec_path: str | Path, print_limit: int = 
     return [*cmd, sys.executable, "-m", "evaluators.gpu.sanitize_replay", "--spec", str(spec_path)]
 
 
-def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[str, str] | None = None) -> ToolRun:
+class LaunchCapExceeded(Exception):
+    """A replay launch held the GPU's timing lock longer than the cap (``run_tool``'s ``launch_cap_s``): the
+    process was killed. ``kernel``: the replay's kernel id; ``shape``; ``seconds``: how long it had held it."""
+
+    def __init__(self, kernel: Any, shape: list[int], seconds: float):
+        super().__init__(f"a launch of kernel {kernel} at shape {shape} held the timing lock {seconds:.1f} s")
+        self.kernel, self.shape, self.seconds = kernel, shape, seconds
+
+
+def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[str, str] | None = None,
+             launch_cap_s: float | None = None, capped: Any = None) -> ToolRun:
     """Run ``compute-sanitizer --tool <tool>`` over the replay of ``spec_path`` (``tool_command``).
 
     ``timeout_s`` bounds the process's own run time: the seconds the replay reports waiting for lock credit
     (``{"paced": s}`` lines, ``duty_cycle``) extend its deadline as they arrive. subprocess.TimeoutExpired
-    propagates (the process killed)."""
+    propagates (the process killed). ``launch_cap_s``: the longest one launch may hold the timing lock (its
+    ``{"lock": ...}`` / ``{"unlock": s}`` lines) while ``capped()`` is true (None: no cap; ``capped`` None:
+    always): past it the process is killed and LaunchCapExceeded raised, so a worker waiting to time a candidate
+    never waits longer (racecheck over some honest kernels at 32768 x 512 runs > 60 s a launch, H200
+    2026-12-03, R53)."""
     import threading
 
     cmd = tool_command(exe, tool, spec_path)
@@ -190,15 +204,21 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
     out: list[str] = []
     err: list[str] = []
     paced = [0.0]
+    holding: list[Any] = [None]  # (since, kernel, shape) while a launch holds the lock
 
     def read_stdout() -> None:
         for ln in proc.stdout:  # type: ignore[union-attr]
             out.append(ln)
-            if ln.startswith('{"paced"'):
-                try:
+            try:
+                if ln.startswith('{"paced"'):
                     paced[0] += float(json.loads(ln)["paced"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    pass
+                elif ln.startswith('{"lock"'):
+                    d = json.loads(ln)["lock"]
+                    holding[0] = (time.perf_counter(), d.get("kernel"), d.get("shape"))
+                elif ln.startswith('{"unlock"'):
+                    holding[0] = None
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                pass
 
     readers = [threading.Thread(target=read_stdout, daemon=True),
                threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]  # type: ignore[union-attr]
@@ -206,11 +226,16 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
         r.start()
     try:
         while True:
-            left = t0 + timeout_s + paced[0] - time.perf_counter()
+            now = time.perf_counter()
+            left = t0 + timeout_s + paced[0] - now
             if left <= 0:
                 raise subprocess.TimeoutExpired(cmd, timeout_s)
+            held = holding[0]
+            if (launch_cap_s is not None and held is not None and now - held[0] > launch_cap_s
+                    and (capped is None or capped())):
+                raise LaunchCapExceeded(held[1], held[2], now - held[0])
             try:
-                proc.wait(timeout=min(left, 1.0))
+                proc.wait(timeout=min(left, 0.25 if launch_cap_s is not None else 1.0))
                 break
             except subprocess.TimeoutExpired:
                 continue
@@ -235,7 +260,7 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
                 lock_seconds = float(d["lock_seconds"])
                 credit = float(d["credit"]) if "credit" in d else None
                 longest = d.get("longest")
-            elif isinstance(d, dict) and set(d) == {"paced"}:
+            elif isinstance(d, dict) and len(d) == 1 and next(iter(d)) in ("paced", "lock", "unlock"):
                 continue
             else:
                 replay.append(d)
@@ -254,13 +279,17 @@ class Verdict:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     seed: int | None = None  # the replay's seed (its inputs and drawn conditions: sanitize_replay.launch_conditions)
+    # no verdict yet: a launch held the timing lock past the cap while candidates were timed; asked again when
+    # nothing is timed (VerdictQueue keeps it for the drain)
+    deferred: bool = False
 
 
 def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequence[str] = ELITE_TOOLS,
              shapes: Sequence[tuple[int, ...]] | None = None, timeout_s: float = 120.0,
              exe: str | None = None, device: str | None = None, seed: int | None = None,
              timed_shapes: Sequence[tuple[int, ...]] = (),
-             timed_tools: Sequence[str] | None = None, duty: Any = None) -> list[Verdict]:
+             timed_tools: Sequence[str] | None = None, duty: Any = None,
+             launch_cap_s: float | None = None) -> list[Verdict]:
     """Verdicts for ``kernels`` (``population.kernel.Kernel``), in order: per phase of ``replay_phases`` (the fixed
     shapes, then the timed ones for the kernels still clean), each tool runs once over the whole batch; when a
     batch run is not clean, each kernel of it is re-run alone with that tool (exact attribution).
@@ -279,7 +308,10 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
     ``device`` only: the lock is per GPU) and is charged the lock seconds it reports (its wall time when it reports
     none or times out), so the replay's share of the GPU's timing lock stays bounded while a search times
     candidates, launch by launch; the seconds a process waits for credit do not count against ``timeout_s``
-    (``run_tool``), so the timeout keeps its meaning. A kernel that no longer compiles
+    (``run_tool``), so the timeout keeps its meaning. launch_cap_s: the longest one launch may hold the lock
+    while ``duty`` is not draining (None: no cap); a kernel whose launch exceeds it gets a ``deferred`` SKIPPED
+    verdict (its verdict is asked again when nothing is timed) and the rest of its batch is re-run without it.
+    A kernel that no longer compiles
     gets SKIPPED. Never raises for a bad kernel; a timeout counts as an error of that tool. A batch of one kernel
     is never re-run alone."""
     from evaluators.gpu.sanitize_replay import kernel_entry
@@ -345,10 +377,20 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                 duty.wait()
                 lease = duty.lease() if env is not None and hasattr(duty, "lease") else {}
             t_run = time.perf_counter()
+            cap = launch_cap_s if env is not None else None  # the lock exists with a device only
+            capped = None if duty is None else (lambda: not getattr(duty, "draining_now", False))
             try:
-                run = run_tool(tool, spec_path, timeout_s, exe, {**env, **lease} if env is not None else None)
+                capping = {} if cap is None else {"launch_cap_s": cap, "capped": capped}
+                run = run_tool(tool, spec_path, timeout_s, exe, {**env, **lease} if env is not None else None,
+                               **capping)
             except subprocess.TimeoutExpired:
                 run = None
+            except LaunchCapExceeded as e:
+                if duty is not None:
+                    duty.charge(time.perf_counter() - t_run)
+                log.info("compute-sanitizer %s over %s: %s (cut; the kernel's verdict waits for the drain)",
+                         tool, spec_path.stem, e)
+                raise
             # one line a process: where a search's GPU time went when a worker waited for the lock
             log.info("compute-sanitizer %s over %s: %s", tool, spec_path.stem,
                      "timed out" if run is None else
@@ -362,19 +404,44 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
                                 else time.perf_counter() - t_run)
             return run
 
+        def defer(kid: Any, tool: str, e: LaunchCapExceeded) -> None:
+            v = verdicts[kid]
+            v.status, v.deferred = Status.SKIPPED, True
+            v.reason = (f"compute-sanitizer {tool}: a launch at shape {e.shape} held the GPU's timing lock over "
+                        f"{launch_cap_s:g} s while candidates were timed; asked again when nothing is timed")
+
+        def batch_run(tool: str, n: int, phase: dict[str, Any], todo: list[dict[str, Any]]):
+            """One process over ``todo``; a kernel whose launch is cut at the cap is deferred and the process
+            re-run over the others (None and the kernels left when it timed out)."""
+            while todo:
+                try:
+                    return paced(tool, spec_file(f"{tool}-{n}-batch", phase, todo)), todo
+                except LaunchCapExceeded as e:
+                    cut = [t for t in todo if t["id"] == e.kernel] or todo  # unnamed: none of them can be told apart
+                    for t in cut:
+                        defer(t["id"], tool, e)
+                    todo = [t for t in todo if t not in cut]
+            return None, todo
+
         for n, phase in enumerate(replay_phases(timed_shapes, shapes)):
             for tool in (tools if n == 0 or timed_tools is None else [t for t in tools if t in timed_tools]):
                 todo = [e for e in entries if verdicts[e["id"]].status == Status.OK]
                 if not todo:
                     break
-                run = paced(tool, spec_file(f"{tool}-{n}-batch", phase, todo))
+                run, todo = batch_run(tool, n, phase, todo)
+                if not todo:
+                    continue
                 if run is not None and all(run.clean_for(e["id"]) for e in todo):
                     for e in todo:
                         record(e["id"], tool, run)
                     continue
                 for e in todo:  # split: one process per kernel; a batch of one is its own run already (a re-run
                     # repeats its timeout: a racy kernel at the timed shape, H200 2026-12-01: 2 x 120 s)
-                    alone = run if len(todo) == 1 else paced(tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]))
+                    try:
+                        alone = run if len(todo) == 1 else paced(tool, spec_file(f"{tool}-{n}-{e['id']}", phase, [e]))
+                    except LaunchCapExceeded as cut:
+                        defer(e["id"], tool, cut)
+                        continue
                     if alone is None:
                         verdicts[e["id"]].status = Status.SANITIZER
                         verdicts[e["id"]].reason = f"compute-sanitizer {tool}: timed out after {timeout_s:.0f} s"
@@ -427,7 +494,9 @@ class TimingLock:
 class VerdictQueue:
     """Sanitizer verdicts computed in a background thread, batch by batch, for kernels submitted under a key
     (the engine uses store row ids). ``run(kernels) -> list[Verdict]`` does the work (``sanitize`` bound to a
-    workload and GPU). ``collect`` hands back the finished (key, Verdict) pairs; ``pending`` the keys in flight."""
+    workload and GPU). ``collect`` hands back the finished (key, Verdict) pairs; ``pending`` the keys in flight.
+    A ``deferred`` verdict (``sanitize``'s launch cap) is not handed back: the kernel is kept and queued again by
+    ``collect(wait=True)``, the drain, when nothing is timed and the cap is lifted."""
 
     def __init__(self, run: Any, max_batch: int = 16):
         import threading
@@ -436,6 +505,8 @@ class VerdictQueue:
         self._todo: list[tuple[Any, Any]] = []
         self._busy: list[Any] = []
         self._done: list[tuple[Any, Verdict]] = []
+        self._deferred: list[tuple[Any, Any]] = []
+        self.deferrals = 0  # verdicts deferred to the drain so far
         self._cv = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="ptxforge-sanitizer", daemon=True)
@@ -450,9 +521,10 @@ class VerdictQueue:
         """Drop ``key``'s verdict if its batch has not started (an elite displaced while it waited: its verdict
         is owed only if it comes back). True when it was dropped; a verdict already being computed still comes."""
         with self._cv:
-            n = len(self._todo)
+            n = len(self._todo) + len(self._deferred)
             self._todo = [(k, v) for k, v in self._todo if k != key]
-            if len(self._todo) != n:
+            self._deferred = [(k, v) for k, v in self._deferred if k != key]
+            if len(self._todo) + len(self._deferred) != n:
                 self._cv.notify_all()
                 return True
             return False
@@ -460,13 +532,16 @@ class VerdictQueue:
     @property
     def pending(self) -> list[Any]:
         with self._cv:
-            return [k for k, _ in self._todo] + list(self._busy)
+            return [k for k, _ in self._todo] + list(self._busy) + [k for k, _ in self._deferred]
 
     def collect(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
         """Finished verdicts since the last call; with ``wait``, first block until nothing is pending (or
         ``timeout`` seconds passed)."""
         with self._cv:
             if wait:
+                self._todo.extend(self._deferred)  # the drain: nothing is timed, the cap is lifted
+                self._deferred = []
+                self._cv.notify_all()
                 self._cv.wait_for(lambda: not self._todo and not self._busy, timeout)
             out, self._done = self._done, []
             return out
@@ -484,7 +559,12 @@ class VerdictQueue:
             except Exception as e:
                 verdicts = [Verdict(Status.SKIPPED, f"sanitizer failed: {type(e).__name__}: {e}") for _ in batch]
             with self._cv:
-                self._done.extend(zip((k for k, _ in batch), verdicts))
+                for (key, kernel), v in zip(batch, verdicts):
+                    if v.deferred:
+                        self._deferred.append((key, kernel))
+                        self.deferrals += 1
+                    else:
+                        self._done.append((key, v))
                 self._busy = []
                 self._cv.notify_all()
 
