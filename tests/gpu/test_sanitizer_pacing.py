@@ -41,7 +41,7 @@ def test_the_replay_holds_the_timing_lock_within_its_share_launch_by_launch(tmp_
 
 
 def test_a_launch_past_the_cap_is_deferred_and_runs_uncut_in_the_drain(tmp_path):
-    """The template seed's racecheck launch at 32768 x 512 holds the lock ~0.1-1.5 s (R51): a cap of 0.1 s (the fixed shapes: < 0.03 s) cuts
+    """The template seed's racecheck launch at 32768 x 512 holds the lock ~0.8-1.5 s (R51): a cap of 0.1 s (fixed shapes: < 0.03 s) cuts
     it while candidates could be timed (a deferred SKIPPED verdict), and the same replay while the duty cycle
     drains runs to its clean verdict."""
     if sanitizer.find_sanitizer() is None:
