@@ -127,3 +127,26 @@ def test_a_deferred_verdict_is_pending_until_the_drain_asks_it_again():
         assert q.withdraw(4) and q.pending == []
     finally:
         q.close()
+
+
+def test_a_cut_process_takes_its_replay_child_with_it(tmp_path):
+    """compute-sanitizer runs the replay as its child: killing the tool alone left the child running (holding the
+    GPU, its lock and the output pipes). The stand-in forks a child that would write a file after 1.5 s."""
+    import os
+    import time
+
+    exe = tmp_path / "compute-sanitizer"
+    marker = tmp_path / "child-lived"
+    exe.write_text(f'''#!{sys.executable}
+import json, os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5); open({str(marker)!r}, 'w').write('x')"])
+print(json.dumps({{"lock": {{"kernel": 0, "shape": [32768, 512]}}}}), flush=True)
+time.sleep(30)
+''')
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    t0 = time.perf_counter()
+    with pytest.raises(LaunchCapExceeded):
+        run_tool("racecheck", spec(tmp_path, [0]), 60.0, str(exe), launch_cap_s=0.3)
+    assert time.perf_counter() - t0 < 1.5  # no reader left waiting on a pipe the child held open
+    time.sleep(1.7)
+    assert not marker.exists(), "the tool's child outlived the kill"

@@ -188,7 +188,7 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
 
     ``timeout_s`` bounds the process's own run time: the seconds the replay reports waiting for lock credit
     (``{"paced": s}`` lines, ``duty_cycle``) extend its deadline as they arrive. subprocess.TimeoutExpired
-    propagates (the process killed). ``launch_cap_s``: the longest one launch may hold the timing lock (its
+    propagates (the process and its children killed: the whole process group). ``launch_cap_s``: the longest one launch may hold the timing lock (its
     ``{"lock": ...}`` / ``{"unlock": s}`` lines) while ``capped()`` is true (None: no cap; ``capped`` None:
     always): past it the process is killed and LaunchCapExceeded raised, so a worker waiting to time a candidate
     never waits longer (racecheck over some honest kernels at 32768 x 512 runs > 60 s a launch, H200
@@ -200,7 +200,10 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=root)
+    # a session of its own: a kill reaches the replay that compute-sanitizer runs as its child, which would
+    # otherwise live on, holding the GPU and its timing lock, and keep the output pipes open
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=root,
+                            start_new_session=True)
     out: list[str] = []
     err: list[str] = []
     paced = [0.0]
@@ -240,7 +243,12 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
             except subprocess.TimeoutExpired:
                 continue
     except BaseException:
-        proc.kill()
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()
         raise
     finally:
