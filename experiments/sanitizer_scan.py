@@ -4,6 +4,10 @@ verdict. Finds the kernels whose verdict would stall a search's timed launches (
 holds the lock for tens of seconds). GPU machine only.
 
     python3 experiments/sanitizer_scan.py STORE [--tool racecheck] [--from-id 1] [--jobs 6] [--budget-s 240]
+    python3 experiments/sanitizer_scan.py experiments/data/racecheck_slow_r50.json.gz --timeout-s 300
+
+STORE: a run store (.sqlite / .sqlite.gz), or a ``.json.gz`` kernel list ({"kernels": [{id, operator, entry,
+ptx, launch}]}, as experiments/data/racecheck_slow_r50.json.gz) whose kernels are all scanned.
 
 Elites: the candidates that took a cell's best objective when they arrived, in id order (the ones a search
 submits for a verdict), the newest first. ``--timeout-s`` is per tool process (default 90: longer is itself
@@ -38,6 +42,26 @@ def elites(store, from_id: int) -> list:
     return out
 
 
+def listed(path: str) -> list:
+    """The kernels of a ``.json.gz`` list, as rows with ``id``, ``operator`` and ``kernel()``."""
+    import gzip
+    import json
+    from types import SimpleNamespace
+
+    from population.kernel import Kernel, LaunchConfig
+    from population.parser import parse_module
+
+    with gzip.open(path, "rt") as f:
+        entries = json.load(f)["kernels"]
+
+    def row(e):
+        return SimpleNamespace(id=e["id"], operator=e.get("operator", ""), kernel=lambda: Kernel(
+            module=parse_module(e["ptx"], filename=f"{path}#{e['id']}"), entry=e["entry"],
+            launch=LaunchConfig.from_json(e["launch"])))
+
+    return [row(e) for e in entries]
+
+
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -58,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         print("compute-sanitizer not found")
         return 2
     wl = RMSNorm("bf16")
-    with open_store(a.store) as st:
-        rows = elites(st, a.from_id)[::-1]
+    if a.store.endswith(".json.gz"):
+        rows = listed(a.store)
+    else:
+        with open_store(a.store) as st:
+            rows = elites(st, a.from_id)[::-1]
     runs: dict[int, list] = {}
     real, local = sanitizer.run_tool, threading.local()
 
