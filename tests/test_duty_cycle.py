@@ -221,3 +221,11 @@ def test_sanitize_leases_its_bucket_to_each_process_on_a_device_and_takes_back_i
     assert open(str(log) + ".env").read().split() == ["0.5", str(drain)]  # the lease reached the process
     assert duty.stats()["charged_s"] == pytest.approx(1.0)
     assert -0.5 <= duty.credit() < 0.5  # the process's credit taken over, not 1.0 - 1.0 charged again
+
+
+@pytest.mark.parametrize("cap", [0, -1.0])
+def test_a_gpu_pool_refuses_a_launch_cap_that_is_not_positive(cap):
+    from evaluators.gpu.pool import GPUPool
+
+    with pytest.raises(ValueError, match=rf"sanitizer_launch_s must be > 0 seconds or None, got {cap}"):
+        GPUPool(RMSNorm("bf16"), sanitizer_launch_s=cap)
