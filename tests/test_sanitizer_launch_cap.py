@@ -8,14 +8,13 @@ here is a stand-in executable that prints the replay's lock lines; the real repl
 from __future__ import annotations
 
 import json
-import stat
-import sys
 import threading
 
 import pytest
 
 from evaluators.gpu.sanitizer import LaunchCapExceeded, Verdict, VerdictQueue, run_tool, sanitize
 from evaluators.types import Status
+from tests.test_sanitizer_phases import stand_in
 from workloads.rmsnorm import RMSNorm
 
 # holds the lock SLOW seconds for the kernels named in SLOW_IDS at the timed shape, 0 s otherwise
@@ -40,13 +39,8 @@ print("========= ERROR SUMMARY: 0 errors")
 
 @pytest.fixture
 def tool(tmp_path, monkeypatch):
-    exe = tmp_path / "compute-sanitizer"
-    exe.write_text(FAKE.format(python=sys.executable))
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    log = tmp_path / "runs.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("SLOW", "30")
-    return str(exe), log
+    return stand_in(tmp_path, FAKE, monkeypatch)
 
 
 def spec(tmp_path, ids, timed=True):
@@ -129,24 +123,21 @@ def test_a_deferred_verdict_is_pending_until_the_drain_asks_it_again():
         q.close()
 
 
-def test_a_cut_process_takes_its_replay_child_with_it(tmp_path):
+def test_a_cut_process_takes_its_replay_child_with_it(tmp_path, monkeypatch):
     """compute-sanitizer runs the replay as its child: killing the tool alone left the child running (holding the
     GPU, its lock and the output pipes). The stand-in forks a child that would write a file after 1.5 s."""
-    import os
     import time
 
-    exe = tmp_path / "compute-sanitizer"
     marker = tmp_path / "child-lived"
-    exe.write_text(f'''#!{sys.executable}
+    exe, _ = stand_in(tmp_path, f'''#!{{python}}
 import json, os, subprocess, sys, time
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5); open({str(marker)!r}, 'w').write('x')"])
-print(json.dumps({{"lock": {{"kernel": 0, "shape": [32768, 512]}}}}), flush=True)
+print(json.dumps({{{{"lock": {{{{"kernel": 0, "shape": [32768, 512]}}}}}}}}), flush=True)
 time.sleep(30)
-''')
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+''', monkeypatch)
     t0 = time.perf_counter()
     with pytest.raises(LaunchCapExceeded):
-        run_tool("racecheck", spec(tmp_path, [0]), 60.0, str(exe), launch_cap_s=0.3)
+        run_tool("racecheck", spec(tmp_path, [0]), 60.0, exe, launch_cap_s=0.3)
     assert time.perf_counter() - t0 < 1.5  # no reader left waiting on a pipe the child held open
     time.sleep(1.7)
     assert not marker.exists(), "the tool's child outlived the kill"

@@ -37,14 +37,20 @@ print(f"========= ERROR SUMMARY: {{errors}} errors")
 '''
 
 
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
+def stand_in(tmp_path: Path, script: str, monkeypatch) -> tuple[str, Path]:
+    """An executable ``compute-sanitizer`` in ``tmp_path`` running ``script`` (a template with ``{python}``),
+    and the log file it is told about (FAKE_LOG)."""
     exe = tmp_path / "compute-sanitizer"
-    exe.write_text(FAKE.format(python=sys.executable))
+    exe.write_text(script.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "runs.jsonl"
     monkeypatch.setenv("FAKE_LOG", str(log))
     return str(exe), log
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    return stand_in(tmp_path, FAKE, monkeypatch)
 
 
 def runs(log: Path) -> list[dict]:
