@@ -141,3 +141,26 @@ time.sleep(30)
     assert time.perf_counter() - t0 < 1.5  # no reader left waiting on a pipe the child held open
     time.sleep(1.7)
     assert not marker.exists(), "the tool's child outlived the kill"
+
+
+def test_a_kernel_cut_just_before_the_drain_began_is_still_asked_in_it():
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def run(kernels):
+        calls.append(list(kernels))
+        if len(calls) == 1:  # the batch in flight when the drain begins: cut, deferred after the drain's requeue
+            started.set()
+            release.wait(10.0)
+            return [Verdict(Status.SKIPPED, "cut", deferred=True)]
+        return [Verdict(Status.OK)]
+
+    q = VerdictQueue(run, max_batch=8)
+    try:
+        q.submit(7, "slow")
+        assert started.wait(10.0)
+        threading.Timer(0.2, release.set).start()
+        back = q.collect(wait=True, timeout=10.0)
+        assert [(k, v.status) for k, v in back] == [(7, Status.OK)] and calls == [["slow"], ["slow"]]
+    finally:
+        q.close()

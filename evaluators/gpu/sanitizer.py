@@ -545,12 +545,20 @@ class VerdictQueue:
     def collect(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
         """Finished verdicts since the last call; with ``wait``, first block until nothing is pending (or
         ``timeout`` seconds passed)."""
+        import time
+
         with self._cv:
-            if wait:
-                self._todo.extend(self._deferred)  # the drain: nothing is timed, the cap is lifted
+            end = None if timeout is None else time.monotonic() + timeout
+            while wait:
+                # the drain: nothing is timed, the cap is lifted; a batch cut just before it began defers its
+                # kernel after this requeue, so requeue until nothing is left
+                self._todo.extend(self._deferred)
                 self._deferred = []
                 self._cv.notify_all()
-                self._cv.wait_for(lambda: not self._todo and not self._busy, timeout)
+                left = None if end is None else max(0.0, end - time.monotonic())
+                self._cv.wait_for(lambda: not self._todo and not self._busy, left)
+                if not self._deferred or (end is not None and time.monotonic() >= end):
+                    break
             out, self._done = self._done, []
             return out
 
