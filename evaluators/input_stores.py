@@ -51,10 +51,12 @@ from dataclasses import dataclass, field
 
 from population.ast import (
     Address,
+    ArrayElement,
     Function,
     HandleAddress,
     Immediate,
     Instruction,
+    OffsetExpr,
     ParenList,
     Register,
     Symbol,
@@ -72,6 +74,11 @@ _CLEAN = (_EMPTY, _EMPTY, _EMPTY)  # (P pointer roots, W bit roots, N one-bit ro
 _STATE_SPACES = ("global", "shared", "local", "param", "const")
 # Opcodes that carry a pointer through (PTX ISA "Integer Arithmetic": add; "Data Movement": mov, cvta; mapa).
 _POINTER_PASS = frozenset({"add", "addc", "mov", "cvta", "mapa"})
+# The carry flag (PTX ISA "Extended-Precision Integer Arithmetic": ``add.cc``/``sub.cc``/``mad.cc`` write CC.CF,
+# ``addc``/``subc``/``madc`` read it) is a register the operands do not name: modelled as CARRY, so a value
+# rebuilt bit by bit through the carry (``add.cc v, v, v`` / ``addc acc, acc, acc``, round 11) keeps its roots.
+CARRY = "%<carry>"
+_READS_CARRY = frozenset({"addc", "subc", "madc"})
 # Opcodes whose result is a predicate or a value of one bit of information per source predicate.
 _ONE_BIT = frozenset({"setp", "set", "testp", "isspacep"})
 # Instructions whose first operand is an address but which write nothing (hints, prefetches).
@@ -187,7 +194,9 @@ class _Analysis:
                  memory: frozenset[str] = _EMPTY):
         self.fn = fn
         self.params = {p.name: i for i, p in enumerate(fn.params)}
-        self.pointer_params = {i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES and not p.dims}
+        # a parameter declared as an array (``.param .u64 x[1]``) carries a pointer as a scalar one does (round
+        # 11: the ABI check reads the type alone); a read of part of a longer one gives bit roots (load_param)
+        self.pointer_params = {i for i, p in enumerate(fn.params) if p.type in POINTER_TYPES}
         self.layout = param_layout(fn)
         self.module_vars = module_vars
         self.instrs = instrs
@@ -210,6 +219,8 @@ class _Analysis:
         if isinstance(op, Vector):
             parts = [self.value(e) for e in op.elements]
             return self.bits(parts)
+        if isinstance(op, (OffsetExpr, ArrayElement)):  # ``sym+8``, ``%rd1+8``, ``arr[1]``: the base's roots
+            return self.value(op.base)
         return _CLEAN
 
     @staticmethod
@@ -322,6 +333,15 @@ class _Analysis:
                 roots.add(UNKNOWN)
             return (frozenset(roots), _EMPTY, _EMPTY) if roots else _CLEAN
         parts = [self.value(o) for o in srcs]
+        if op in _READS_CARRY:  # one bit of an earlier sum per instruction: bit roots
+            parts.append(self.bits([self.val.get(CARRY, _CLEAN)]))
+        if "cc" in mods:  # a second result, the carry, computed from the same operands (run: CARRY)
+            main = self._transfer_parts(ins, op, mods, parts)
+            return [main, self.bits(parts)]
+        return self._transfer_parts(ins, op, mods, parts)
+
+    def _transfer_parts(self, ins: Instruction, op: str, mods: tuple, parts: list) -> tuple:
+        srcs = ins.operands[1:]
         if op in _POINTER_PASS:
             if op == "mov" and (isinstance(ins.operands[0], Vector) or any(isinstance(o, Vector) for o in srcs)):
                 return self.bits(parts)
@@ -343,7 +363,8 @@ class _Analysis:
             return self.join([self.join(parts[:2]), self.one_bit(parts[2:])])
         if op in _ONE_BIT or (op == "vote" and "ballot" not in mods):
             return self.one_bit(parts)
-        if op in ("vote", "redux", "match"):  # one predicate or value per lane, gathered: many bits
+        # one predicate or value per lane (per thread of the CTA for ``bar.red``), gathered: many bits
+        if op in ("vote", "redux", "match") or (op in ("bar", "barrier") and "red" in mods):
             roots = self.one_bit(parts)[2]
             return (_EMPTY, roots, _EMPTY) if roots else _CLEAN
         return self.bits(parts)
@@ -372,10 +393,12 @@ class _Analysis:
             d = destinations(ins)
             if not d:
                 continue
+            if "cc" in ins.modifiers:
+                d = [*d, CARRY]
             k = len(plan)
-            srcs = sources(ins)
+            srcs = sources(ins) + ([CARRY] if ins.opcode in _READS_CARRY else [])
             special = (_address(ins) is not None or ins.opcode in _READS_MEMORY
-                       or any(isinstance(o, (Symbol, Vector)) for o in ins.operands))
+                       or any(isinstance(o, (Symbol, Vector, OffsetExpr, ArrayElement)) for o in ins.operands))
             plan.append((ins, d, srcs, special))
             for r in srcs:
                 users.setdefault(r, []).append(k)
@@ -484,6 +507,11 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
                                       "address: no output buffer vouches for it" + where))
         elif bad:
             hits.append((ins, "", -1, f"writes through an address derived from {bad[0]!r}" + where))
+        elif roots and not P:
+            # bit roots say a value was computed from a pointer other than by pointer arithmetic: any value
+            # (``y & 0`` is 0), so they cannot vouch for an address (round 11: an absolute address + (y & 0))
+            hits.append((ins, "", -1, f"writes through an address no output pointer vouches for: only bits of "
+                                      f"{sorted(W)[0]!r}, not pointer arithmetic on it" + where))
         elif not roots:
             hits.append((ins, "", -1, "writes through an address derived from no output parameter or module "
                                       "variable (no provenance: a constant or a value loaded from memory)" + where))
