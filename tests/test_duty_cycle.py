@@ -87,8 +87,13 @@ def test_a_gpu_pool_refuses_a_bad_duty_before_any_worker_starts():
 class RecordingDuty:
     """Duck-typed DutyCycle: records the order of waits and charges."""
 
+    draining_now = False
+
     def __init__(self):
         self.events: list[tuple[str, float]] = []
+
+    def lease(self):
+        return {}
 
     def wait(self):
         self.events.append(("wait", 0.0))

@@ -435,7 +435,7 @@ def test_sanitize_draws_the_replay_seed_per_call_and_asks_for_drawn_conditions(m
 
     specs = []
 
-    def fake_tool(tool, spec_path, timeout_s, exe, env=None):
+    def fake_tool(tool, spec_path, timeout_s, exe, env=None, **cap):
         spec = json.loads(Path(spec_path).read_text())
         specs.append(spec)
         return sanitizer.ToolRun(tool, 0, [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"]

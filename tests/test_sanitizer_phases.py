@@ -118,7 +118,7 @@ def test_a_timed_out_batch_of_one_is_its_verdict(fake, monkeypatch):
     exe, _ = fake
     calls = []
 
-    def hang(tool, spec, timeout_s, exe, env):
+    def hang(tool, spec, timeout_s, exe, env, **cap):
         calls.append(tool)
         raise subprocess.TimeoutExpired([exe], timeout_s)
 

@@ -186,7 +186,7 @@ def test_sanitize_hands_every_tool_the_fixed_shapes_in_both_layouts_and_the_pool
 
     specs = []
 
-    def fake_tool(tool, spec_path, timeout_s, exe, env=None):
+    def fake_tool(tool, spec_path, timeout_s, exe, env=None, **cap):
         spec = json.loads(Path(spec_path).read_text())
         specs.append((tool, spec))
         replay = [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"]
@@ -216,7 +216,7 @@ def test_every_spec_sanitize_writes_passes_the_replays_own_check(name, monkeypat
 
     seen = []
 
-    def checking_tool(tool, spec_path, timeout_s, exe, env=None):
+    def checking_tool(tool, spec_path, timeout_s, exe, env=None, **cap):
         spec = load_spec(spec_path)  # raises as the tool's process would
         seen.append([tuple(s) for s in spec["shapes"] + spec["edge_shapes"]])
         replay = [{"kernel": k["id"], "shape": s, "ok": True} for k in spec["kernels"]

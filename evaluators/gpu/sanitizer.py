@@ -42,9 +42,11 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -193,8 +195,6 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
     always): past it the process is killed and LaunchCapExceeded raised, so a worker waiting to time a candidate
     never waits longer (racecheck over some honest kernels at 32768 x 512 runs > 60 s a launch, H200
     2026-12-03, R53)."""
-    import threading
-
     cmd = tool_command(exe, tool, spec_path)
     root = str(Path(__file__).resolve().parents[2])
     full_env = {**os.environ, **(env or {})}
@@ -243,8 +243,6 @@ def run_tool(tool: str, spec_path: Path, timeout_s: float, exe: str, env: dict[s
             except subprocess.TimeoutExpired:
                 continue
     except BaseException:
-        import signal
-
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -383,14 +381,13 @@ def sanitize(kernels: Sequence[Any], workload: Any, *, arch: str, tools: Sequenc
             lease = {}
             if duty is not None:
                 duty.wait()
-                lease = duty.lease() if env is not None and hasattr(duty, "lease") else {}
+                lease = duty.lease() if env is not None else {}
             t_run = time.perf_counter()
             cap = launch_cap_s if env is not None else None  # the lock exists with a device only
-            capped = None if duty is None else (lambda: not getattr(duty, "draining_now", False))
+            capped = None if duty is None else (lambda: not duty.draining_now)
             try:
-                capping = {} if cap is None else {"launch_cap_s": cap, "capped": capped}
                 run = run_tool(tool, spec_path, timeout_s, exe, {**env, **lease} if env is not None else None,
-                               **capping)
+                               launch_cap_s=cap, capped=capped)
             except subprocess.TimeoutExpired:
                 run = None
             except LaunchCapExceeded as e:
@@ -507,8 +504,6 @@ class VerdictQueue:
     ``collect(wait=True)``, the drain, when nothing is timed and the cap is lifted."""
 
     def __init__(self, run: Any, max_batch: int = 16):
-        import threading
-
         self._run, self.max_batch = run, int(max_batch)
         self._todo: list[tuple[Any, Any]] = []
         self._busy: list[Any] = []
@@ -545,8 +540,6 @@ class VerdictQueue:
     def collect(self, wait: bool = False, timeout: float | None = None) -> list[tuple[Any, Verdict]]:
         """Finished verdicts since the last call; with ``wait``, first block until nothing is pending (or
         ``timeout`` seconds passed)."""
-        import time
-
         with self._cv:
             end = None if timeout is None else time.monotonic() + timeout
             while wait:
