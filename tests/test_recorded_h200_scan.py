@@ -35,15 +35,11 @@ class Scan:
     cluster_kernels: int = 0
 
 
-def _version(m) -> int:
-    return int((m.row.metrics.get("extra") or {}).get("gate_version") or 1)
-
-
 @pytest.fixture(scope="module")
 def scan() -> Scan:
     s = Scan()
-    for ident, m in recorded_before(V11).items():
-        v, ptx = _version(m), m.row.ptx
+    for ident, (v, m) in recorded_before(V11).items():
+        ptx = m.row.ptx
         launch = LaunchConfig.from_json(m.row.launch)
         module = parse_module(ptx)
         cut: dict[int, list] = {}

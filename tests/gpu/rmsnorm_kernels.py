@@ -81,10 +81,26 @@ def recorded_h200() -> Recording:
     return load_recording(sorted((ROOT / "experiments" / "data").glob("*.sqlite.gz")))
 
 
-def recorded_before(version: int) -> dict[str, Any]:
-    """The kernels of ``recorded_h200`` measured under gate rules older than ``version`` (rows of gate v1 carry
-    no version: 1), by identity. A scan asking whether recorded kernels pass version N's new static rules needs
-    only these: a kernel recorded ok under version N or later passed those rules then (the pool's front half runs
-    them before any GPU time), and scanning it again only costs suite time."""
-    return {i: m for i, m in recorded_h200().kernels.items()
-            if int((m.row.metrics.get("extra") or {}).get("gate_version") or 1) < version}
+def recorded_version(m: Any) -> int:
+    """The gate rules version a recorded row was measured under (rows of gate v1 carry none: 1)."""
+    return int((m.row.metrics.get("extra") or {}).get("gate_version") or 1)
+
+
+def recorded_before(version: int) -> dict[str, tuple[int, Any]]:
+    """The kernels of ``recorded_h200`` first measured under gate rules older than ``version``, by identity, each
+    as (the oldest version it was recorded under, its ``Measured``). A scan asking whether recorded kernels pass
+    version N's new static rules needs only these: a kernel recorded ok only under version N or later passed those
+    rules then (the pool's front half runs them before any GPU time), and scanning it again only costs suite time.
+
+    A kernel found by several runs keeps the row of the first store read, so its own row's version can be a later
+    run's: the oldest version is taken over every run that recorded it (each run's rows share one version)."""
+    rec = recorded_h200()
+    run_version: dict[str, int] = {}
+    for m in rec.kernels.values():
+        run_version.setdefault(m.runs[0], recorded_version(m))
+    out = {}
+    for ident, m in rec.kernels.items():
+        v = min(run_version.get(r, recorded_version(m)) for r in m.runs)
+        if v < version:
+            out[ident] = (v, m)
+    return out
