@@ -135,8 +135,13 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    memory only) does not look at the order of the accesses and no other rule applies without a loop, an atomic
    or a strong store: two warps storing into one output word after different work (an instrumented chain of
    shared loads, an ALU chain) and everyone reading it after a barrier is a clock (``rt_global_lww_clock``).
-   Shared memory is the place for such exchanges (racecheck checks it). Cannot see: a read with no path from
-   the write through a barrier (another CTA's, by chance of timing: "cannot see" below).
+   Shared memory is the place for such exchanges (racecheck checks it). Since gate rules version 15 the path may
+   leave at a barrier and go on past another statement's wait of the same barrier (named barriers: producers
+   ``bar.arrive 1, 256``, consumers ``bar.sync 1, 256`` on another branch, ``rt11_named_barrier_exchange``), and a
+   read on a branch apart from a write it meets (no path of one thread runs both) counts too: it can see only
+   another thread's store. Rule 5's ``.shared`` form follows the same barrier edges (the producers' stores reach
+   the consumers' loads). Cannot see: a read with a path from the write through no barrier (another thread's
+   store, by chance of timing, in a kernel that also reads its own), another CTA's ("cannot see" below).
 
 A kernel flagged by any rule is rejected before any GPU time with status ``nondeterministic`` (its results
 depend on scheduling, the memory system's ordering or time; GATE.md). Costs one CFG per function, the natural
@@ -153,6 +158,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import networkx as nx
+
 from evaluators.input_stores import (
     _STATE_SPACES,
     UNKNOWN,
@@ -163,7 +170,7 @@ from evaluators.input_stores import (
     writes_memory,
 )
 from population.ast import Address, Immediate, Instruction, Register, SpecialRegister, Symbol, VarDecl
-from population.cfg import basic_blocks, cfg, flat_instructions, loops, walk
+from population.cfg import basic_blocks, cfg, dominates, flat_instructions, loops, walk
 from population.defuse import TYPE_BITS, destinations, sources
 from population.kernel import Kernel
 from population.printer import listing
@@ -788,15 +795,44 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[A
     if not any(loads.values()):
         return []
     back = {(u, lp.header) for lp in loops(fn, cfg(fn, blocks)) for u in lp.latches}
-    # acyclic once the back edges are gone: converges in a pass or two over the block order
-    state_in = _forward(blocks, _predecessors(blocks, back), lambda outs: frozenset().union(*outs),
-                        lambda b, st: st.union(*(stores.get(id(i), frozenset()) for i in b.instructions)))
+    preds = _predecessors(blocks, back)
+    # Another statement's arrival at the same barrier hands what was stored before it to the code past a wait
+    # (``_barrier_jumps``: a named-barrier hand-off, the producers' stores on another branch); iterated with the
+    # states at the arrivals until they stop growing.
+    jumps = _barrier_jumps(fn, blocks)
+    handed: dict[tuple[int, int], frozenset[str]] = {}
+
+    def run(b, st: frozenset, at: dict | None = None) -> frozenset:
+        cur = set(st)
+        for k, i in enumerate(b.instructions):
+            cur |= handed.get((b.id, k), frozenset())
+            if at is not None:
+                at[(b.id, k)] = frozenset(cur)
+            cur |= stores.get(id(i), frozenset())
+        return frozenset(cur | handed.get((b.id, len(b.instructions)), frozenset()))
+
+    while True:
+        # acyclic once the back edges are gone: converges in a pass or two over the block order
+        state_in = _forward(blocks, preds, lambda outs: frozenset().union(*outs), run)
+        at: dict[tuple[int, int], frozenset] = {}
+        for b in blocks:
+            if state_in[b.id] is not None:
+                run(b, state_in[b.id], at)
+        new: dict[tuple[int, int], frozenset[str]] = {}
+        for site, targets in jumps.items():
+            for t in targets:
+                new[t] = new.get(t, frozenset()) | at.get(site, frozenset())
+        new = {t: v for t, v in new.items() if v}
+        if new == handed:
+            break
+        handed = new
     found: list[tuple[Instruction, str]] = []
     for b in blocks:
         if state_in[b.id] is None:
             continue
         cur = set(state_in[b.id])
-        for i in b.instructions:
+        for k, i in enumerate(b.instructions):
+            cur |= handed.get((b.id, k), frozenset())
             r = loads.get(id(i), frozenset())
             if r and not r & cur:
                 found.append((i, f"reads the .shared variable {sorted(r)[0][2:]!r} before any store into it (no path "
@@ -852,6 +888,52 @@ def _is_cta_sync(ins: Instruction) -> bool:
     return _mbarrier_wait(ins)
 
 
+def _barrier_key(ins: Instruction) -> tuple[str, int | None] | None:
+    """The barrier ``ins`` arrives at, for any ``bar``/``barrier`` form (PTX ISA 9.0 "bar, barrier"): ("cta", id)
+    for a CTA barrier with an immediate id (``bar.red``'s id is its second operand), ("cta", None) when the id is a
+    register (it may be any), ("cluster", None) for ``barrier.cluster``, ("warp", None) for ``bar.warp.sync``;
+    None for any other instruction."""
+    if ins.opcode not in ("bar", "barrier"):
+        return None
+    if "cluster" in ins.modifiers:
+        return ("cluster", None)
+    if "warp" in ins.modifiers:
+        return ("warp", None)
+    pos = 1 if "red" in ins.modifiers else 0
+    op = ins.operands[pos] if len(ins.operands) > pos else None
+    return ("cta", op.value if isinstance(op, Immediate) else None) if op is not None else ("cta", 0)
+
+
+def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """(block id, position) of every barrier instruction -> the positions just past the waits (``_is_cta_sync``)
+    of the same barrier (``_barrier_key``; a register id meets every id) at other statements that do not dominate
+    it. Threads that take different branches meet at one named barrier at different statements (warp
+    specialisation: producers ``bar.arrive 1, 256``, consumers ``bar.sync 1, 256``; PTX ISA "bar, barrier": the
+    arrive makes the producer's earlier accesses visible to the threads the wait releases), so what a thread did
+    before its arrival is seen past another statement's wait: a path for the rules that follow accesses across
+    barriers (``rt11_named_barrier_exchange``). A wait that dominates the arrival is left out: a thread passes it
+    before arriving, so with every thread counted the two meet in one generation only through a loop, which the
+    control-flow paths already follow."""
+    sites = [(b.id, i, _barrier_key(ins)) for b in blocks for i, ins in enumerate(b.instructions)
+             if _barrier_key(ins) is not None]
+    waits = [(b, i, k) for b, i, k in sites if _is_cta_sync(blocks[b].instructions[i])]
+    if not waits or len(sites) < 2:
+        return {}
+    idom = nx.immediate_dominators(cfg(fn, blocks), 0)
+
+    def before(wb: int, wi: int, pb: int, pi: int) -> bool:  # the wait dominates the arrival
+        return (wi < pi) if wb == pb else (pb in idom and dominates(idom, wb, pb))
+
+    jumps: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for pb, pi, pk in sites:
+        for wb, wi, wk in waits:
+            if (wb, wi) == (pb, pi) or pk[0] != wk[0] or (None not in (pk[1], wk[1]) and pk[1] != wk[1]):
+                continue
+            if not before(wb, wi, pb, pi):
+                jumps.setdefault((pb, pi), []).append((wb, wi + 1))
+    return jumps
+
+
 def _copy_source_space(ins: Instruction) -> str | None:
     """The state space a ``cp`` reads (its second state-space modifier: ``cp.async.ca.shared.global``), or None."""
     spaces = [m.split("::", 1)[0] for m in ins.modifiers if m.split("::", 1)[0] in _STATE_SPACES]
@@ -865,7 +947,10 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
     that write through a barrier or an mbarrier wait (``_is_cta_sync``): threads of a CTA exchange data through
     global memory, where neither racecheck (shared memory only) nor memcheck (bounds) looks at the order of the
     accesses. A last-writer race between two warps read back after a barrier is a clock no rule saw
-    (``rt_global_lww_clock``)."""
+    (``rt_global_lww_clock``). The path may leave the write's statement at a barrier and go on past another
+    statement's wait of the same barrier (``_barrier_jumps``: a named-barrier hand-off, ``bar.arrive`` ->
+    ``bar.sync``, gate rules version 15). Version 15 also flags a read that no path of one thread runs before or
+    after a write it meets (the two on branches apart): it can only see another thread's store, ordered or not."""
     out: list[tuple[Instruction, str]] = []
     for f in prov.functions:
         blocks = blocks_of(f)
@@ -879,6 +964,20 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
                       if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
         if not writes or not reads:
             continue
+        where = {id(ins): (b.id, i) for b in blocks for i, ins in enumerate(b.instructions) if id(ins) in reads}
+        graph = cfg(f, blocks)
+        later = {b.id: nx.descendants(graph, b.id) for b in blocks}
+
+        def reaches(a: tuple[int, int], z: tuple[int, int], later=later) -> bool:  # one thread runs a, then z
+            return (a[0] == z[0] and a[1] < z[1]) or z[0] in later[a[0]]
+
+        apart: dict[int, Instruction] = {}
+        for b0, i0, roots in writes:
+            for k, r in reads.items():
+                if k not in apart and _meets(r, roots) and not reaches((b0, i0), where[k]) \
+                        and not reaches(where[k], (b0, i0)):
+                    apart[k] = blocks[where[k][0]].instructions[where[k][1]]
+        jumps = _barrier_jumps(f, blocks)
         found: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
             targets = {k for k, r in reads.items() if _meets(r, roots) and k not in found}
@@ -887,19 +986,29 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
             stack, seen = [(b0, i0 + 1, False)], set()
             while stack:
                 b, pos, crossed = stack.pop()
-                for ins in blocks[b].instructions[pos:]:
+                for k, ins in enumerate(blocks[b].instructions[pos:], pos):
                     if crossed and id(ins) in targets:
                         found[id(ins)] = ins
+                    for site in jumps.get((b, k), ()):  # another statement's wait of the same barrier
+                        if (*site, True) not in seen:
+                            seen.add((*site, True))
+                            stack.append((*site, True))
                     crossed = crossed or _is_cta_sync(ins)
                 for t in blocks[b].successors:
-                    if (t, crossed) not in seen:
-                        seen.add((t, crossed))
+                    if (t, 0, crossed) not in seen:
+                        seen.add((t, 0, crossed))
                         stack.append((t, 0, crossed))
         for ins in found.values():
             out.append((ins, "reads global memory that this kernel writes, after a barrier on the way from the "
                              "write: threads of the CTA exchange data through global memory, which neither racecheck "
                              "(shared memory only) nor any rule orders (a last-writer race read back after a barrier "
                              "is a clock; the workload declares no atomics)"))
+        for k, ins in apart.items():
+            if k not in found:
+                out.append((ins, "reads global memory that this kernel writes on a path that never meets this "
+                                 "read (neither runs after the other in one thread): what it sees is another "
+                                 "thread's store or what was there before, by timing -- an exchange or a race "
+                                 "between threads through global memory (the workload declares no atomics)"))
     return out
 
 

@@ -2,7 +2,7 @@
 the CPU: hand-written RMSNorm-ABI entries (tests/redteam11_kernels.py) through the GPU pool's front half
 (``evaluators.pipeline.prepare``: ptxas for sm_90, the ABI, the input-store check, the race lint).
 
-| kernel | trick | gate rules say | the checks give |
+| kernel | trick | gate rules say | version 14 gave |
 |---|---|---|---|
 | ``rt11_zero_mix_absolute`` | constant address + (y & 0) | input_mutated | accepted (hole) |
 | ``rt11_carry_launder`` | x's address rebuilt through the carry flag (add.cc / addc) + (y & 0) | input_mutated | accepted (hole) |
@@ -15,7 +15,10 @@ the CPU: hand-written RMSNorm-ABI entries (tests/redteam11_kernels.py) through t
 | ``rt11_honest_popc`` (control) | ``bar.red.popc`` of data values | accepted | accepted |
 | ``rt11_named_barrier_shared_handoff`` (control) | the hand-off through shared memory | accepted | nondeterministic (false rejection) |
 
-Each hole is an ``xfail(strict=True)``: it turns into a failure (to be made a plain test) once the check is fixed.
+Every kernel now gets the verdict the gate rules say: the input-store holes closed in version 15
+(evaluators/input_stores.py), the named-barrier pair through ``race_lint._barrier_jumps`` (another statement's
+arrival at the same barrier hands what was done before it to the code past a wait: rule 8 follows it from the
+write, rule 5's shared form counts the producers' stores).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def assert_accepted(kernel: Kernel, wl: RMSNorm) -> None:
 
 
 def test_every_kernel_assembles_for_sm_90(wl):
-    """Guards the xfails below: an accepted kernel passed ptxas, and a rejected one got past the compile step."""
+    """An accepted kernel passed ptxas, and a rejected one got past the compile step."""
     for body, kw in [(rt.ZERO_MIX_ABSOLUTE, {}), (rt.CARRY_LAUNDER, {}), (rt.PARAM_ARRAY, {"xdims": rt.PARAM_ARRAY_DIMS}),
                      (rt.POPC_OFFSET, {}), (rt.OFFSET_EXPR_STATE, {"globals_": rt.OFFSET_EXPR_GLOBALS}),
                      (rt.NAMED_BARRIER_EXCHANGE, {"store": False}), (rt.BALLOT_ZERO_MIX, {}),
@@ -112,11 +115,9 @@ def test_the_counter_addressed_by_its_symbol_is_rejected(wl):
     assert "launch_state" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 8 looks for a barrier on a path from the write to the read; "
-                                       "a producer's bare bar.arrive is not counted and the consumer's bar.sync "
-                                       "is on the other branch, so a named-barrier hand-off through global "
-                                       "memory has no such path")
 def test_a_global_memory_handoff_through_a_named_barrier_is_rejected(wl):
+    """Was: rule 8 looked for a barrier on the write's own path; the producer's bare bar.arrive is not a wait and
+    the consumer's bar.sync is on the other branch."""
     k = rt.entry(rt.NAMED_BARRIER_EXCHANGE, store=False)
     r = assert_rejected(k, wl, Status.NONDETERMINISTIC, "race_lint")
     assert "global_exchange" in r.reason
@@ -142,8 +143,55 @@ def test_an_honest_barrier_reduction_of_data_is_accepted(wl):
     assert_accepted(k, wl)
 
 
-@pytest.mark.xfail(strict=True, reason="false rejection: rule 5's shared form asks for a path from the entry "
-                                       "through a store into smem before the load; in a named-barrier hand-off "
-                                       "the producers' stores are on the other branch")
 def test_an_honest_named_barrier_handoff_through_shared_memory_is_accepted(wl):
+    """Was rejected (``launch_state``): rule 5's shared form asked for a path from the entry through a store into
+    smem before the load, and the producers' stores are on the other branch."""
     assert_accepted(rt.entry(rt.NAMED_BARRIER_SHARED_HANDOFF, store=False), wl)
+
+
+# ------------------------------------------------------------------------------- barrier matching (version 15)
+# Producers (threads 64..255) and consumers (0..63) on branches apart, as rt11_named_barrier_exchange; the ids of
+# the two barriers and the consumer's read vary.
+_SPLIT = ("\tsetp.lt.u32 %p4, %r3, 64;\n\t@%p4 bra $L_cons;\n"
+          "\tst.global.u16 [%rd11], %rs3;\n{arrive}\tbra.uni $L_done;\n"
+          "$L_cons:\n{wait}\tld.global.u16 %rs4, [%rd11+128];\n\tst.global.u16 [%rd11], %rs4;\n")
+
+
+@pytest.mark.parametrize("arrive, wait", [
+    ("\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n"),  # the hand-off
+    ("\tbar.arrive 1, 256;\n", "\tbar.sync 2, 256;\n"),  # barriers that never meet: unordered
+    ("", ""),  # no barrier at all: the read sees the store or the refill, by timing
+    ("\tbar.sync 1, 256;\n", "\tbar.sync 1, 256;\n"),  # bar.sync on both branches
+])
+def test_a_global_read_on_a_branch_apart_from_the_write_is_an_exchange(wl, arrive, wait):
+    """Rule 8 since version 15: the read follows the write past another statement's wait of the same barrier, or
+    lies on a branch no thread runs together with the write (it can see only another thread's store)."""
+    k = rt.entry(_SPLIT.format(arrive=arrive, wait=wait), store=False)
+    r = assert_rejected(k, wl, Status.NONDETERMINISTIC, "race_lint")
+    assert "global_exchange" in r.reason
+
+
+def test_a_stale_shared_read_between_two_barriers_is_still_rejected(wl):
+    """A later statement's arrival at barrier 0 does not hand its stores back past an earlier wait that every
+    thread passes before it (the wait dominates the arrival): the first read of smem still sees an earlier CTA's
+    bytes (rule 5's shared form)."""
+    body = ("\tmov.u64 %rd30, smem;\n\tbar.sync 0;\n\tld.shared.u16 %rs4, [%rd30];\n"
+            "\tst.shared.u16 [%rd30], %rs3;\n\tbar.sync 0;\n\tadd.u16 %rs5, %rs3, %rs4;\n"
+            "\tst.global.u16 [%rd11], %rs5;\n")
+    r = assert_rejected(rt.entry(body, store=False), wl, Status.NONDETERMINISTIC, "race_lint")
+    assert "launch_state" in r.reason and "smem" in r.reason
+
+
+def test_a_read_of_a_location_before_the_thread_writes_it_is_not_an_exchange():
+    """The apart form needs the read and the write on branches no thread runs together: a thread that reads its
+    own element, passes a barrier and writes it (an inout state's update) runs both on one path, and rule 8 (run
+    here alone, as for a workload without atomics) stays quiet; the same read on the other branch is flagged."""
+    one_path = ("\tld.global.u16 %rs4, [%rd11];\n\tbar.sync 0;\n\tadd.u16 %rs5, %rs3, %rs4;\n"
+                "\tst.global.u16 [%rd11], %rs5;\n")
+    rep = race_lint(rt.entry(one_path, store=False), None, order_ok=False)
+    assert rep.ok, rep.reason()
+    apart = ("\tsetp.lt.u32 %p4, %r3, 64;\n\t@%p4 bra $L_cons;\n\tst.global.u16 [%rd11], %rs3;\n\tbra.uni $L_done;\n"
+             "$L_cons:\n\tld.global.u16 %rs4, [%rd11];\n\tadd.u16 %rs5, %rs3, %rs4;\n\tst.global.u16 [%rd11], %rs5;\n")
+    rep = race_lint(rt.entry(apart, store=False), None, order_ok=False)
+    assert [f.kind for f in rep.findings] == ["global_exchange"]
+    assert "never meets this read" in rep.findings[0].why

@@ -84,9 +84,11 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # initial state, or the state regenerated from the benchmark sets' seeds, had been served at every launch; the
 # benchmark sets drawn from a seed random per worker, worker.benchmark_seed, where a constant of the source had
 # made them predictable), which reject kernels v13 accepted; 15: v14 with the eleventh red-team round's fixes to the
-static input-store check (the carry flag of add.cc/addc is a register of the analysis, .param pointers declared as
-arrays count, bar.red gathers bit roots, address expressions carry their base's roots, and bit roots alone never
-vouch for a write address: tests/test_redteam_round11.py), which reject kernels v14 accepted.
+# static input-store check (the carry flag of add.cc/addc is a register of the analysis, .param pointers declared as
+# arrays count, bar.red gathers bit roots, address expressions carry their base's roots, and bit roots alone never
+# vouch for a write address) and to the race lint (rule 8 follows a named barrier from one statement's arrival
+# to another's wait, and flags a global read on a branch apart from a write it meets; rule 5's shared form counts
+# stores handed over such a barrier: tests/test_redteam_round11.py), which reject kernels v14 accepted.
 GATE_VERSION = 15
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
