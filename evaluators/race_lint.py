@@ -233,11 +233,18 @@ def _global_write(ins: Instruction) -> bool:
     return writes_memory(ins) and destination_space(ins) in ("global", "generic")
 
 
+def _loads_registers(ins: Instruction) -> bool:
+    """A read of memory whose value lands in registers: ``ld``/``ldu``, ``ldmatrix``, ``suld``, an ``atom``
+    result, ``multimem.ld_reduce``. The one list every rule's reads come from (``rt12_ldmatrix_spin_clock``: a spin
+    on a shared flag read by ``ldmatrix`` was no read for rules 1 and 6)."""
+    if ins.opcode == "multimem":
+        return "ld_reduce" in ins.modifiers
+    return ins.opcode in ("ld", "ldu", "ldmatrix", "suld", "atom")
+
+
 def _global_read(ins: Instruction) -> bool:
-    """A read of global/generic memory whose value lands in a register (``ld``/``ldu``, ``atom``)."""
-    if ins.opcode not in ("ld", "ldu", "atom"):
-        return False
-    return destination_space(ins) in ("global", "generic")
+    """A read of global/generic memory whose value lands in a register (``_loads_registers``)."""
+    return _loads_registers(ins) and destination_space(ins) in ("global", "generic")
 
 
 def _reaches_other_ctas(mods: set[str], clustered: bool, default: str = "gpu") -> bool:
@@ -335,7 +342,7 @@ def _spin_waits(fn, prov: Provenance, written: frozenset[str], blocks,
                     spin = d
                     break
                 work.extend(s for s in sources(d) if s not in seen)
-                if d.opcode in ("ld", "ldu") and id(d) not in followed:  # a value that went through memory
+                if _loads_registers(d) and d.opcode != "atom" and id(d) not in followed:  # went through memory
                     followed.add(id(d))
                     regs, callee_read = _through_memory(d, body, prov, found)
                     if callee_read is not None:
@@ -402,8 +409,8 @@ def _shared_variables(kernel: Kernel, fn) -> frozenset[str]:
 
 
 def _shared_read(ins: Instruction) -> bool:
-    """A read of shared (or generic) memory whose value lands in a register (``ld``/``ldu``, ``atom``)."""
-    return ins.opcode in ("ld", "ldu", "atom") and destination_space(ins) in ("shared", "generic")
+    """A read of shared (or generic) memory whose value lands in a register (``_loads_registers``)."""
+    return _loads_registers(ins) and destination_space(ins) in ("shared", "generic")
 
 
 def _mbarrier_wait(ins: Instruction) -> bool:
@@ -531,6 +538,41 @@ def _order_atomics(prov: Provenance) -> list[tuple[Instruction, str]]:
             out.append((ins, f"{what}: its outcome is the order in which threads arrive, which racecheck does not "
                              "report (a race between an instrumented and an uninstrumented warp is a clock; the "
                              "workload declares no atomics)"))
+    return out
+
+
+def _reads_after_reductions(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
+    """Rule 4's order form, split in two (gate rules version 15): a ``red`` (or an ``atom`` whose result no one
+    reads) followed, on a path without a barrier (``_is_cta_sync``), by a read (``_loads_registers``) of a location
+    it updates (roots that meet). The read sees the updates of the threads that arrived before it, as the atom's
+    result would (``rt12_red_order_clock``: ``red.shared.add`` then ``ld.volatile.shared`` of the word). After a
+    barrier every thread's update is in, and the integer sum is the same in any order (the honest count)."""
+    read: set[str] = {r for ins in prov.instructions for r in sources(ins)}
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        blocks = blocks_of(f)
+        found: dict[int, Instruction] = {}
+        for b0, blk in enumerate(blocks):
+            for i0, ins in enumerate(blk.instructions):
+                if not (ins.opcode == "red" or (ins.opcode == "atom" and not any(r in read for r in destinations(ins)))):
+                    continue
+                roots = prov.address_roots(ins)
+                stack, seen = [(b0, i0 + 1)], set()
+                while stack:
+                    b, pos = stack.pop()
+                    for c in blocks[b].instructions[pos:]:
+                        if _is_cta_sync(c):
+                            break
+                        if _loads_registers(c) and c.opcode != "atom" and _meets(prov.address_roots(c), roots):
+                            found[id(c)] = c
+                    else:
+                        for t in blocks[b].successors:
+                            if t not in seen:
+                                seen.add(t)
+                                stack.append((t, 0))
+        out += [(c, "reads a location a reduction (red) updated, with no barrier between: the value is the count "
+                    "of the threads that arrived before it, as an atomic's result (its outcome is the arrival "
+                    "order; the workload declares no atomics)") for c in found.values()]
     return out
 
 
@@ -765,8 +807,18 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
 
 
 def _shared_load(ins: Instruction) -> bool:
-    """A read of memory whose value lands in a register: ``ld``/``ldu``/``ldmatrix`` or an ``atom`` result."""
-    return ins.opcode in ("ld", "ldu", "ldmatrix", "atom")
+    """A read of memory whose value lands in a register (``_loads_registers``)."""
+    return _loads_registers(ins)
+
+
+def _rmw(ins: Instruction) -> bool:
+    """A read-modify-write of memory: ``atom``, ``red``, ``sured``, an mbarrier operation other than ``init`` and
+    ``inval`` (arrivals, ``expect_tx``, ``complete_tx`` update the phase and counts in place: PTX ISA 9.0
+    "mbarrier")."""
+    if ins.opcode in ("atom", "red", "sured"):
+        return True
+    return ins.opcode == "mbarrier" and bool(ins.modifiers) and ins.modifiers[0] not in (
+        "init", "inval", "test_wait", "try_wait", "pending_count")
 
 
 def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list] = basic_blocks
@@ -785,13 +837,19 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[A
     blocks = blocks_of(fn)
 
     def roots_of(ins: Instruction) -> frozenset[str]:
+        # the shared variables among the address's roots: other roots (bits of y in an index, rt12_hashed_shared_state)
+        # do not take the access out of the variable
         if destination_space(ins) not in ("shared", "generic"):
             return frozenset()
-        r = prov.address_roots(ins)
-        return r if r and r <= shared else frozenset()
+        return prov.address_roots(ins) & shared
 
-    stores = {id(i): roots_of(i) for b in blocks for i in b.instructions if writes_memory(i)}
-    loads = {id(i): roots_of(i) for b in blocks for i in b.instructions if _shared_load(i)}
+    # a read-modify-write (red, atom, an mbarrier arrival) reads what is there: it is a read of the variable and
+    # initialises nothing (rt12_red_shared_state: a counter bumped by red.shared.add, then loaded)
+    stores = {id(i): roots_of(i) for b in blocks for i in b.instructions if writes_memory(i) and not _rmw(i)}
+    # (an mbarrier operation is neither: the barrier's phase, not data, and racecheck and the mbarrier forms of
+    # rules 4 and 6 look at its use)
+    loads = {id(i): roots_of(i) for b in blocks for i in b.instructions if _shared_load(i) or (_rmw(i)
+             and i.opcode != "mbarrier")}
     if not any(loads.values()):
         return []
     back = {(u, lp.header) for lp in loops(fn, cfg(fn, blocks)) for u in lp.latches}
@@ -952,24 +1010,63 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
     ``bar.sync``, gate rules version 15). Version 15 also flags a read that no path of one thread runs before or
     after a write it meets (the two on branches apart): it can only see another thread's store, ordered or not."""
     out: list[tuple[Instruction, str]] = []
+    bodies = {f.name: f for f in prov.functions}
+
+    def reads_of(f) -> dict[int, tuple[Instruction, frozenset[str]]]:
+        r = {id(ins): (ins, prov.address_roots(ins)) for b in blocks_of(f) for ins in b.instructions
+             if _loads_registers(ins) and ins.opcode != "atom" and destination_space(ins) in ("global", "generic")
+             and "param" not in ins.modifiers}
+        # a copy out of global memory (cp.async, cp.async.bulk into shared memory) reads its source
+        r.update({id(ins): (ins, prov.source_roots(ins)) for b in blocks_of(f) for ins in b.instructions
+                  if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
+        return r
+
+    own = {f.name: reads_of(f) for f in prov.functions}
+
+    def callees(ins: Instruction) -> list[str]:
+        """The functions a ``call`` may reach (every one for an indirect call through a register)."""
+        if ins.opcode != "call":
+            return []
+        t = next((o for o in ins.operands[1:] if isinstance(o, (Symbol, Register))), None)
+        return [t.name] if isinstance(t, Symbol) and t.name in bodies else list(bodies) if isinstance(t, Register) else []
+
+    def called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
+        """The reads of every function a call reaches, transitively: a read-back done in a callee after the
+        caller's barrier (``rt12_callee_readback_clock``) is on the caller's path (gate rules version 15)."""
+        todo, done, got = callees(ins), set(), []
+        while todo:
+            n = todo.pop()
+            if n in done:
+                continue
+            done.add(n)
+            got += own[n].values()
+            todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
+        return got
+
     for f in prov.functions:
         blocks = blocks_of(f)
         writes = [(b.id, i, prov.address_roots(ins)) for b in blocks for i, ins in enumerate(b.instructions)
                   if _global_write(ins)]
-        reads = {id(ins): prov.address_roots(ins) for b in blocks for ins in b.instructions
-                 if ins.opcode in ("ld", "ldu") and destination_space(ins) in ("global", "generic")
-                 and "param" not in ins.modifiers}
-        # a copy out of global memory (cp.async, cp.async.bulk into shared memory) reads its source
-        reads.update({id(ins): prov.source_roots(ins) for b in blocks for ins in b.instructions
-                      if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
-        if not writes or not reads:
+        reads = {k: r for k, (_, r) in own[f.name].items()}
+        has_calls = any(callees(ins) for b in blocks for ins in b.instructions)
+        if not writes or not (reads or has_calls):
             continue
         where = {id(ins): (b.id, i) for b in blocks for i, ins in enumerate(b.instructions) if id(ins) in reads}
-        graph = cfg(f, blocks)
-        later = {b.id: nx.descendants(graph, b.id) for b in blocks}
+        later: dict[int, set[int]] = {}  # block id -> the blocks a path from it reaches, as needed
 
-        def reaches(a: tuple[int, int], z: tuple[int, int], later=later) -> bool:  # one thread runs a, then z
-            return (a[0] == z[0] and a[1] < z[1]) or z[0] in later[a[0]]
+        def reaches(a: tuple[int, int], z: tuple[int, int], later=later, blocks=blocks) -> bool:
+            """Some path of one thread runs position a, then position z."""
+            if a[0] == z[0] and a[1] < z[1]:
+                return True
+            if a[0] not in later:
+                seen, todo = set(), list(blocks[a[0]].successors)
+                while todo:
+                    t = todo.pop()
+                    if t not in seen:
+                        seen.add(t)
+                        todo.extend(blocks[t].successors)
+                later[a[0]] = seen
+            return z[0] in later[a[0]]
 
         apart: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
@@ -981,7 +1078,7 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         found: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
             targets = {k for k, r in reads.items() if _meets(r, roots) and k not in found}
-            if not targets:
+            if not targets and not has_calls:
                 continue
             stack, seen = [(b0, i0 + 1, False)], set()
             while stack:
@@ -989,6 +1086,8 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
                 for k, ins in enumerate(blocks[b].instructions[pos:], pos):
                     if crossed and id(ins) in targets:
                         found[id(ins)] = ins
+                    if crossed and ins.opcode == "call":
+                        found.update({id(c): c for c, r in called_reads(ins) if _meets(r, roots)})
                     for site in jumps.get((b, k), ()):  # another statement's wait of the same barrier
                         if (*site, True) not in seen:
                             seen.add((*site, True))
@@ -1019,11 +1118,23 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
     its result, and nothing else reads it. A pipeline waits until the phase completes; a single test says whether
     another thread has arrived yet, its arrival order (``rt_mbarrier_race_clock``)."""
     out: list[tuple[Instruction, str]] = []
+    users: dict[str, list[Instruction]] = {}
+    for ins in prov.instructions:
+        for r in sources(ins):
+            users.setdefault(r, []).append(ins)
     for f in prov.functions:
         blocks = blocks_of(f)
         lps = None
         for b in blocks:
             for ins in b.instructions:
+                misuse = _token_misuse(ins, users) if ins.opcode == "mbarrier" and ins.modifiers[:1] in (
+                    ("arrive",), ("arrive_drop",)) else None
+                if misuse is not None:
+                    out.append((misuse, "reads the state token an mbarrier arrival returned other than to wait on it: "
+                                        "the token holds the phase's pending arrival count (what pending_count "
+                                        "decodes), the order in which threads arrived (the workload declares no "
+                                        "atomics)"))
+                    continue
                 if ins.opcode == "mbarrier" and "pending_count" in ins.modifiers:
                     out.append((ins, "reads an mbarrier's pending arrival count: the order in which threads "
                                      "arrived, which racecheck does not report (the workload declares no atomics)"))
@@ -1041,6 +1152,26 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
                                  "else): whether or how long before another thread arrived, the order of their "
                                  "arrival, a clock (the workload declares no atomics)"))
     return out
+
+
+def _token_misuse(arrive: Instruction, users: dict[str, list[Instruction]]) -> Instruction | None:
+    """The first instruction that reads the state token ``arrive`` (an ``mbarrier.arrive``) returns, through
+    ``mov`` copies, for anything but the state operand of an ``mbarrier.test_wait``/``try_wait`` (or
+    ``pending_count``, rule 4's own finding), or None. The token is opaque by the PTX ISA ("mbarrier.arrive": an
+    opaque state for a later wait), and its bits hold the pending count (ptxas lowers ``pending_count`` for sm_90 to
+    a shift and mask of it: ``rt12_arrive_token_clock`` decoded it by hand)."""
+    todo, seen = list(destinations(arrive)), set()
+    while todo:
+        r = todo.pop()
+        if r in seen:
+            continue
+        seen.add(r)
+        for u in users.get(r, ()):
+            if u.opcode == "mov":
+                todo.extend(destinations(u))
+            elif not (u.opcode == "mbarrier" and u.modifiers[:1] in (("test_wait",), ("try_wait",), ("pending_count",))):
+                return u
+    return None
 
 
 def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
@@ -1105,14 +1236,18 @@ def _remote_registers(fn) -> set[str]:
 
 
 def _remote_access(ins: Instruction, remote: set[str]) -> bool:
-    """An ``ld``/``ldu``/``st``/``atom``/``red`` of distributed shared memory: in ``.shared::cluster``, or at an
-    address in a register of ``remote`` (generic, as nvcc writes ``cluster.map_shared_rank``)."""
-    if ins.opcode not in _PLAIN_ACCESS:
+    """An access of distributed shared memory: an ``ld``/``ldu``/``st``/``atom``/``red`` in ``.shared::cluster``,
+    or any instruction with an address operand in a register of ``remote`` (generic, as nvcc writes
+    ``cluster.map_shared_rank``): a bulk copy into or out of a peer's shared memory (``cp.async.bulk``), a remote
+    ``mbarrier`` arrival or ``st.async`` (``rt12_cluster_bulk_push``: a push into the peer by ``cp`` was none). A
+    bulk or tensor copy's ``.shared::cluster`` destination alone does not count: on sm_90 it is also the only
+    form of a copy into the CTA's own shared memory (a TMA load)."""
+    if ins.opcode == "mapa":
         return False
-    if any(m == "shared::cluster" for m in ins.modifiers):
+    if ins.opcode in _PLAIN_ACCESS and any(m == "shared::cluster" for m in ins.modifiers):
         return True
-    addr = next((o for o in ins.operands if isinstance(o, Address)), None)
-    return addr is not None and isinstance(addr.base, Register) and addr.base.name in remote
+    return any(isinstance(o, Address) and isinstance(o.base, Register) and o.base.name in remote
+               for o in ins.operands)
 
 
 def _cluster_barrier_step(ins: Instruction, arrived: bool, relaxed_ok: bool) -> tuple[bool, bool]:
@@ -1244,6 +1379,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
     hits += [("cluster_lifetime", ins, why) for ins, why in _cluster_lifetimes(kernel, prov, blocks_of)]
     if not order_ok:  # after the ordering findings, which say more about what a kernel gets wrong
         hits += [("atomic_order", ins, why) for ins, why in _order_atomics(prov)]
+        hits += [("atomic_order", ins, why) for ins, why in _reads_after_reductions(prov, blocks_of)]
         hits += [("atomic_order", ins, why) for ins, why in _mbarrier_observations(prov, blocks_of)]
         hits += [("global_exchange", ins, why) for ins, why in _global_exchanges(prov, blocks_of)]
     if not launch_state_ok:  # last: the ordering findings above say more about what a kernel gets wrong

@@ -156,46 +156,42 @@ def test_a_global_launch_counter_at_y_plus_its_distance_from_y_is_rejected(wl):
 # ------------------------------------------------------------------------------------------ race lint holes
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race lint rule 5's .shared form (race_lint._stale_shared_reads) counts "
-                                       "every writes_memory instruction as a store that initialises the variable; "
-                                       "red.shared.add is a read-modify-write of the word an earlier CTA left, so "
-                                       "the ld.shared after it reads an 'initialised' variable (_shared_load takes an "
-                                       "atom for a load, a red for none)")
 def test_a_shared_launch_counter_bumped_by_red_before_its_read_is_rejected(wl):
+    """Was (version 14): race lint rule 5's .shared form (race_lint._stale_shared_reads) counts every
+    writes_memory instruction as a store that initialises the variable; red.shared.add is a read-modify-
+    write of the word an earlier CTA left, so the ld.shared after it reads an 'initialised' variable
+    (_shared_load takes an atom for a load, a red for none)."""
     assert_verdict("rt12_red_shared_state", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._stale_shared_reads (roots_of) examines a load only when every "
-                                       "root of its address is a .shared variable (`r <= shared`); the index "
-                                       "(y >> 8) & 3 adds y's bit root, so the load of rt12_seen[...] is never "
-                                       "examined, and _unvouched_loads takes rt12_seen's root for a voucher")
 def test_a_shared_launch_counter_indexed_by_bits_of_y_is_rejected(wl):
+    """Was (version 14): race_lint._stale_shared_reads (roots_of) examines a load only when every root of
+    its address is a .shared variable (`r <= shared`); the index (y >> 8) & 3 adds y's bit root, so the load
+    of rt12_seen[...] is never examined, and _unvouched_loads takes rt12_seen's root for a voucher."""
     assert_verdict("rt12_hashed_shared_state", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race lint rule 4's mbarrier form (race_lint._mbarrier_observations) "
-                                       "flags mbarrier.pending_count and test_wait/try_wait results only; the state "
-                                       "token mbarrier.arrive returns holds the same count (ptxas lowers "
-                                       "pending_count for sm_90 to 0x100000 - ((token >> 43) & 0xfffff)), and a "
-                                       "token read by shifts and a compare is not followed")
 def test_an_arrival_order_decoded_from_an_mbarrier_token_is_rejected(wl):
+    """Was (version 14): race lint rule 4's mbarrier form (race_lint._mbarrier_observations) flags
+    mbarrier.pending_count and test_wait/try_wait results only; the state token mbarrier.arrive returns
+    holds the same count (ptxas lowers pending_count for sm_90 to 0x100000 - ((token >> 43) & 0xfffff)), and
+    a token read by shifts and a compare is not followed."""
     assert_verdict("rt12_arrive_token_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race lint rule 4's order form (race_lint._order_atomics) flags an atom "
-                                       "whose result is read and atom.exch/.cas; a red.shared.add followed by an "
-                                       "ld.shared of the same word observes the arrival order as that result would, "
-                                       "and no rule pairs the two (no loop for rule 6, an initialised variable for "
-                                       "rule 5)")
 def test_an_arrival_order_read_after_a_red_is_rejected(wl):
+    """Was (version 14): race lint rule 4's order form (race_lint._order_atomics) flags an atom whose result
+    is read and atom.exch/.cas; a red.shared.add followed by an ld.shared of the same word observes the
+    arrival order as that result would, and no rule pairs the two (no loop for rule 6, an initialised
+    variable for rule 5)."""
     assert_verdict("rt12_red_order_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 6's shared form (race_lint._shared_spin_waits) and rule 1 "
-                                       "(_spin_waits) take only ld/ldu/atom for reads (_shared_read, _global_read) "
-                                       "and trace through memory from ld/ldu only (_through_memory): a loop whose "
-                                       "exit depends on an ldmatrix of the shared flag waits on nothing by the rules")
 def test_a_spin_on_a_shared_flag_read_by_ldmatrix_is_rejected(wl):
+    """Was (version 14): rule 6's shared form (race_lint._shared_spin_waits) and rule 1 (_spin_waits) take
+    only ld/ldu/atom for reads (_shared_read, _global_read) and trace through memory from ld/ldu only
+    (_through_memory): a loop whose exit depends on an ldmatrix of the shared flag waits on nothing by the
+    rules."""
     assert_verdict("rt12_ldmatrix_spin_clock", wl)
 
 
@@ -209,12 +205,11 @@ def test_the_cluster_kernels_are_cluster_launches_for_rule_7():
                                                                        if a != "launch"})
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 7 (race_lint._cluster_lifetimes) counts as accesses of another "
-                                       "CTA's shared memory only ld/ldu/st/atom/red (_remote_access, _PLAIN_ACCESS); "
-                                       "a cp.async.bulk.shared::cluster push to a mapa address (and a remote "
-                                       "mbarrier complete_tx) is none, so the missing cluster barrier between the "
-                                       "peer's mbarrier.init and the push is not seen")
 def test_a_dsmem_bulk_push_before_the_cluster_barrier_is_rejected(wl):
+    """Was (version 14): rule 7 (race_lint._cluster_lifetimes) counts as accesses of another CTA's shared
+    memory only ld/ldu/st/atom/red (_remote_access, _PLAIN_ACCESS); a cp.async.bulk.shared::cluster push to
+    a mapa address (and a remote mbarrier complete_tx) is none, so the missing cluster barrier between the
+    peer's mbarrier.init and the push is not seen."""
     assert_verdict("rt12_cluster_bulk_push", wl)
 
 
@@ -239,11 +234,10 @@ def test_a_local_launch_counter_read_by_a_callee_is_rejected(wl):
     assert_verdict("rt12_callee_local_state", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 8 (race_lint._global_exchanges) pairs the writes and the reads of "
-                                       "one function (`for f in prov.functions`); the entry writes y[r0, 0] and "
-                                       "rt12_read, called after the barrier, reads it, so neither function holds "
-                                       "both")
 def test_a_global_readback_in_a_callee_after_a_barrier_is_rejected(wl):
+    """Was (version 14): rule 8 (race_lint._global_exchanges) pairs the writes and the reads of one function
+    (`for f in prov.functions`); the entry writes y[r0, 0] and rt12_read, called after the barrier, reads
+    it, so neither function holds both."""
     assert_verdict("rt12_callee_readback_clock", wl)
 
 
