@@ -8,7 +8,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
 
 1. **Spin wait on global memory** (``spin_wait``): a loop whose exit condition depends (def-use within the
    loop) on a global or generic read -- ``ld``/``ldu`` of any strength (``.volatile``, ``.relaxed``,
-   ``.acquire``) or an ``atom`` result -- of a location the kernel itself writes (``st``/``atom``/``red``;
+   ``.acquire``), ``ldmatrix``, ``suld`` or an ``atom`` result (``_loads_registers``, since version 15 the one
+   list of reads of every rule) -- of a location the kernel itself writes (``st``/``atom``/``red``;
    locations compared by provenance roots, ``evaluators.input_stores.provenance``). The exit condition is the
    guard of every ``bra`` that leaves or closes the loop, the index of a ``brx.idx`` there, and the guard of a
    predicated ``exit``/``ret`` inside it (a loop left only by ending the thread). The def-use goes through
@@ -57,6 +58,11 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    the retries kept in a register is a clock -- and nothing else reads the result):
    a single test says whether another thread has arrived yet, the same arrival order
    (``rt_mbarrier_race_clock``: an instrumented chain of shared loads against an ALU chain, no loop, no atom).
+   Since gate rules version 15 also: a read (any register-loading read, ``_loads_registers``) of a location a
+   ``red`` (or an ``atom`` whose result nobody reads) updated, on a path with no barrier between, which sees the
+   count of the threads that arrived before it as the atom's result would (``rt12_red_order_clock``); and the
+   state token an ``mbarrier.arrive`` returns read by anything but a wait (its bits hold the pending count:
+   ``rt12_arrive_token_clock``).
 
 5. **State kept across launches** (``launch_state``, only when the workload declares no atomics): a write
    (``st``, ``atom``, ``red``, any strength, direct or through a generic address) into a ``.global`` variable
@@ -86,7 +92,10 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    a fresh sanitizer replay). Leaving out back edges makes the first iteration of every loop count: a load that
    only a later iteration's store precedes reads stale memory the first time. Cannot see: a store into another
    part of the same variable before the load (variables are compared, not offsets), stores on paths the inputs
-   never take, loads in called functions (the entry only).
+   never take, loads in called functions (the entry only). Since version 15 a read-modify-write (``red``,
+   ``atom``, ``sured``) is a read of the variable and initialises nothing (``rt12_red_shared_state``: a counter
+   bumped by ``red.shared.add`` before its load), and an address is examined by the shared variables among its
+   roots whatever else it carries (``rt12_hashed_shared_state``: an index of y's bits).
    Its address form (gate rules version 11): a generic or ``.shared`` load whose address no variable, parameter or
    buffer vouches for (no provenance roots, or only ``UNKNOWN``: built from constants, rebuilt bit by bit through
    branches, loaded from memory). Both forms above follow variables; such an address may point anywhere in the
@@ -121,7 +130,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    unpredicated ``barrier.cluster.arrive`` then ``barrier.cluster.wait``: the peer may not have started), or from
    which a path reaches the kernel's exit without crossing one whose arrive is not ``.relaxed`` (every CTA runs
    the same code, so the CTA whose shared memory is read may have exited: its memory then belongs to no CTA, or
-   to the next one). CUDA C++ Programming Guide, "Distributed Shared Memory": every block must have started
+   to the next one). Since version 15 any instruction with an address operand at a ``mapa`` address counts (a
+   bulk copy into the peer, a remote mbarrier arrival: ``rt12_cluster_bulk_push``). CUDA C++ Programming Guide, "Distributed Shared Memory": every block must have started
    before its shared memory is accessed, and a block must not exit before the accesses to it are done
    (``cluster.sync()`` at the end). Dropping that last barrier saves a rendezvous per row group and almost
    never shows on a GPU (``rt_cluster_exit_race``); the template keeps it. Entry only; a call to a function
@@ -139,7 +149,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    leave at a barrier and go on past another statement's wait of the same barrier (named barriers: producers
    ``bar.arrive 1, 256``, consumers ``bar.sync 1, 256`` on another branch, ``rt11_named_barrier_exchange``), and a
    read on a branch apart from a write it meets (no path of one thread runs both) counts too: it can see only
-   another thread's store. Rule 5's ``.shared`` form follows the same barrier edges (the producers' stores reach
+   another thread's store; a ``call`` on the path brings the called functions' reads onto it
+   (``rt12_callee_readback_clock``). Rule 5's ``.shared`` form follows the same barrier edges (the producers' stores reach
    the consumers' loads). Cannot see: a read with a path from the write through no barrier (another thread's
    store, by chance of timing, in a kernel that also reads its own), another CTA's ("cannot see" below).
 
