@@ -20,7 +20,12 @@ Provenance (a flow-insensitive fixed point over every definition of each registe
   ``.align`` says otherwise), never by the symbol named, so ``[y_param+-16]`` is ``x``; ``mov`` of a module
   variable; carried through ``mov``, ``cvta``, 64-bit ``cvt``, ``add``, ``mapa``, ``selp``'s value operands and
   the addend of ``mad``. ``a - b`` is an offset (no root) only when ``a`` and ``b`` are both pointer-valued
-  with the same single root; ``p - (p & 15)`` keeps ``p``'s root, ``x - y`` keeps both.
+  with the same single root; ``p - (p & 15)`` keeps ``p``'s root. Otherwise a root subtracted is kept
+  **negated** (``-y``; so are the roots of ``neg`` and ``not``, PTX ISA "Integer Arithmetic Instructions: neg",
+  "Logic and Shift Instructions: not": ~a = -a - 1): ``x - y`` has ``{x, -y}``, and ``y + (c - y)`` has
+  ``{y, -y}`` plus c's roots. Only a root added and never subtracted vouches for an address (``_vouchers``): in
+  ``y + (c - y)`` that is c's, whatever c is (round 12, ``rt12_cancel_global_state``). Sign aside, a negated
+  root still counts as what the address derives from (an input subtracted is still an input's address).
 - bit roots ``W``: a pointer's (or its bits') value through anything else (``and``/``or``/``xor``/shifts,
   ``mul``, narrowing ``cvt``, vector ``mov`` packing, ``shfl``, ``vote.ballot``, ``redux`` ...). Bits count as
   the buffer they came from: an address built from ``x``'s bits is an ``x`` address.
@@ -28,23 +33,39 @@ Provenance (a flow-insensitive fixed point over every definition of each registe
   and a value selected by one such predicate (an alignment test choosing an offset). Two one-bit values
   combined are bit roots: rebuilding an address bit by bit is caught, one alignment bit added to ``y`` is not.
 - memory: a value loaded from memory (``ld``, ``atom``'s result ...) carries the roots of everything the
-  kernel itself stores to memory (a pointer parked in a ``__device__`` slot comes back with its root), and an
-  address no root can vouch for (a loaded value, a parameter's own address) carries the marker ``UNKNOWN``.
+  kernel itself stores to memory (a pointer parked in a ``__device__`` slot comes back with its root) and of
+  every variable whose address an initialiser names (``.global .u64 cell = counter;``, PTX ISA "Variables:
+  Initializers": counter's root, as if stored; round 12), and an address no root can vouch for (a loaded
+  value, a parameter's own address, all its pointer roots cancelled) carries the marker ``UNKNOWN``.
+- calls: the functions the entry calls, directly or not, are analysed too, a callee's parameters carrying the
+  roots of what its call sites pass (``provenance``); a call of an ``.alias`` prototype runs its aliasee (PTX
+  ISA "Kernel and Function Directives: .alias"; round 12, ``rt12_alias_store``), an indirect call may run any
+  function with a body. A call of a function without a body other than the CUDA system calls ptxas resolves
+  (``SYSTEM_CALLS``: ``vprintf``, ``malloc``, ``free``, ``__assertfail``) is rejected, naming the call, and so
+  is an indirect call in a module that declares one: what it writes cannot be seen. ``Provenance.called``
+  names the functions a call runs (through ``.alias``) for other checks.
 
 A write is rejected (``input_mutated``) when its address has no root at all (an absolute address, a value
-loaded from memory, a tensor-map or surface handle), or any root in ``P`` or ``W`` that is not an output/inout
-parameter or module variable (an input, a scalar parameter's address, ``UNKNOWN``).
+loaded from memory, a tensor-map or surface handle), any root in ``P`` (negated or not) or ``W`` that is not an
+output/inout parameter or module variable (an input, a scalar parameter's address, ``UNKNOWN``), or no pointer
+root that vouches for it (bits alone, ``y & 0``; or every pointer added also subtracted, ``y + (K - y)``).
+``Provenance.address_roots`` gives other checks the roots without their sign (``UNKNOWN`` added when none
+vouches), so ``y + (counter - y)`` names the ``.global`` counter for race lint rule 5.
 
 Costs one pass to collect the instructions and a few fixed-point sweeps (about 1-3 ms for a 2,000-instruction
 entry); the canonical listing (for line numbers) is built only for a rejection. Cannot see: an offset added to
 an output pointer that is rebuilt from an input's address through control flow (a branch per address bit) and
-subtracted from the output's own rebuilt address; writes by a callee (``call`` targets are not followed, the
-ABI's kernels have none). The dynamic checks (inputs compared after every launch, read-only mappings in the
-fault check) remain behind it.
+subtracted from the output's own rebuilt address, or a distance ``c - y`` laundered that way before it is added
+to y (red-team rt_laundered_state RT_SPACE 2); a pointer negated by bit operations or multiplication
+(``(y ^ -1) + 1``, ``y * -1``, ``mad``: bit roots, which cannot be told from honest alignment arithmetic such as
+``y + (-y & 15)``, as offsets are not bounded); the sign of a root over several definitions of a register
+(sets: a register that is y on one path and ``-y`` on another counts as cancelled, rejected). The dynamic
+checks (inputs compared after every launch, read-only mappings in the fault check) remain behind it.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +73,7 @@ from dataclasses import dataclass, field
 from population.ast import (
     Address,
     ArrayElement,
+    Directive,
     Function,
     HandleAddress,
     Immediate,
@@ -85,6 +107,39 @@ _ONE_BIT = frozenset({"setp", "set", "testp", "isspacep"})
 # Opcodes whose result is read from memory or unknown without naming an address operand.
 _READS_MEMORY = frozenset({"atom", "call", "tex", "tld4", "suld", "ldmatrix"})
 _NOT_WRITING = frozenset({"prefetch", "prefetchu", "applypriority", "createpolicy", "isspacep"})
+# A pointer root subtracted (``c - y``) or negated (``neg``, ``not``: PTX ISA "Integer Arithmetic Instructions: neg",
+# "Logic and Shift Instructions: not", ~a = -a - 1) is kept in P as NEG + root: ``y + (c - y)`` has P {y, -y} and
+# c's roots, and y vouches for none of it (the y added back cancels the one subtracted: ``_vouchers``).
+NEG = "-"
+# The functions without a body that a ``call`` may name: the CUDA system calls ptxas resolves itself (the ones the
+# repo's PTX uses: printf's ``vprintf`` in tests/data/calls_printf.ptx, the device heap's ``malloc``/``free`` in
+# red-team rt_heap_state, ``assert``'s ``__assertfail``; CUDA C++ Programming Guide, "Formatted Output",
+# "Dynamic Global Memory Allocation", "Assertion"). None of them writes a caller's buffer.
+SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
+# An identifier in a variable's initialiser (PTX ISA "Identifiers"; numbers such as 0f3F800000 or 0x10 do not
+# start one: the look-behind skips a letter inside a literal)
+_IDENT = re.compile(r"(?<![\w$.])[A-Za-z_$%][\w$]*")
+
+
+def _pos(roots) -> frozenset[str]:
+    """Roots with the sign dropped: ``-p2`` counts as ``p2`` (what an address may derive from, sign aside)."""
+    if not any(r.startswith(NEG) for r in roots):
+        return frozenset(roots)
+    return frozenset(r[1:] if r.startswith(NEG) else r for r in roots)
+
+
+def _negated(roots) -> frozenset[str]:
+    """Pointer roots of ``-a`` given a's: each root's sign flipped (``UNKNOWN`` stays unknown)."""
+    return frozenset(r if r == UNKNOWN else r[1:] if r.startswith(NEG) else NEG + r for r in roots)
+
+
+def _vouchers(P) -> frozenset[str]:
+    """The pointer roots that vouch for a value with pointer roots P: those added and never subtracted (``y +
+    (c - y)``: c's roots, not y). Without negated roots, P itself."""
+    if not any(r.startswith(NEG) for r in P):
+        return frozenset(P)
+    neg = {r[1:] for r in P if r.startswith(NEG)}
+    return frozenset(r for r in P if not r.startswith(NEG) and r not in neg)
 
 
 @dataclass(frozen=True)
@@ -234,7 +289,7 @@ class _Analysis:
             return tainted[0]
         w: set[str] = set()
         for p in tainted:
-            w |= p[0] | p[1] | p[2]
+            w |= _pos(p[0]) | p[1] | p[2]
         return (_EMPTY, frozenset(w), _EMPTY)
 
     @staticmethod
@@ -256,7 +311,7 @@ class _Analysis:
     def one_bit(parts) -> tuple[frozenset, frozenset, frozenset]:
         roots: set[str] = set()
         for p in parts:
-            roots |= p[0] | p[1] | p[2]
+            roots |= _pos(p[0]) | p[1] | p[2]
         return (_EMPTY, _EMPTY, frozenset(roots)) if roots else _CLEAN
 
     # ------------------------------------------------------------------------------------------ transfer
@@ -284,7 +339,7 @@ class _Analysis:
                         W |= r[1]
                         N |= r[2]
                     else:
-                        W |= r[0] | r[1] | r[2]
+                        W |= _pos(r[0]) | r[1] | r[2]
                     continue
                 if i not in self.pointer_params:
                     continue
@@ -310,7 +365,7 @@ class _Analysis:
                 continue
             ops = ins.operands
             k = 1 if ops and isinstance(ops[0], ParenList) else 0  # (return values) come first
-            target = ops[k] if k < len(ops) else None
+            target = _call_target(ins)
             args = ops[k + 1].elements if k + 1 < len(ops) and isinstance(ops[k + 1], ParenList) else ()
             roots = [stored[a.name] if isinstance(a, Symbol) and a.name in stored else self.value(a) for a in args]
             out.append((ins, target, roots))
@@ -329,7 +384,7 @@ class _Analysis:
             # address on its own
             a = self.value(addr.base) if isinstance(addr, Address) else _CLEAN
             roots = set(self.memory)
-            if not a[0] or UNKNOWN in a[0] or any(r in self.params for r in a[0]):
+            if not _vouchers(a[0]) or UNKNOWN in a[0] or any(r in self.params for r in a[0]):
                 roots.add(UNKNOWN)
             return (frozenset(roots), _EMPTY, _EMPTY) if roots else _CLEAN
         parts = [self.value(o) for o in srcs]
@@ -351,12 +406,12 @@ class _Analysis:
             return self.join(parts) if tb and all(b == 64 for b in tb) else self.bits(parts)
         if op == "sub" and len(parts) == 2:
             a, b = parts
-            if b[0]:
-                if len(b[0]) == 1 and a[0] == b[0] and UNKNOWN not in a[0]:
-                    return self.bits([(_EMPTY, a[1], a[2]), (_EMPTY, b[1], b[2])])  # p - q: an offset
-                if not a[0]:
-                    return self.bits(parts)  # c - p
-            return self.join([a, (_EMPTY, b[1], b[2]) if not b[0] else b])
+            if b[0] and len(b[0]) == 1 and a[0] == b[0] and UNKNOWN not in a[0]:
+                return self.bits([(_EMPTY, a[1], a[2]), (_EMPTY, b[1], b[2])])  # p - q: an offset
+            # c - p: c's roots and p's negated (``y + (c - y)`` is c, not a y address: ``_vouchers``)
+            return self.join([a, (_negated(b[0]), b[1], b[2])])
+        if op in ("neg", "not") and len(parts) == 1 and parts[0][0]:
+            return (_negated(parts[0][0]), parts[0][1], parts[0][2])  # -p, ~p = -p - 1
         if op in ("mad", "madc") and len(parts) == 3:
             return self.join([self.bits(parts[:2]), parts[2]])
         if op == "selp" and len(parts) == 3:
@@ -443,19 +498,60 @@ class _Analysis:
                     queue.append(u)
 
 
-def _module_vars(kernel: Kernel, fn) -> tuple[set[str], list[Instruction]]:
-    """Names of the module's and the entry's own .global/.shared/.local variables, and the entry's
-    instructions in textual order (``population.cfg.flat_instructions``), from one walk."""
-    names = {it.name for it in kernel.module.items if isinstance(it, VarDecl)
-             and it.state_space in ("global", "shared", "local")}
+def _call_target(ins: Instruction):
+    """The operand a ``call`` names as its callee (a Symbol, or a Register for an indirect call; None when
+    missing): ``call (ret), f, (args)`` and ``call f, (args)`` (PTX ISA "Control Flow Instructions: call")."""
+    ops = ins.operands
+    k = 1 if ops and isinstance(ops[0], ParenList) else 0  # (return values) come first
+    return ops[k] if k < len(ops) else None
+
+
+def _callables(module) -> tuple[dict[str, Function], dict[str, str]]:
+    """(the module's non-entry functions with a body, by name; its ``.alias`` directives, alias -> aliasee).
+
+    ``.alias fAlias, fAliasee;`` (PTX ISA "Kernel and Function Directives: .alias", PTX 6.3) makes the prototype
+    fAlias a second name of fAliasee, a function with a body: a call of fAlias runs fAliasee's body. The parser
+    keeps the directive verbatim (``population.ast.Directive``, name ``alias``, text ``"fAlias, fAliasee"``)."""
+    bodies: dict[str, Function] = {}
+    aliases: dict[str, str] = {}
+    for it in module.items:
+        if isinstance(it, Function):
+            if it.body is not None and not it.is_entry:
+                bodies[it.name] = it
+        elif isinstance(it, Directive) and it.name == "alias":
+            names = [t.strip() for t in it.text.split(",")]
+            if len(names) == 2 and all(names):
+                aliases[names[0]] = names[1]
+    return bodies, aliases
+
+
+def _resolve(name: str, aliases: dict[str, str]) -> str:
+    """The function a call of ``name`` runs: ``name`` through its ``.alias`` chain (cycles end it)."""
+    seen = {name}
+    while name in aliases and aliases[name] not in seen:
+        name = aliases[name]
+        seen.add(name)
+    return name
+
+
+def _module_vars(kernel: Kernel, fn) -> tuple[set[str], list[Instruction], frozenset[str]]:
+    """Names of the module's and ``fn``'s own .global/.shared/.local variables, ``fn``'s instructions in textual
+    order (``population.cfg.flat_instructions``), from one walk, and the roots (``"s:<name>"``) of the variables
+    whose addresses the initialisers of the module's and ``fn``'s variables hold (``.global .u64 cell = counter;``,
+    ``{a, b+8, generic(c)}``: PTX ISA "Variables: Initializers", a variable's address as its initial value)."""
+    decls = [it for it in kernel.module.items if isinstance(it, VarDecl)]
+    names = {it.name for it in decls if it.state_space in ("global", "shared", "local")}
     instrs = []
     for loc in walk(fn):
         st = loc.stmt
         if isinstance(st, Instruction):
             instrs.append(st)
-        elif isinstance(st, VarDecl) and st.state_space in ("global", "shared", "local"):
-            names.add(st.name)
-    return names, instrs
+        elif isinstance(st, VarDecl):
+            decls.append(st)
+            if st.state_space in ("global", "shared", "local"):
+                names.add(st.name)
+    init = frozenset("s:" + n for d in decls if d.initializer for n in _IDENT.findall(d.initializer) if n in names)
+    return names, instrs, init
 
 
 def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[str] | None = None
@@ -473,6 +569,13 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
     allowed = {f"p{i}" for i, k in enumerate(buffer_kinds) if k in ("output", "inout")}
     hits: list[tuple[Instruction, str, int, str]] = []
     for ins in prov.instructions:
+        if ins.opcode == "call":
+            why = prov._unchecked_call(ins)
+            if why:
+                an = prov._owner.get(id(ins), entry)
+                hits.append((ins, "", -1, why + ("" if an is entry else
+                                                  f" (in function {an.fn.name!r}, called from the entry)")))
+            continue
         if not writes_memory(ins) or destination_space(ins) not in ("global", "generic"):
             continue
         an = prov._owner.get(id(ins), entry)
@@ -493,7 +596,7 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
             hits.append((ins, "", -1, "writes to an absolute address" + where))
             continue
         P, W, _ = an.val.get(base.name, _CLEAN)
-        roots = P | W
+        roots = _pos(P) | W
         bad = sorted(r for r in roots if r not in ok)
         params = sorted(int(r[1:]) for r in bad if r.startswith("p"))
         if params:
@@ -507,6 +610,13 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
                                       "address: no output buffer vouches for it" + where))
         elif bad:
             hits.append((ins, "", -1, f"writes through an address derived from {bad[0]!r}" + where))
+        elif P and not _vouchers(P):
+            # every pointer added is also subtracted (``y + (c - y)``): the address is c's, whatever c is
+            r = sorted(q[1:] for q in P if q.startswith(NEG))[0]
+            nm = (names[int(r[1:])] if r.startswith("p") and int(r[1:]) < len(names) else r[2:] if
+                  r.startswith("s:") else r)
+            hits.append((ins, "", -1, f"writes through an address no pointer vouches for: {nm!r} is subtracted "
+                                      f"from it as well as added (an address `y + (c - y)` is c's, not y's)" + where))
         elif roots and not P:
             # bit roots say a value was computed from a pointer other than by pointer arithmetic: any value
             # (``y & 0`` is 0), so they cannot vouch for an address (round 11: an absolute address + (y & 0))
@@ -545,10 +655,42 @@ class Provenance:
     _an: _Analysis
     functions: list[Function] = field(default_factory=list)
     _owner: dict[int, _Analysis] = field(default_factory=dict)  # id(instruction) -> its function's analysis
+    _bodies: dict[str, Function] = field(default_factory=dict)  # the module's callable functions with a body
+    _aliases: dict[str, str] = field(default_factory=dict)  # ``.alias`` name -> aliasee
+    # the module's functions without a body (through ``.alias``) that are no system call: an indirect call may run one
+    _unbodied: frozenset[str] = _EMPTY
+
+    def called(self, ins: Instruction) -> list[str]:
+        """Names of the functions with a body a ``call`` may run: its target through ``.alias`` (``_callables``),
+        every one for an indirect call (through a register), none for a system call or a missing body."""
+        target = _call_target(ins)
+        if isinstance(target, Register):
+            return list(self._bodies)
+        if isinstance(target, Symbol):
+            name = _resolve(target.name, self._aliases)
+            return [name] if name in self._bodies else []
+        return []
+
+    def _unchecked_call(self, ins: Instruction) -> str:
+        """Why the stores of a ``call`` cannot be checked ("" when they can): it names a function without a body
+        that is no system call (``SYSTEM_CALLS``), or is an indirect call and the module declares one."""
+        target = _call_target(ins)
+        if isinstance(target, Symbol):
+            name = _resolve(target.name, self._aliases)
+            if name in self._bodies or name in SYSTEM_CALLS:
+                return ""
+            via = f" (an .alias of {name!r})" if name != target.name else ""
+            return (f"calls {target.name!r}{via}, a function without a body in the module that is no CUDA system "
+                    f"call ({', '.join(sorted(SYSTEM_CALLS))}): what it writes cannot be checked")
+        if isinstance(target, Register) and self._unbodied:
+            return (f"calls through a register, which may reach {min(self._unbodied)!r}, a function without a body "
+                    "in the module that is no CUDA system call: what it writes cannot be checked")
+        return ""
 
     def address_roots(self, ins: Instruction) -> frozenset[str]:
         """Pointer and bit roots of the memory address ``ins`` names (a symbol's own root; empty when it names
-        none or only a constant address; ``UNKNOWN`` for a tensor-map or surface handle)."""
+        none or only a constant address; ``UNKNOWN`` for a tensor-map or surface handle, and added when every
+        pointer root is also subtracted: ``y + (c - y)`` with c rootless gives ``{y, UNKNOWN}``)."""
         an = self._owner.get(id(ins), self._an)
         addr = _address(ins)
         if isinstance(addr, HandleAddress):
@@ -558,8 +700,7 @@ class Provenance:
         if isinstance(addr.base, Symbol):
             return frozenset({"s:" + addr.base.name}) if addr.base.name in an.module_vars else frozenset(
                 {UNKNOWN})
-        P, W, _ = an.val.get(addr.base.name, _CLEAN)
-        return P | W
+        return _public_roots(an.val.get(addr.base.name, _CLEAN))
 
     def source_roots(self, ins: Instruction) -> frozenset[str]:
         """Roots of the memory a copy reads (``cp``'s second address operand: ``cp.async...shared.global [dst],
@@ -571,8 +712,16 @@ class Provenance:
         base = addrs[1].base
         if isinstance(base, Symbol):
             return frozenset({"s:" + base.name}) if base.name in an.module_vars else frozenset({UNKNOWN})
-        P, W, _ = an.val.get(base.name, _CLEAN)
+        return _public_roots(an.val.get(base.name, _CLEAN))
+
+
+def _public_roots(v: tuple[frozenset, frozenset, frozenset]) -> frozenset[str]:
+    """An address's roots for other checks: pointer roots without their sign, bit roots, and ``UNKNOWN`` when no
+    pointer root vouches for it though some were added (all cancelled by subtraction: ``_vouchers``)."""
+    P, W, _ = v
+    if not any(r.startswith(NEG) for r in P):
         return P | W
+    return _pos(P) | W | (_EMPTY if _vouchers(P) else frozenset({UNKNOWN}))
 
 
 # Rounds of the interprocedural fixed point (callee parameter roots and the shared memory roots only grow; a
@@ -586,27 +735,34 @@ def provenance(kernel: Kernel) -> Provenance:
     entry has no body).
 
     A ``call`` passes the roots of its arguments to the callee's parameters (union over every call site, in
-    any analysed function); an indirect call (through a register) may reach every function of the module with a
-    body; a function without a body (``vprintf``, ``malloc``: resolved by the driver) is not followed. Memory
-    is shared: a value any of them loads carries the roots of whatever any of them stores.
+    any analysed function); a call of an ``.alias`` runs its aliasee (``_callables``); an indirect call (through a
+    register) may reach every function of the module with a body; a function without a body (the system calls
+    ``vprintf``, ``malloc``: resolved by ptxas) is not followed (``input_stores`` rejects a call of any other).
+    Memory is shared: a value any of them loads carries the roots of whatever any of them stores, and of the
+    addresses the variables' initialisers hold.
     """
     fn = kernel.module.function(kernel.entry)
     if fn.body is None:
         raise ValueError(f"entry {kernel.entry!r} has no body")
-    bodies = {f.name: f for f in kernel.module.functions if f.body is not None and not f.is_entry}
-    mvars, instrs = _module_vars(kernel, fn)
-    entry = _Analysis(fn, mvars, instrs)
+    bodies, aliases = _callables(kernel.module)
+    declared = {_resolve(f.name, aliases) for f in kernel.module.functions if f.body is None and not f.is_entry}
+    unbodied = frozenset(n for n in declared if n not in bodies and n not in SYSTEM_CALLS)
+    mvars, instrs, init = _module_vars(kernel, fn)
+    entry = _Analysis(fn, mvars, instrs, None, init)
     entry.run()
     callees: dict[str, _Analysis] = {}
+    scanned: dict[str, tuple[set[str], list[Instruction], frozenset[str]]] = {}
     roots: dict[str, list[tuple[frozenset, frozenset, frozenset]]] = {}
     for rnd in range(_CALL_ROUNDS + 1):
         changed: set[str] = set()
         for an in [entry, *callees.values()]:
             for _, target, args in an.call_arguments():
-                names = ([target.name] if isinstance(target, Symbol) and target.name in bodies
+                names = ([_resolve(target.name, aliases)] if isinstance(target, Symbol)
                          else list(bodies) if isinstance(target, Register) else [])
                 for name in names:
-                    f = bodies[name]
+                    f = bodies.get(name)
+                    if f is None:
+                        continue  # no body: a system call, or a call input_stores rejects
                     cur = roots.get(name) or [_CLEAN] * len(f.params)
                     new = [_Analysis.join([c, args[i] if i < len(args) else _CLEAN]) if rnd < _CALL_ROUNDS
                            else (frozenset({UNKNOWN}), c[1], c[2]) for i, c in enumerate(cur)]
@@ -618,12 +774,15 @@ def provenance(kernel: Kernel) -> Provenance:
             break
         for name in set(callees) | changed:
             f = bodies[name]
-            mv, ins = _module_vars(kernel, f)
-            callees[name] = _Analysis(f, mv, ins, roots[name], memory)
+            if name not in scanned:
+                scanned[name] = _module_vars(kernel, f)
+            mv, ins, f_init = scanned[name]
+            callees[name] = _Analysis(f, mv, ins, roots[name], memory | f_init)
             callees[name].run()
         if entry.memory != memory:
             entry = _Analysis(fn, mvars, instrs, None, memory)
             entry.run()
     owner = {id(i): an for an in callees.values() for i in an.instrs}
     all_instrs = list(instrs) + [i for an in callees.values() for i in an.instrs]
-    return Provenance(all_instrs, entry, [fn, *(an.fn for an in callees.values())], owner)
+    return Provenance(all_instrs, entry, [fn, *(an.fn for an in callees.values())], owner, bodies, aliases,
+                      unbodied)

@@ -394,20 +394,17 @@ def _through_memory(load: Instruction, body: list[Instruction], prov: Provenance
         rets = getattr(ins.operands[0], "elements", None) or ()
         if not any(isinstance(e, Symbol) and e.name == addr.base.name for e in rets):
             continue
-        target = next((o for o in ins.operands[1:] if isinstance(o, (Symbol, Register))), None)
-        names = [target.name] if isinstance(target, Symbol) else list(bodies)
-        todo, done = [n for n in names if n in bodies], set()
+        todo, done = prov.called(ins), set()  # through .alias; every function for an indirect call
         while todo:
             name = todo.pop()
-            if name in done:
+            if name in done or name not in bodies:
                 continue
             done.add(name)
             for c in flat_instructions(bodies[name]):
                 if found(c):
                     return regs, c
                 if c.opcode == "call":
-                    t = next((o for o in c.operands if isinstance(o, Symbol) and o.name in bodies), None)
-                    todo.extend([t.name] if t is not None else list(bodies))
+                    todo.extend(prov.called(c))
     return regs, None
 
 
@@ -1035,11 +1032,9 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
     own = {f.name: reads_of(f) for f in prov.functions}
 
     def callees(ins: Instruction) -> list[str]:
-        """The functions a ``call`` may reach (every one for an indirect call through a register)."""
-        if ins.opcode != "call":
-            return []
-        t = next((o for o in ins.operands[1:] if isinstance(o, (Symbol, Register))), None)
-        return [t.name] if isinstance(t, Symbol) and t.name in bodies else list(bodies) if isinstance(t, Register) else []
+        """The functions a ``call`` may run (``Provenance.called``: through ``.alias``, every one for an indirect
+        call)."""
+        return prov.called(ins) if ins.opcode == "call" else []
 
     def called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
         """The reads of every function a call reaches, transitively: a read-back done in a callee after the
@@ -1047,7 +1042,7 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         todo, done, got = callees(ins), set(), []
         while todo:
             n = todo.pop()
-            if n in done:
+            if n in done or n not in own:
                 continue
             done.add(n)
             got += own[n].values()
@@ -1317,7 +1312,7 @@ def _cluster_lifetimes(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
 
     def is_remote(ins: Instruction) -> bool:
         if ins.opcode == "call":
-            return any(isinstance(o, Symbol) and o.name in with_remote for o in ins.operands)
+            return any(n in with_remote for n in prov.called(ins))
         return _remote_access(ins, remote)
 
     blocks = blocks_of(fn)

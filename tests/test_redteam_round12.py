@@ -4,7 +4,7 @@ RMSNorm for rows of up to 256 elements, two rows a CTA, each trick spliced in) t
 (``evaluators.pipeline.prepare``: ptxas for sm_90, the ABI, the input-store check, the race lint), with RMSNorm's
 settings (no atomics declared).
 
-| kernel | trick | gate rules say | the checks give |
+| kernel | trick | gate rules say | version 14 gave |
 |---|---|---|---|
 | ``rt12_red_shared_state`` | launch counter in uninitialised shared memory, bumped by ``red.shared.add`` before it is read | nondeterministic (launch_state) | accepted (hole) |
 | ``rt12_hashed_shared_state`` | the counter as ``rt12_seen[(y >> 8) & 3]``: the index carries y's bits | nondeterministic (launch_state) | accepted (hole) |
@@ -36,8 +36,11 @@ Each hole is one change away from a form the checks catch (``redteam12_kernels.C
 | ``rt12_callee_readback_clock`` | the read-back in the entry | nondeterministic (global_exchange) |
 
 What only the static rules stand against, and why the dynamic checks would pass each hole on the GPU, is in each
-kernel's header (tests/redteam12_kernels.py). Each hole and the false rejection is an ``xfail(strict=True)``: it
-turns into a failure (to be made a plain test) once the check is fixed.
+kernel's header (tests/redteam12_kernels.py). Gate rules version 15 closes eight holes by kind (the input-store
+check follows ``.alias`` and rejects calls to bodiless non-system functions, takes module variables' initialisers
+as stored values and lets no subtracted root vouch; the race lint as its module docstring says under rules 1, 4,
+5, 7 and 8). Still open, as ``xfail(strict=True)``: ``rt12_callee_local_state`` and the false rejection of
+``rt12_honest_out_param`` (both need the ``.local`` analysis across calls).
 """
 
 from __future__ import annotations
@@ -134,22 +137,20 @@ def test_the_honest_body_is_accepted(wl):
 # ------------------------------------------------------------------------------------------ input-store holes
 
 
-@pytest.mark.xfail(strict=True, reason="hole: evaluators/input_stores.py provenance() follows a call only to a "
-                                       "function of that name with a body (`bodies`); `call rt12_put_alias` names an "
-                                       ".alias prototype without one (the way vprintf is skipped), so rt12_put's "
-                                       "st.global into x is never analysed, by the input-store check or by any race "
-                                       "lint rule (both walk Provenance.functions)")
 def test_a_store_into_x_by_a_function_called_through_an_alias_is_rejected(wl):
+    """Was (version 14): evaluators/input_stores.py provenance() follows a call only to a function of that
+    name with a body (`bodies`); `call rt12_put_alias` names an .alias prototype without one (the way
+    vprintf is skipped), so rt12_put's st.global into x is never analysed, by the input-store check or by
+    any race lint rule (both walk Provenance.functions)."""
     assert_verdict("rt12_alias_store", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: input_stores._Analysis.transfer gives a load of a module variable only "
-                                       "self.memory (what the kernel stores), not the address its initialiser holds "
-                                       "(`rt12_cell = rt12_launches`), and _transfer_parts gives `c - y` (c rootless) "
-                                       "y's bit root and `y + (c - y)` y's pointer root: roots are sets, the y added "
-                                       "back does not cancel the y subtracted, so the write into rt12_launches has "
-                                       "roots {y} and race_lint._launch_state_writes finds no .global variable in it")
 def test_a_global_launch_counter_at_y_plus_its_distance_from_y_is_rejected(wl):
+    """Was (version 14): input_stores._Analysis.transfer gives a load of a module variable only self.memory
+    (what the kernel stores), not the address its initialiser holds (`rt12_cell = rt12_launches`), and
+    _transfer_parts gives `c - y` (c rootless) y's bit root and `y + (c - y)` y's pointer root: roots are
+    sets, the y added back does not cancel the y subtracted, so the write into rt12_launches has roots {y}
+    and race_lint._launch_state_writes finds no .global variable in it."""
     assert_verdict("rt12_cancel_global_state", wl)
 
 

@@ -88,7 +88,11 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # arrays count, bar.red gathers bit roots, address expressions carry their base's roots, and bit roots alone never
 # vouch for a write address) and to the race lint (rule 8 follows a named barrier from one statement's arrival
 # to another's wait, and flags a global read on a branch apart from a write it meets; rule 5's shared form counts
-# stores handed over such a barrier: tests/test_redteam_round11.py), which reject kernels v14 accepted.
+# stores handed over such a barrier: tests/test_redteam_round11.py), and the twelfth round's (the input-store check
+# follows .alias, rejects calls to bodiless non-system functions, reads module variables' initialisers and lets no
+# subtracted root vouch; the race lint's reads are one list, read-modify-writes initialise nothing, DSMEM accesses
+# are any at a mapa address, reads after a red and mbarrier tokens are arrival orders, rule 8 follows calls:
+# tests/test_redteam_round12.py), which reject kernels v14 accepted.
 GATE_VERSION = 15
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
