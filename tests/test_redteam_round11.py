@@ -26,26 +26,18 @@ from __future__ import annotations
 import pytest
 
 from evaluators.input_stores import check_input_stores
-from evaluators.pipeline import Rejected, prepare
+from evaluators.pipeline import Rejected
 from evaluators.race_lint import race_lint
 from evaluators.types import Status
 from population.kernel import Kernel
-from targets.spec import get_gpu
 from tests import redteam11_kernels as rt
+from tests.front_half import front_half
 from workloads.rmsnorm import RMSNorm
 
 
 @pytest.fixture(scope="module")
 def wl():
     return RMSNorm("bf16")
-
-
-def front_half(kernel: Kernel, wl: RMSNorm):
-    """``prepare`` at the first search shape: the Prepared, or the Rejected it raised."""
-    try:
-        return prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
-    except Rejected as r:
-        return r
 
 
 def assert_rejected(kernel: Kernel, wl: RMSNorm, status: Status, step: str) -> Rejected:

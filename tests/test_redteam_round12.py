@@ -49,12 +49,12 @@ import pytest
 
 from evaluators import race_lint as rl
 from evaluators.input_stores import provenance
-from evaluators.pipeline import Prepared, Rejected, prepare
+from evaluators.pipeline import Prepared, Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
 from population.kernel import Kernel
-from targets.spec import get_gpu
 from tests import redteam12_kernels as rt
+from tests.front_half import front_half
 from workloads.rmsnorm import RMSNorm
 
 ND, IM = Status.NONDETERMINISTIC, Status.INPUT_MUTATED
@@ -89,14 +89,6 @@ CAUGHT_LINE = {
 @pytest.fixture(scope="module")
 def wl():
     return RMSNorm("bf16")
-
-
-def front_half(kernel: Kernel, wl: RMSNorm):
-    """``prepare`` at the first search shape (32768 x 512): the Prepared, or the Rejected it raised."""
-    try:
-        return prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
-    except Rejected as r:
-        return r
 
 
 def assert_verdict(name: str, wl: RMSNorm) -> Rejected:
