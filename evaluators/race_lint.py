@@ -1036,9 +1036,16 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         call)."""
         return prov.called(ins) if ins.opcode == "call" else []
 
+    memo: dict[int, list[tuple[Instruction, frozenset[str]]]] = {}
+
     def called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
         """The reads of every function a call reaches, transitively: a read-back done in a callee after the
         caller's barrier (``rt12_callee_readback_clock``) is on the caller's path (gate rules version 15)."""
+        if id(ins) not in memo:
+            memo[id(ins)] = _called_reads(ins)
+        return memo[id(ins)]
+
+    def _called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
         todo, done, got = callees(ins), set(), []
         while todo:
             n = todo.pop()
