@@ -551,10 +551,12 @@ def _order_atomics(prov: Provenance) -> list[tuple[Instruction, str]]:
 
 def _reads_after_reductions(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
     """Rule 4's order form, split in two (gate rules version 15): a ``red`` (or an ``atom`` whose result no one
-    reads) followed, on a path without a barrier (``_is_cta_sync``), by a read (``_loads_registers``) of a location
-    it updates (roots that meet). The read sees the updates of the threads that arrived before it, as the atom's
-    result would (``rt12_red_order_clock``: ``red.shared.add`` then ``ld.volatile.shared`` of the word). After a
-    barrier every thread's update is in, and the integer sum is the same in any order (the honest count)."""
+    reads, or a bulk ``cp.reduce``: ``_rmw``) followed, on a path without a barrier of the whole CTA
+    (``_whole_cta_wait``: a warp barrier or a named barrier with a count leaves other threads' updates open,
+    ``rt13_warp_sync_order_clock``), by a read (``_loads_registers``) of a location it updates (roots that meet).
+    The read sees the updates of the threads that arrived before it, as the atom's result would
+    (``rt12_red_order_clock``: ``red.shared.add`` then ``ld.volatile.shared`` of the word). After such a barrier
+    every thread's update is in, and the integer sum is the same in any order (the honest count)."""
     read: set[str] = {r for ins in prov.instructions for r in sources(ins)}
     out: list[tuple[Instruction, str]] = []
     for f in prov.functions:
@@ -562,14 +564,15 @@ def _reads_after_reductions(prov: Provenance, blocks_of: Callable[[Any], list]) 
         found: dict[int, Instruction] = {}
         for b0, blk in enumerate(blocks):
             for i0, ins in enumerate(blk.instructions):
-                if not (ins.opcode == "red" or (ins.opcode == "atom" and not any(r in read for r in destinations(ins)))):
+                if not ((ins.opcode in ("red", "cp") and _rmw(ins))
+                        or (ins.opcode == "atom" and not any(r in read for r in destinations(ins)))):
                     continue
                 roots = prov.address_roots(ins)
                 stack, seen = [(b0, i0 + 1)], set()
                 while stack:
                     b, pos = stack.pop()
                     for c in blocks[b].instructions[pos:]:
-                        if _is_cta_sync(c):
+                        if _whole_cta_wait(c):  # a warp's or a partial barrier leaves other threads' reds open
                             break
                         if _loads_registers(c) and c.opcode != "atom" and _meets(prov.address_roots(c), roots):
                             found[id(c)] = c
@@ -820,11 +823,12 @@ def _shared_load(ins: Instruction) -> bool:
 
 
 def _rmw(ins: Instruction) -> bool:
-    """A read-modify-write of memory: ``atom``, ``red``, ``sured``, an mbarrier operation other than ``init`` and
+    """A read-modify-write of memory: ``atom``, ``red``, ``sured``, ``cp.reduce`` (PTX ISA "cp.reduce.async.bulk":
+    the destination combined with the source), an mbarrier operation other than ``init`` and
     ``inval`` (arrivals, ``expect_tx``, ``complete_tx`` update the phase and counts in place: PTX ISA 9.0
     "mbarrier")."""
-    if ins.opcode in ("atom", "red", "sured"):
-        return True
+    if ins.opcode in ("atom", "red", "sured") or (ins.opcode == "cp" and "reduce" in ins.modifiers):
+        return True  # cp.reduce.async.bulk: a bulk reduction into its destination (rt13_bulk_reduce_shared_state)
     return ins.opcode == "mbarrier" and bool(ins.modifiers) and ins.modifiers[0] not in (
         "init", "inval", "test_wait", "try_wait", "pending_count")
 
@@ -970,6 +974,20 @@ def _barrier_key(ins: Instruction) -> tuple[str, int | None] | None:
     return ("cta", op.value if isinstance(op, Immediate) else None) if op is not None else ("cta", 0)
 
 
+def _whole_cta_wait(ins: Instruction) -> bool:
+    """An unguarded CTA barrier wait with an immediate id and no thread count (``bar.sync 0``,
+    ``barrier.sync.aligned 1``): every thread of the CTA takes part in each of its generations (PTX ISA "bar,
+    barrier": without a count, all threads of the CTA)."""
+    if ins.opcode not in ("bar", "barrier") or ins.predicate is not None or not _is_cta_sync(ins):
+        return False
+    key = _barrier_key(ins)
+    if key is None or key[0] != "cta" or key[1] is None:
+        return False
+    pos = 1 if "red" in ins.modifiers else 0
+    rest = [o for o in ins.operands[pos + 1:]]
+    return not rest if "red" not in ins.modifiers else len(rest) <= 1  # bar.red: d, a{, b}, {!}c
+
+
 def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """(block id, position) of every barrier instruction -> the positions just past the waits (``_is_cta_sync``)
     of the same barrier (``_barrier_key``; a register id meets every id) at other statements that do not dominate
@@ -977,9 +995,11 @@ def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
     specialisation: producers ``bar.arrive 1, 256``, consumers ``bar.sync 1, 256``; PTX ISA "bar, barrier": the
     arrive makes the producer's earlier accesses visible to the threads the wait releases), so what a thread did
     before its arrival is seen past another statement's wait: a path for the rules that follow accesses across
-    barriers (``rt11_named_barrier_exchange``). A wait that dominates the arrival is left out: a thread passes it
-    before arriving, so with every thread counted the two meet in one generation only through a loop, which the
-    control-flow paths already follow."""
+    barriers (``rt11_named_barrier_exchange``). A wait that dominates the arrival is left out when it waits for the
+    whole CTA (``_whole_cta_wait``): a thread passes it before arriving, so the two meet in one generation only
+    through a loop, which the control-flow paths already follow. A guarded wait, or one whose id or thread count
+    is a register or that counts fewer threads, keeps the edge (``rt13_dominated_wait_clock``: consumers behind a
+    guarded ``@p bar.sync 1, 256``; ``bar.sync %id, %count`` as CUTLASS writes it)."""
     sites = [(b.id, i, _barrier_key(ins)) for b in blocks for i, ins in enumerate(b.instructions)
              if _barrier_key(ins) is not None]
     waits = [(b, i, k) for b, i, k in sites if _is_cta_sync(blocks[b].instructions[i])]
@@ -988,6 +1008,8 @@ def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
     idom = nx.immediate_dominators(cfg(fn, blocks), 0)
 
     def before(wb: int, wi: int, pb: int, pi: int) -> bool:  # the wait dominates the arrival
+        if not _whole_cta_wait(blocks[wb].instructions[wi]):
+            return False  # some threads may not run it, or it counts fewer: the two can meet in one generation
         return (wi < pi) if wb == pb else (pb in idom and dominates(idom, wb, pb))
 
     jumps: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -1065,21 +1087,27 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         if not writes or not (reads or has_calls):
             continue
         where = {id(ins): (b.id, i) for b in blocks for i, ins in enumerate(b.instructions) if id(ins) in reads}
-        later: dict[int, set[int]] = {}  # block id -> the blocks a path from it reaches, as needed
+        jumps = _barrier_jumps(f, blocks)
 
-        def reaches(a: tuple[int, int], z: tuple[int, int], later=later, blocks=blocks) -> bool:
-            """Some path of one thread runs position a, then position z."""
-            if a[0] == z[0] and a[1] < z[1]:
-                return True
-            if a[0] not in later:
-                seen, todo = set(), list(blocks[a[0]].successors)
-                while todo:
-                    t = todo.pop()
-                    if t not in seen:
-                        seen.add(t)
-                        todo.extend(blocks[t].successors)
-                later[a[0]] = seen
-            return z[0] in later[a[0]]
+        def reaches(a: tuple[int, int], z: tuple[int, int], blocks=blocks, jumps=jumps) -> bool:
+            """Position z runs after position a: on a path of one thread, or past a wait that another
+            statement's arrival after a releases (``_barrier_jumps``: a read ordered before a write by a named
+            barrier is a write-after-read, no exchange; ``rt13_honest_kda_loader``)."""
+            stack, seen = [(a[0], a[1] + 1)], set()
+            while stack:
+                b, pos = stack.pop()
+                if b == z[0] and pos <= z[1]:
+                    return True
+                for k in range(pos, len(blocks[b].instructions)):
+                    for site in jumps.get((b, k), ()):
+                        if site not in seen:
+                            seen.add(site)
+                            stack.append(site)
+                for t in blocks[b].successors:
+                    if (t, 0) not in seen:
+                        seen.add((t, 0))
+                        stack.append((t, 0))
+            return False
 
         apart: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
@@ -1087,7 +1115,6 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
                 if k not in apart and _meets(r, roots) and not reaches((b0, i0), where[k]) \
                         and not reaches(where[k], (b0, i0)):
                     apart[k] = blocks[where[k][0]].instructions[where[k][1]]
-        jumps = _barrier_jumps(f, blocks)
         found: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
             targets = {k for k, r in reads.items() if _meets(r, roots) and k not in found}

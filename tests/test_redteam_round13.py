@@ -25,7 +25,7 @@ Each hole is one change away from a form the checks catch (``redteam13_kernels.C
 | ``rt13_dominated_wait_clock`` | the producers' ``bar.arrive`` as ``bar.sync 1, 256`` | nondeterministic (global_exchange) |
 | ``rt13_mbarrier_handoff_clock`` | the consumer's code after the racers' in the text | nondeterministic (global_exchange) |
 | ``rt13_warp_sync_order_clock`` | the ``bar.warp.sync`` left out | nondeterministic (atomic_order) |
-| ``rt13_bulk_reduce_shared_state`` | the bump as ``red.shared.add`` | nondeterministic (launch_state) |
+| ``rt13_bulk_reduce_shared_state`` | the bump as ``red.shared.add`` | nondeterministic (atomic_order, launch_state) |
 | ``rt13_cancelled_shared_state`` | the counter's address named (``mov.u64 %rd, rt13_seen``) | nondeterministic (launch_state) |
 | ``rt13_mbarrier_word_clock`` | the word read by ``atom.shared.or.b64 ..., 0`` | nondeterministic (atomic_order) |
 | ``rt13_handmade_dsmem_push`` | the addresses by ``mapa`` | nondeterministic (cluster_lifetime) |
@@ -70,7 +70,7 @@ CAUGHT_LINE = {
     "rt13_dominated_wait_clock": "ld.global.cg.u16",
     "rt13_mbarrier_handoff_clock": "ld.global.cg.u16",
     "rt13_warp_sync_order_clock": "ld.volatile.shared.u32",
-    "rt13_bulk_reduce_shared_state": "red.shared.add",
+    "rt13_bulk_reduce_shared_state": "ld.shared.u32",  # version 15: the load after the red is an arrival order first
     "rt13_cancelled_shared_state": "ld.shared.u32",
     "rt13_mbarrier_word_clock": "atom.shared.or.b64",
     "rt13_handmade_dsmem_push": "cp.async.bulk.shared::cluster",
@@ -135,10 +135,11 @@ def test_every_kernel_assembles_for_sm_90_and_launches(name, wl, kda):
 # ------------------------------------------------------------------------------------------ why each hole passes
 
 
-def test_a_wait_that_dominates_the_arrival_gets_no_barrier_jump():
-    """The mechanism of rt13_dominated_wait_clock and of the false rejection of rt13_honest_dominated_handoff:
-    ``_barrier_jumps`` gives the producers' `bar.arrive 1, 256` no jump to the consumers' wait (guarded in the hole,
-    a register id in the control) because the wait's statement dominates it."""
+def test_a_guarded_or_register_wait_that_dominates_the_arrival_gets_its_barrier_jump():
+    """The mechanism of rt13_dominated_wait_clock and of the false rejection of rt13_honest_dominated_handoff, as
+    fixed: ``_barrier_jumps`` gave the producers' `bar.arrive 1, 256` no jump to the consumers' wait (guarded in the
+    hole, a register id in the control) because the wait's statement dominates it; only a wait of the whole CTA
+    (``_whole_cta_wait``) is left out now."""
     for parts in (rt.DOMINATED_WAIT_CLOCK, rt.HONEST_DOMINATED_HANDOFF):
         k = rt.build(parts)
         fn = k.module.function(k.entry)
@@ -149,7 +150,8 @@ def test_a_wait_that_dominates_the_arrival_gets_no_barrier_jump():
                     if ins.opcode == "bar" and "sync" in ins.modifiers and (ins.predicate is not None
                                                                             or not hasattr(ins.operands[0], "value")))
         assert rl._barrier_key(blocks[wait[0]].instructions[wait[1]])[0] == "cta"
-        assert (wait[0], wait[1] + 1) not in rl._barrier_jumps(fn, blocks).get(arrive, [])
+        assert not rl._whole_cta_wait(blocks[wait[0]].instructions[wait[1]])
+        assert (wait[0], wait[1] + 1) in rl._barrier_jumps(fn, blocks).get(arrive, [])
 
 
 def test_an_mbarrier_arrival_is_no_barrier_site():
@@ -167,12 +169,12 @@ def test_a_warp_barrier_counts_as_a_cta_sync():
     assert rl._is_cta_sync(instruction(k, "bar", "warp", "sync"))
 
 
-def test_a_bulk_reduction_is_no_read_modify_write_for_rule_5():
-    """The mechanism of rt13_bulk_reduce_shared_state: ``_rmw`` is false for `cp.reduce.async.bulk`, which
-    ``writes_memory``, so it counts as the store that initialises rt13_seen."""
+def test_a_bulk_reduction_is_a_read_modify_write_for_rule_5():
+    """The mechanism of rt13_bulk_reduce_shared_state, as fixed: ``_rmw`` was false for `cp.reduce.async.bulk`,
+    which ``writes_memory``, so it counted as the store that initialises rt13_seen; now it is a read of it."""
     k = rt.build(rt.BULK_REDUCE_SHARED_STATE)
     bump = instruction(k, "cp", "reduce")
-    assert not rl._rmw(bump)
+    assert rl._rmw(bump)
     assert provenance(k).address_roots(bump) == frozenset({"s:rt13_seen"})
 
 
@@ -207,13 +209,12 @@ def test_the_callee_store_is_analysed_as_a_store_into_y():
 # ------------------------------------------------------------------------------------------ the holes
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._barrier_jumps leaves out the jump from the producers' "
-                                       "`bar.arrive 1, 256` to the consumers' wait because the wait's statement "
-                                       "dominates the arrival's, assuming every thread runs it; a guarded wait (or one "
-                                       "with a register id or count) is run by other threads than the arrival, so "
-                                       "_global_exchanges finds no path from the store through a barrier to the read, "
-                                       "and the read is reachable from the store, so the 'apart' form does not fire")
 def test_a_readback_behind_a_dominating_named_wait_is_rejected(wl):
+    """Was (before the round-13 fixes): race_lint._barrier_jumps leaves out the jump from the producers'
+    `bar.arrive 1, 256` to the consumers' wait because the wait's statement dominates the arrival's,
+    assuming every thread runs it; a guarded wait (or one with a register id or count) is run by other
+    threads than the arrival, so _global_exchanges finds no path from the store through a barrier to the
+    read, and the read is reachable from the store, so the 'apart' form does not fire."""
     assert_verdict("rt13_dominated_wait_clock", wl)
 
 
@@ -226,19 +227,18 @@ def test_a_readback_behind_an_mbarrier_handoff_is_rejected(wl):
     assert_verdict("rt13_mbarrier_handoff_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._reads_after_reductions stops its walk from the red at any "
-                                       "_is_cta_sync instruction, bar.warp.sync included (and a bar.sync of one warp's "
-                                       "count); neither waits for the other warp's red, so the read still sees the "
-                                       "arrival order")
 def test_an_arrival_order_read_after_a_warp_barrier_is_rejected(wl):
+    """Was (before the round-13 fixes): race_lint._reads_after_reductions stops its walk from the red at any
+    _is_cta_sync instruction, bar.warp.sync included (and a bar.sync of one warp's count); neither waits for
+    the other warp's red, so the read still sees the arrival order."""
     assert_verdict("rt13_warp_sync_order_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._stale_shared_reads counts every writes_memory instruction "
-                                       "that race_lint._rmw does not name (atom, red, sured, mbarrier arrivals) as a "
-                                       "store that initialises its variable; cp.reduce.async.bulk is a read-modify-write "
-                                       "of the stale counter, counted as its initialising store")
 def test_a_shared_counter_bumped_by_a_bulk_reduction_is_rejected(wl):
+    """Was (before the round-13 fixes): race_lint._stale_shared_reads counts every writes_memory instruction
+    that race_lint._rmw does not name (atom, red, sured, mbarrier arrivals) as a store that initialises its
+    variable; cp.reduce.async.bulk is a read-modify-write of the stale counter, counted as its initialising
+    store."""
     assert_verdict("rt13_bulk_reduce_shared_state", wl)
 
 
@@ -312,18 +312,17 @@ def test_honest_pointer_differences_as_sizes_and_offsets_are_accepted(wl):
     assert_accepted(rt.build(rt.HONEST_POINTER_SIZES), wl)
 
 
-@pytest.mark.xfail(strict=True, reason="false rejection: rule 5's .shared form (race_lint._stale_shared_reads) finds "
-                                       "no path from the entry through a store into rt13_div before the consumers' "
-                                       "load, and race_lint._barrier_jumps does not hand the producers' store over "
-                                       "their bar.arrive to the consumers because the `bar.sync %id, %count` they "
-                                       "passed dominates it (the exclusion rt13_dominated_wait_clock passes through)")
 def test_an_honest_handoff_behind_a_dominating_named_wait_is_accepted(wl):
+    """Was (before the round-13 fixes): rule 5's .shared form (race_lint._stale_shared_reads) finds no path
+    from the entry through a store into rt13_div before the consumers' load, and race_lint._barrier_jumps
+    does not hand the producers' store over their bar.arrive to the consumers because the `bar.sync %id,
+    %count` they passed dominates it (the exclusion rt13_dominated_wait_clock passes through)."""
     assert_accepted(rt.build(rt.HONEST_DOMINATED_HANDOFF), wl)
 
 
-@pytest.mark.xfail(strict=True, reason="false rejection: rule 8's 'branches apart' form (race_lint._global_exchanges, "
-                                       "apart) flags the loader warp's read of the inout state because no path of one "
-                                       "thread runs it and the compute warp's write of the same state; the barrier "
-                                       "orders the read before the write (a write-after-read), nothing is exchanged")
 def test_an_honest_loader_warp_reading_the_inout_state_is_accepted(kda):
+    """Was (before the round-13 fixes): rule 8's 'branches apart' form (race_lint._global_exchanges, apart)
+    flags the loader warp's read of the inout state because no path of one thread runs it and the compute
+    warp's write of the same state; the barrier orders the read before the write (a write-after-read),
+    nothing is exchanged."""
     assert_accepted(rt.build(rt.HONEST_KDA_LOADER), kda)
