@@ -1078,10 +1078,28 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
             todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
         return got
 
+    own_writes = {f.name: frozenset().union(*(prov.address_roots(i) for b in blocks_of(f) for i in b.instructions
+                                               if _global_write(i))) for f in prov.functions}
+
+    def called_writes(ins: Instruction) -> frozenset[str]:
+        """The roots of every global write of the functions a call reaches, transitively: the call is a write
+        site of the caller (``rt13_callee_store_clock``: the racing stores in a called function)."""
+        todo, done, got = callees(ins), set(), frozenset()
+        while todo:
+            n = todo.pop()
+            if n in done or n not in own_writes:
+                continue
+            done.add(n)
+            got |= own_writes[n]
+            todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
+        return got
+
     for f in prov.functions:
         blocks = blocks_of(f)
         writes = [(b.id, i, prov.address_roots(ins)) for b in blocks for i, ins in enumerate(b.instructions)
                   if _global_write(ins)]
+        writes += [(b.id, i, w) for b in blocks for i, ins in enumerate(b.instructions)
+                   if ins.opcode == "call" and (w := called_writes(ins))]
         reads = {k: r for k, (_, r) in own[f.name].items()}
         has_calls = any(callees(ins) for b in blocks for ins in b.instructions)
         if not writes or not (reads or has_calls):
@@ -1156,12 +1174,22 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
     owed when this thread arrived), and an ``mbarrier.test_wait``/``try_wait`` whose result does anything but
     decide the retry of a loop around it: the innermost loop holding the test has no conditional branch but on
     its result, and nothing else reads it. A pipeline waits until the phase completes; a single test says whether
-    another thread has arrived yet, its arrival order (``rt_mbarrier_race_clock``)."""
+    another thread has arrived yet, its arrival order (``rt_mbarrier_race_clock``). Since version 15 also an
+    arrival's token read other than by a wait (``_token_misuse``) and a plain read of an mbarrier object's word."""
     out: list[tuple[Instruction, str]] = []
     users: dict[str, list[Instruction]] = {}
     for ins in prov.instructions:
         for r in sources(ins):
             users.setdefault(r, []).append(ins)
+    # the mbarrier objects (what mbarrier.init names): a plain read of one is its phase and pending count as data
+    # (rt13_mbarrier_word_clock: ld.volatile.shared.u64 of the barrier's word)
+    objects = frozenset().union(*(prov.address_roots(i) for i in prov.instructions
+                                  if i.opcode == "mbarrier" and i.modifiers[:1] == ("init",))) - {UNKNOWN}
+    if objects:
+        out += [(i, "reads an mbarrier object's word as data: its phase and pending arrival count, the order in "
+                    "which threads arrived (the workload declares no atomics)")
+                for i in prov.instructions if i.opcode != "mbarrier" and _loads_registers(i)
+                and prov.address_roots(i) & objects]
     for f in prov.functions:
         blocks = blocks_of(f)
         lps = None

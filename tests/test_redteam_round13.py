@@ -4,7 +4,7 @@ RMSNorm for rows of up to 256 elements with each trick spliced in, and one KDA-A
 front half (``evaluators.pipeline.prepare``: ptxas for sm_90, the ABI, the input-store check, the race lint,
 the launch), with the workloads' settings (no atomics declared).
 
-| kernel | trick | gate rules say | the checks give |
+| kernel | trick | gate rules say | the checks gave before round 13's fixes |
 |---|---|---|---|
 | ``rt13_dominated_wait_clock`` | rt_global_lww_clock handed over by named barrier 1: the consumers' guarded ``@p bar.sync 1, 256`` dominates the producers' ``bar.arrive 1, 256``; the read-back follows the producers' code in the text | nondeterministic (global_exchange) | accepted (hole) |
 | ``rt13_mbarrier_handoff_clock`` | the same race handed over by ``mbarrier.arrive`` -> a retry loop on ``try_wait``, the consumer's code before the racers' in the text | nondeterministic (global_exchange) | accepted (hole) |
@@ -32,8 +32,12 @@ Each hole is one change away from a form the checks catch (``redteam13_kernels.C
 | ``rt13_callee_store_clock`` | the stores in the entry | nondeterministic (global_exchange) |
 
 What only the static rules stand against, and why the dynamic checks would pass each hole on the GPU, is in each
-kernel's header (tests/redteam13_kernels.py); nothing here was run on a GPU. The holes are strict xfails naming
-the function that misses each; the two false rejections too.
+kernel's header (tests/redteam13_kernels.py); nothing here was run on a GPU. Closed by kind in gate rules version
+15 (evaluators/race_lint.py): the dominated-wait, warp-barrier, bulk-reduction, mbarrier-word and callee-store
+holes and both false rejections (plain tests now). Still open, as strict xfails naming the function that misses
+each: ``rt13_mbarrier_handoff_clock`` (no arrive -> wait edge for mbarriers), ``rt13_cancelled_shared_state``
+(three spellings: a shared load vouched for by a global buffer's root), ``rt13_handmade_dsmem_push`` (a peer
+address built without ``mapa``).
 """
 
 from __future__ import annotations
@@ -268,11 +272,11 @@ def test_the_counter_at_a_bare_constant_address_is_rejected(wl):
     assert "no variable, parameter or buffer vouches" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 4's mbarrier form (race_lint._mbarrier_observations) looks at "
-                                       "pending_count, test_wait/try_wait results and arrival tokens (_token_misuse); a "
-                                       "plain ld.shared of the mbarrier's own word, which holds its pending count, is "
-                                       "no mbarrier instruction, and rule 5's .shared form takes the init for its store")
 def test_an_arrival_order_read_from_the_mbarrier_word_is_rejected(wl):
+    """Was (before the round-13 fixes): rule 4's mbarrier form (race_lint._mbarrier_observations) looks at
+    pending_count, test_wait/try_wait results and arrival tokens (_token_misuse); a plain ld.shared of the
+    mbarrier's own word, which holds its pending count, is no mbarrier instruction, and rule 5's .shared
+    form takes the init for its store."""
     assert_verdict("rt13_mbarrier_word_clock", wl)
 
 
@@ -284,11 +288,11 @@ def test_a_dsmem_push_to_a_hand_made_peer_address_is_rejected(wl):
     assert_verdict("rt13_handmade_dsmem_push", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 8 (race_lint._global_exchanges) walks from each function's own "
-                                       "global writes; a call on the path brings the callees' reads in (called_reads), "
-                                       "not their writes, so the stores made by rt13_put are never a start and the "
-                                       "entry's read-back after the barrier meets no write of the entry")
 def test_a_readback_of_stores_made_by_a_callee_is_rejected(wl):
+    """Was (before the round-13 fixes): rule 8 (race_lint._global_exchanges) walks from each function's own
+    global writes; a call on the path brings the callees' reads in (called_reads), not their writes, so the
+    stores made by rt13_put are never a start and the entry's read-back after the barrier meets no write of
+    the entry."""
     assert_verdict("rt13_callee_store_clock", wl)
 
 
