@@ -92,7 +92,9 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # follows .alias, rejects calls to bodiless non-system functions, reads module variables' initialisers and lets no
 # subtracted root vouch; the race lint's reads are one list, read-modify-writes initialise nothing, DSMEM accesses
 # are any at a mapa address, reads after a red and mbarrier tokens are arrival orders, rule 8 follows calls:
-# tests/test_redteam_round12.py), which reject kernels v14 accepted.
+# tests/test_redteam_round12.py) and the thirteenth's (named-barrier edges from guarded or register-id waits, a
+# read after a red cleared only by a whole-CTA barrier, cp.reduce a read-modify-write, the mbarrier word read as
+# data, callee writes: tests/test_redteam_round13.py), which reject kernels v14 accepted.
 GATE_VERSION = 15
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
