@@ -572,7 +572,10 @@ def _reads_after_reductions(prov: Provenance, blocks_of: Callable[[Any], list]) 
                 while stack:
                     b, pos = stack.pop()
                     for c in blocks[b].instructions[pos:]:
-                        if _whole_cta_wait(c):  # a warp's or a partial barrier leaves other threads' reds open
+                        # a warp's or a partial barrier leaves other threads' reds open; a cluster barrier's wait
+                        # (every thread of every CTA of the cluster) closes them, as a whole-CTA one does
+                        if _whole_cta_wait(c) or (c.opcode == "barrier" and "cluster" in c.modifiers
+                                                  and "wait" in c.modifiers and c.predicate is None):
                             break
                         if _loads_registers(c) and c.opcode != "atom" and _meets(prov.address_roots(c), roots):
                             found[id(c)] = c

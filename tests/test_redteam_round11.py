@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.input_stores import check_input_stores
+from evaluators import race_lint as rl
+from evaluators.input_stores import check_input_stores, provenance
 from evaluators.pipeline import Rejected
 from evaluators.race_lint import race_lint
 from evaluators.types import Status
+from population.cfg import basic_blocks
 from population.kernel import Kernel
 from tests import redteam11_kernels as rt
 from tests.front_half import front_half
@@ -187,3 +189,19 @@ def test_a_read_of_a_location_before_the_thread_writes_it_is_not_an_exchange():
     rep = race_lint(rt.entry(apart, store=False), None, order_ok=False)
     assert [f.kind for f in rep.findings] == ["global_exchange"]
     assert "never meets this read" in rep.findings[0].why
+
+
+@pytest.mark.parametrize("between, flagged", [
+    ("\tbarrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n", False),
+    ("\tbar.sync 0;\n", False),
+    ("\tbar.warp.sync -1;\n", True),  # the other warps' reds are still open
+    ("\tbar.sync 1, 64;\n", True),  # a count: maybe not every thread
+    ("", True),
+])
+def test_a_read_after_a_reduction_is_cleared_only_by_a_barrier_of_every_thread(between, flagged):
+    """Rule 4's reduction form (``_reads_after_reductions``): the read of a word reds update counts the threads
+    that arrived before it unless a barrier every thread passes (the CTA's, the cluster's) lies between."""
+    body = ("\tmov.u64 %rd30, smem;\n\tst.shared.u32 [%rd30], 0;\n\tbar.sync 0;\n\tred.shared.add.u32 [%rd30], 1;\n"
+            + between + "\tld.shared.u32 %r20, [%rd30];\n\tcvt.u16.u32 %rs4, %r20;\n\tst.global.u16 [%rd11], %rs4;\n")
+    k = rt.entry(body, store=False)
+    assert bool(rl._reads_after_reductions(provenance(k), basic_blocks)) == flagged
