@@ -872,7 +872,7 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[A
     # Another statement's arrival at the same barrier hands what was stored before it to the code past a wait
     # (``_barrier_jumps``: a named-barrier hand-off, the producers' stores on another branch); iterated with the
     # states at the arrivals until they stop growing.
-    jumps = _barrier_jumps(fn, blocks)
+    jumps = _barrier_jumps(fn, blocks, prov)
     handed: dict[tuple[int, int], frozenset[str]] = {}
 
     def run(b, st: frozenset, at: dict | None = None) -> frozenset:
@@ -991,7 +991,18 @@ def _whole_cta_wait(ins: Instruction) -> bool:
     return not rest if "red" not in ins.modifiers else len(rest) <= 1  # bar.red: d, a{, b}, {!}c
 
 
-def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
+def _mbarrier_site(ins: Instruction, prov: Provenance | None) -> tuple[str, frozenset[str]] | None:
+    """("mbarrier", the object's address roots) for an arrival at an mbarrier or a wait on one (``arrive``,
+    ``arrive_drop``, ``test_wait``, ``try_wait``), None otherwise or without provenance. An arrival releases the
+    threads waiting on the same object's phase, whatever statement they wait at (PTX ISA 9.0 "mbarrier":
+    release semantics at the arrive, acquire at the completed wait)."""
+    if prov is None or ins.opcode != "mbarrier" or ins.modifiers[:1] not in (
+            ("arrive",), ("arrive_drop",), ("test_wait",), ("try_wait",)):
+        return None
+    return ("mbarrier", prov.address_roots(ins))
+
+
+def _barrier_jumps(fn, blocks, prov: Provenance | None = None) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """(block id, position) of every barrier instruction -> the positions just past the waits (``_is_cta_sync``)
     of the same barrier (``_barrier_key``; a register id meets every id) at other statements that do not dominate
     it. Threads that take different branches meet at one named barrier at different statements (warp
@@ -1002,9 +1013,11 @@ def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
     whole CTA (``_whole_cta_wait``): a thread passes it before arriving, so the two meet in one generation only
     through a loop, which the control-flow paths already follow. A guarded wait, or one whose id or thread count
     is a register or that counts fewer threads, keeps the edge (``rt13_dominated_wait_clock``: consumers behind a
-    guarded ``@p bar.sync 1, 256``; ``bar.sync %id, %count`` as CUTLASS writes it)."""
-    sites = [(b.id, i, _barrier_key(ins)) for b in blocks for i, ins in enumerate(b.instructions)
-             if _barrier_key(ins) is not None]
+    guarded ``@p bar.sync 1, 256``; ``bar.sync %id, %count`` as CUTLASS writes it). With ``prov``, mbarrier
+    arrivals hand over to the waits on the same object (``_mbarrier_site``; address roots that meet), always
+    (``rt13_mbarrier_handoff_clock``: a producer's ``mbarrier.arrive``, a consumer's ``try_wait`` loop)."""
+    sites = [(b.id, i, _barrier_key(ins) or _mbarrier_site(ins, prov)) for b in blocks
+             for i, ins in enumerate(b.instructions) if (_barrier_key(ins) or _mbarrier_site(ins, prov)) is not None]
     waits = [(b, i, k) for b, i, k in sites if _is_cta_sync(blocks[b].instructions[i])]
     if not waits or len(sites) < 2:
         return {}
@@ -1018,7 +1031,13 @@ def _barrier_jumps(fn, blocks) -> dict[tuple[int, int], list[tuple[int, int]]]:
     jumps: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for pb, pi, pk in sites:
         for wb, wi, wk in waits:
-            if (wb, wi) == (pb, pi) or pk[0] != wk[0] or (None not in (pk[1], wk[1]) and pk[1] != wk[1]):
+            if (wb, wi) == (pb, pi) or pk[0] != wk[0]:
+                continue
+            if pk[0] == "mbarrier":
+                if pk[1] and wk[1] and _meets(pk[1], wk[1]):
+                    jumps.setdefault((pb, pi), []).append((wb, wi + 1))
+                continue
+            if None not in (pk[1], wk[1]) and pk[1] != wk[1]:
                 continue
             if not before(wb, wi, pb, pi):
                 jumps.setdefault((pb, pi), []).append((wb, wi + 1))
@@ -1108,7 +1127,7 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         if not writes or not (reads or has_calls):
             continue
         where = {id(ins): (b.id, i) for b in blocks for i, ins in enumerate(b.instructions) if id(ins) in reads}
-        jumps = _barrier_jumps(f, blocks)
+        jumps = _barrier_jumps(f, blocks, prov)
 
         def reaches(a: tuple[int, int], z: tuple[int, int], blocks=blocks, jumps=jumps) -> bool:
             """Position z runs after position a: on a path of one thread, or past a wait that another

@@ -34,8 +34,9 @@ Each hole is one change away from a form the checks catch (``redteam13_kernels.C
 What only the static rules stand against, and why the dynamic checks would pass each hole on the GPU, is in each
 kernel's header (tests/redteam13_kernels.py); nothing here was run on a GPU. Closed by kind in gate rules version
 15 (evaluators/race_lint.py): the dominated-wait, warp-barrier, bulk-reduction, mbarrier-word and callee-store
-holes and both false rejections (plain tests now). Still open, as strict xfails naming the function that misses
-each: ``rt13_mbarrier_handoff_clock`` (no arrive -> wait edge for mbarriers), ``rt13_cancelled_shared_state``
+holes, the mbarrier hand-off (``_mbarrier_site``: an arrival hands over to the waits on the same object) and
+both false rejections (plain tests now). Still open, as strict xfails naming the function that misses each:
+``rt13_cancelled_shared_state``
 (three spellings: a shared load vouched for by a global buffer's root), ``rt13_handmade_dsmem_push`` (a peer
 address built without ``mapa``).
 """
@@ -222,12 +223,11 @@ def test_a_readback_behind_a_dominating_named_wait_is_rejected(wl):
     assert_verdict("rt13_dominated_wait_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._barrier_jumps matches bar/barrier statements only "
-                                       "(_barrier_key is None for mbarrier), so _global_exchanges has no edge from the "
-                                       "racers' mbarrier.arrive to the consumer's try_wait loop; the consumer's code "
-                                       "comes first in the text, so no path from the store crosses the wait and the "
-                                       "read reaches the store (not 'apart')")
 def test_a_readback_behind_an_mbarrier_handoff_is_rejected(wl):
+    """Was (before the round-13 fixes): race_lint._barrier_jumps matches bar/barrier statements only
+    (_barrier_key is None for mbarrier), so _global_exchanges has no edge from the racers' mbarrier.arrive
+    to the consumer's try_wait loop; the consumer's code comes first in the text, so no path from the store
+    crosses the wait and the read reaches the store (not 'apart')."""
     assert_verdict("rt13_mbarrier_handoff_clock", wl)
 
 
