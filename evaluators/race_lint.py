@@ -1080,41 +1080,33 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         call)."""
         return prov.called(ins) if ins.opcode == "call" else []
 
-    memo: dict[int, list[tuple[Instruction, frozenset[str]]]] = {}
+    reached: dict[int, list[str]] = {}  # id(call) -> the functions it reaches
+
+    def reaches_functions(ins: Instruction) -> list[str]:
+        """Every function a call reaches, transitively (computed once per call)."""
+        if id(ins) not in reached:
+            todo, done = callees(ins), []
+            while todo:
+                n = todo.pop()
+                if n in done or n not in bodies:
+                    continue
+                done.append(n)
+                todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
+            reached[id(ins)] = done
+        return reached[id(ins)]
 
     def called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
-        """The reads of every function a call reaches, transitively: a read-back done in a callee after the
-        caller's barrier (``rt12_callee_readback_clock``) is on the caller's path (gate rules version 15)."""
-        if id(ins) not in memo:
-            memo[id(ins)] = _called_reads(ins)
-        return memo[id(ins)]
-
-    def _called_reads(ins: Instruction) -> list[tuple[Instruction, frozenset[str]]]:
-        todo, done, got = callees(ins), set(), []
-        while todo:
-            n = todo.pop()
-            if n in done or n not in own:
-                continue
-            done.add(n)
-            got += own[n].values()
-            todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
-        return got
+        """The reads of every function a call reaches: a read-back done in a callee after the caller's barrier
+        (``rt12_callee_readback_clock``) is on the caller's path (gate rules version 15)."""
+        return [r for n in reaches_functions(ins) for r in own[n].values()]
 
     own_writes = {f.name: frozenset().union(*(prov.address_roots(i) for b in blocks_of(f) for i in b.instructions
                                                if _global_write(i))) for f in prov.functions}
 
     def called_writes(ins: Instruction) -> frozenset[str]:
-        """The roots of every global write of the functions a call reaches, transitively: the call is a write
-        site of the caller (``rt13_callee_store_clock``: the racing stores in a called function)."""
-        todo, done, got = callees(ins), set(), frozenset()
-        while todo:
-            n = todo.pop()
-            if n in done or n not in own_writes:
-                continue
-            done.add(n)
-            got |= own_writes[n]
-            todo += [c for b in blocks_of(bodies[n]) for i in b.instructions for c in callees(i)]
-        return got
+        """The roots of every global write of the functions a call reaches: the call is a write site of the
+        caller (``rt13_callee_store_clock``: the racing stores in a called function)."""
+        return frozenset().union(*(own_writes[n] for n in reaches_functions(ins)))
 
     for f in prov.functions:
         blocks = blocks_of(f)
