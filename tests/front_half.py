@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 from evaluators.pipeline import Prepared, Rejected, prepare
+from evaluators.types import Status
 from population.kernel import Kernel
 from targets.spec import get_gpu
 from workloads.base import Workload
 
 
-def front_half(kernel: Kernel, wl: Workload) -> Prepared | Rejected:
+def front_half(kernel: Kernel, wl: Workload, check_stores: bool = True) -> Prepared | Rejected:
     """``evaluators.pipeline.prepare`` for the H200 at the workload's first search shape (RMSNorm: 32768 x 512):
-    ptxas for sm_90, the ABI, the input-store check and the race lint. Returns the Prepared, or the Rejected it
-    raised."""
+    ptxas for sm_90, the ABI, the input-store check (unless ``check_stores`` is False) and the race lint.
+    Returns the Prepared, or the Rejected it raised."""
     try:
-        return prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1])
+        return prepare(kernel, wl, get_gpu("h200"), wl.search_shapes[:1], check_stores=check_stores)
     except Rejected as r:
         return r
+
+
+def assert_rejected(kernel: Kernel, wl: Workload, status: Status, step: str, *pieces: str) -> Rejected:
+    """The front half rejects ``kernel`` past the compile step with this status at this step, its reason naming
+    every one of ``pieces``."""
+    r = front_half(kernel, wl)
+    assert isinstance(r, Rejected), "accepted by the front half"
+    assert r.step != "compile", r.reason  # every red-team kernel assembles for sm_90
+    assert (r.status, r.step) == (status, step), r.reason
+    assert all(p in r.reason for p in pieces), r.reason
+    return r
+
+
+def assert_accepted(kernel: Kernel, wl: Workload) -> Prepared:
+    """The front half accepts ``kernel``."""
+    r = front_half(kernel, wl)
+    assert not isinstance(r, Rejected), (r.status, r.step, r.reason)
+    return r

@@ -31,28 +31,14 @@ from evaluators.pipeline import Rejected
 from evaluators.race_lint import race_lint
 from evaluators.types import Status
 from population.cfg import basic_blocks
-from population.kernel import Kernel
 from tests import redteam11_kernels as rt
-from tests.front_half import front_half
+from tests.front_half import assert_accepted, assert_rejected, front_half
 from workloads.rmsnorm import RMSNorm
 
 
 @pytest.fixture(scope="module")
 def wl():
     return RMSNorm("bf16")
-
-
-def assert_rejected(kernel: Kernel, wl: RMSNorm, status: Status, step: str) -> Rejected:
-    r = front_half(kernel, wl)
-    assert isinstance(r, Rejected), "accepted by the front half"
-    assert r.step != "compile", r.reason  # every kernel here assembles for sm_90
-    assert (r.status, r.step) == (status, step), r.reason
-    return r
-
-
-def assert_accepted(kernel: Kernel, wl: RMSNorm) -> None:
-    r = front_half(kernel, wl)
-    assert not isinstance(r, Rejected), (r.status, r.step, r.reason)
 
 
 def test_every_kernel_assembles_for_sm_90(wl):

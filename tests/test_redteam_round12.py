@@ -49,12 +49,11 @@ import pytest
 
 from evaluators import race_lint as rl
 from evaluators.input_stores import provenance
-from evaluators.pipeline import Prepared, Rejected
+from evaluators.pipeline import Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
-from population.kernel import Kernel
 from tests import redteam12_kernels as rt
-from tests.front_half import front_half
+from tests.front_half import assert_accepted, assert_rejected, front_half
 from workloads.rmsnorm import RMSNorm
 
 ND, IM = Status.NONDETERMINISTIC, Status.INPUT_MUTATED
@@ -92,18 +91,7 @@ def wl():
 
 
 def assert_verdict(name: str, wl: RMSNorm) -> Rejected:
-    status, step, piece = VERDICT[name]
-    r = front_half(rt.build(rt.HOLES[name]), wl)
-    assert isinstance(r, Rejected), "accepted by the front half"
-    assert (r.status, r.step) == (status, step), r.reason
-    assert piece in r.reason, r.reason
-    return r
-
-
-def assert_accepted(kernel: Kernel, wl: RMSNorm) -> Prepared:
-    r = front_half(kernel, wl)
-    assert not isinstance(r, Rejected), (r.status, r.step, r.reason)
-    return r
+    return assert_rejected(rt.build(rt.HOLES[name]), wl, *VERDICT[name])
 
 
 ALL = {**{f"{n}": p for n, p in rt.HOLES.items()}, **{f"{n} (caught form)": p for n, p in rt.CAUGHT.items()},
@@ -240,11 +228,7 @@ def test_a_global_readback_in_a_callee_after_a_barrier_is_rejected(wl):
 @pytest.mark.parametrize("name", list(rt.CAUGHT))
 def test_the_hole_one_change_away_is_rejected(name, wl):
     """Regression: each hole's nearest form that the checks catch, with the status and kind its hole should get."""
-    status, step, piece = VERDICT[name]
-    r = front_half(rt.build(rt.CAUGHT[name]), wl)
-    assert isinstance(r, Rejected), "accepted by the front half"
-    assert (r.status, r.step) == (status, step), r.reason
-    assert piece in r.reason and CAUGHT_LINE[name] in r.reason, r.reason
+    assert_rejected(rt.build(rt.CAUGHT[name]), wl, *VERDICT[name], CAUGHT_LINE[name])
 
 
 # ------------------------------------------------------------------------------------------ honest controls

@@ -47,14 +47,14 @@ import pytest
 
 from evaluators import race_lint as rl
 from evaluators.input_stores import provenance
-from evaluators.pipeline import Prepared, Rejected, prepare
+from evaluators.pipeline import Prepared, Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
 from population.ast import Instruction
 from population.cfg import basic_blocks, flat_instructions
 from population.kernel import Kernel
-from targets.spec import get_gpu
 from tests import redteam13_kernels as rt
+from tests.front_half import assert_accepted, assert_rejected, front_half
 from workloads.kda.recurrent import KDARecurrent
 from workloads.rmsnorm import RMSNorm
 
@@ -93,27 +93,8 @@ def kda():
     return KDARecurrent()
 
 
-def front_half(kernel: Kernel, workload, check_stores: bool = True):
-    """``prepare`` at the workload's first search shape: the Prepared, or the Rejected it raised."""
-    try:
-        return prepare(kernel, workload, get_gpu("h200"), workload.search_shapes[:1], check_stores=check_stores)
-    except Rejected as r:
-        return r
-
-
 def assert_verdict(name: str, wl: RMSNorm, parts: dict | None = None) -> Rejected:
-    status, step, piece = VERDICT[name]
-    r = front_half(rt.build(parts or rt.HOLES[name]), wl)
-    assert isinstance(r, Rejected), "accepted by the front half"
-    assert (r.status, r.step) == (status, step), r.reason
-    assert piece in r.reason, r.reason
-    return r
-
-
-def assert_accepted(kernel: Kernel, workload) -> Prepared:
-    r = front_half(kernel, workload)
-    assert not isinstance(r, Rejected), (r.status, r.step, r.reason)
-    return r
+    return assert_rejected(rt.build(parts or rt.HOLES[name]), wl, *VERDICT[name])
 
 
 def instruction(kernel: Kernel, opcode: str, *mods: str, fn: str | None = None) -> Instruction:
@@ -302,11 +283,7 @@ def test_a_readback_of_stores_made_by_a_callee_is_rejected(wl):
 @pytest.mark.parametrize("name", list(rt.CAUGHT))
 def test_the_hole_one_change_away_is_rejected(name, wl):
     """Regression: each hole's nearest form that the checks catch, with the status and kind its hole should get."""
-    status, step, piece = VERDICT[name]
-    r = front_half(rt.build(rt.CAUGHT[name]), wl)
-    assert isinstance(r, Rejected), "accepted by the front half"
-    assert (r.status, r.step) == (status, step), r.reason
-    assert piece in r.reason and CAUGHT_LINE[name] in r.reason, r.reason
+    assert_rejected(rt.build(rt.CAUGHT[name]), wl, *VERDICT[name], CAUGHT_LINE[name])
 
 
 # ------------------------------------------------------------------------------------------ honest controls
