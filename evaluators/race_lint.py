@@ -1121,25 +1121,25 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
         where = {id(ins): (b.id, i) for b in blocks for i, ins in enumerate(b.instructions) if id(ins) in reads}
         jumps = _barrier_jumps(f, blocks, prov)
 
-        def reaches(a: tuple[int, int], z: tuple[int, int], blocks=blocks, jumps=jumps) -> bool:
+        after: dict[tuple[int, int], dict[int, int]] = {}  # position -> block id -> first position reached
+
+        def reaches(a: tuple[int, int], z: tuple[int, int], blocks=blocks, jumps=jumps, after=after) -> bool:
             """Position z runs after position a: on a path of one thread, or past a wait that another
             statement's arrival after a releases (``_barrier_jumps``: a read ordered before a write by a named
-            barrier is a write-after-read, no exchange; ``rt13_honest_kda_loader``)."""
-            stack, seen = [(a[0], a[1] + 1)], set()
-            while stack:
-                b, pos = stack.pop()
-                if b == z[0] and pos <= z[1]:
-                    return True
-                for k in range(pos, len(blocks[b].instructions)):
-                    for site in jumps.get((b, k), ()):
-                        if site not in seen:
-                            seen.add(site)
-                            stack.append(site)
-                for t in blocks[b].successors:
-                    if (t, 0) not in seen:
-                        seen.add((t, 0))
-                        stack.append((t, 0))
-            return False
+            barrier is a write-after-read, no exchange; ``rt13_honest_kda_loader``). One walk per a."""
+            if a not in after:
+                first: dict[int, int] = {}
+                stack = [(a[0], a[1] + 1)]
+                while stack:
+                    b, pos = stack.pop()
+                    if first.get(b, len(blocks[b].instructions) + 1) <= pos:
+                        continue
+                    start, first[b] = first.get(b, len(blocks[b].instructions) + 1), pos
+                    stack += [site for k in range(pos, min(start, len(blocks[b].instructions)))
+                              for site in jumps.get((b, k), ())]
+                    stack += [(t, 0) for t in blocks[b].successors]
+                after[a] = first
+            return after[a].get(z[0], len(blocks[z[0]].instructions) + 1) <= z[1]
 
         apart: dict[int, Instruction] = {}
         for b0, i0, roots in writes:
