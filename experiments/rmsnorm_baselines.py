@@ -7,6 +7,12 @@ template variant (best geomean over the shapes), torch eager, torch.compile (and
 and the speedups of the best variant. Writes it to experiments/results/rmsnorm_baselines_<dtype>.md and $OUT.
 
 Usage (GPU machine): ``python experiments/rmsnorm_baselines.py [--dtype bf16] [--shapes benchmark] [--repeats 20]``
+
+``--long-rows [N,N,...]``: instead, per benchmark row length N (default 16384, 32768, 65536, 131072, 262144) the
+TUNED_KNOBS set and the shared-memory staging candidates (workloads.rmsnorm.LONG_ROW_CANDIDATES), each through
+the whole gate and then timed at that one benchmark shape only (the library baselines interleaved with the
+TUNED_KNOBS set); prints µs and % of the device-to-device copy per variant beside the TUNED_KNOBS set, and writes
+rmsnorm_long_rows_<dtype>.md. About 19 evaluations at the default row lengths: ~2-2.5 min on an H200.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.provenance import versions as package_versions
 from evaluators.types import EvalResult, Status, geomean
-from workloads.rmsnorm import RMSNorm
+from workloads.rmsnorm import BENCHMARK_SHAPES, LONG_ROW_CANDIDATES, RMSNorm, tuned_knobs
 
 # A handful of template knob sets spanning threads per row, registers vs re-read, and cache hints.
 VARIANTS: list[dict[str, int]] = [
@@ -114,6 +120,54 @@ def dispatch_table(wl: RMSNorm, variants: dict[str, EvalResult], copy_gbps: floa
     return "\n".join(lines)
 
 
+LONG_ROWS_DEFAULT = (16384, 32768, 65536, 131072, 262144)
+
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: Path | None = RESULTS_DIR) -> int:
+    """The ``--long-rows`` study (module docstring): one GPUPool, per N the TUNED_KNOBS set first, then each
+    candidate of LONG_ROW_CANDIDATES[N], gated and timed at the benchmark shape (M, N); the table goes to
+    ``results_dir`` and ``out`` (either may be empty). Returns 0 when every variant passed the gate, 1 otherwise."""
+    from evaluators.gpu.pool import GPUPool
+
+    shapes = {n: next(s for s in BENCHMARK_SHAPES if s[1] == n) for n in ns}
+    rows: list[tuple[int, str, EvalResult]] = []
+    with GPUPool(wl, shapes=[shapes[ns[0]]], baselines="interleaved", repeats=repeats, timeout_s=300,
+                 check_output="all", seed=2026) as pool:
+        copy = pool.copy_gbps
+        for n in ns:
+            for tag, knobs in [("tuned", tuned_knobs(n)), *(("smem", k) for k in LONG_ROW_CANDIDATES.get(n, []))]:
+                kern = wl.instantiate(knobs)
+                label = f"{tag} " + " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+                # the libraries are timed beside the tuned set only (the candidates' ratio is to that set)
+                r = pool.evaluate(kern, shapes=[shapes[n]], baselines="interleaved" if tag == "tuned" else "none")
+                rows.append((n, label, r))
+                s = r.shapes[0] if r.shapes else None
+                print(f"N={n:>6} {r.status.value:>14} " + (f"{s.time_us:8.1f} us {100 * s.gbps / copy:5.1f} % copy "
+                      if s else "") + f"smem={kern.launch.dynamic_smem_bytes} {label} {r.reason[:160]}", flush=True)
+        device = pool.info[0].get("device", "?")
+    md = [f"# RMSNorm forward, {wl.dtype} x: long rows, shared-memory staging vs TUNED_KNOBS", "",
+          f"GPU {device}; device-to-device copy {copy:.0f} GB/s. One shape per N (the benchmark M); gate first.", "",
+          "| M x N | variant | status | µs | % copy | vs tuned | baselines (% copy) |", "|---|---|---|---|---|---|---|"]
+    tuned_us: dict[int, float] = {}
+    for n, label, r in rows:
+        s = r.shapes[0] if r.shapes and r.status == Status.OK else None
+        if s and label.startswith("tuned"):
+            tuned_us[n] = s.time_us
+        base = ", ".join(f"{b} {100 * wl.gbps(s.shape, us) / copy:.0f}" for b, us in s.baseline_us.items()) if s else ""
+        md.append(f"| {shapes[n][0]} x {n} | `{label}` | {r.status.value} | " + (
+            f"{s.time_us:.1f} | {100 * s.gbps / copy:.1f} | {tuned_us.get(n, s.time_us) / s.time_us:.3f}x | {base} |"
+            if s else f"- | - | - | {r.reason[:80]} |"))
+    text = "\n".join(md) + "\n"
+    print(text)
+    for folder in filter(None, [str(results_dir or ""), out]):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"rmsnorm_long_rows_{wl.dtype}.md").write_text(text)
+    return 0 if all(r.status == Status.OK for _, _, r in rows) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
@@ -122,7 +176,11 @@ def main() -> int:
     ap.add_argument("--variants", type=int, default=len(VARIANTS), help="how many of VARIANTS to try")
     ap.add_argument("--only", default="", help="comma-separated indices into VARIANTS to try instead")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="extra folder for the table and JSON")
+    ap.add_argument("--long-rows", nargs="?", const=",".join(map(str, LONG_ROWS_DEFAULT)), default="",
+                    help="comma-separated row lengths: TUNED_KNOBS vs LONG_ROW_CANDIDATES at those benchmark shapes")
     args = ap.parse_args()
+    if args.long_rows:
+        return long_rows(RMSNorm(args.dtype), [int(n) for n in args.long_rows.split(",")], args.repeats, args.out)
 
     from evaluators.gpu.pool import GPUPool
 

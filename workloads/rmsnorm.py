@@ -32,7 +32,15 @@ TOLERANCES = {"bf16": (3e-2, 1e-3), "fp16": (1e-2, 1e-3), "fp32": (1e-4, 1e-3)}
 # Knob -> preprocessor macro of rmsnorm_template.cu (see that file for what each does).
 KNOB_MACROS = {"threads": "THREADS", "rows_per_cta": "ROWS_PER_CTA", "vec": "VEC", "keep_in_regs": "KEEP_IN_REGS",
                "max_chunks": "MAX_CHUNKS", "cache_hint": "CACHE_HINT", "row_iters": "ROW_ITERS",
-               "w_regs": "W_REGS", "cluster": "CLUSTER", "min_blocks": "MIN_BLOCKS"}
+               "w_regs": "W_REGS", "cluster": "CLUSTER", "min_blocks": "MIN_BLOCKS", "smem_stages": "SMEM_STAGES",
+               "cluster_push": "CLUSTER_PUSH"}
+
+# Shared memory per CTA on sm_90: 227 KiB usable by one CTA (CUDA C Programming Guide, compute capability 9.0
+# table, "maximum amount of shared memory per thread block"), less a margin for the template's static arrays
+# (at most 2 x 32 x 32 floats of warp partials and the cluster slots, about 8.5 KiB).
+MAX_DYNAMIC_SMEM = 227 * 1024 - 9 * 1024
+# One shared-memory staging slot: a 16-byte cp.async copy (cp.async.cg copies 16 bytes only).
+STAGE_SLOT_BYTES = 16
 
 # Recommended template knob sets for bf16 x / fp32 w, by the largest N each serves (rows of up to that many
 # elements): the fastest of experiments/rmsnorm_baselines.py's variants at each benchmark shape, measured on an
@@ -55,12 +63,46 @@ TUNED_KNOBS: dict[int, dict[str, int]] = {
 }
 
 
+# Candidate sets of the shared-memory staging path (smem_stages, cluster_push) for long rows, bf16 x, by the row
+# length each is made for (capacity max_chunks * 8 * threads * cluster = N, or N/2 for a 2-CTA cluster at 32768):
+# not measured yet (experiments/rmsnorm_baselines.py --long-rows times them beside TUNED_KNOBS). Modelled on
+# QuACK 0.6.x's long-row configuration (256 threads, one row per CTA, cluster 4 at 64K and 8 at 128K, x staged
+# in shared memory by cp.async, the cluster sum pushed through st.async + mbarrier); each shape also gets the
+# single changes (push alone, staging alone) that say which part pays, and a double-buffered row loop.
+# Dynamic shared memory smem_stages * max_chunks * threads * 16 bytes: 32 KiB (6 CTAs per SM by shared memory),
+# 64 KiB (3 per SM).
+LONG_ROW_CANDIDATES: dict[int, list[dict[str, int]]] = {
+    16384: [{"threads": 256, "max_chunks": 8, "smem_stages": 1},
+            {"threads": 256, "max_chunks": 8, "smem_stages": 2, "row_iters": 4}],
+    32768: [{"threads": 256, "max_chunks": 16, "smem_stages": 1},
+            {"threads": 256, "cluster": 2, "max_chunks": 8, "smem_stages": 1, "cluster_push": 1}],
+    65536: [{"threads": 256, "cluster": 4, "max_chunks": 8, "smem_stages": 1, "cluster_push": 1},
+            {"threads": 256, "cluster": 4, "max_chunks": 8, "smem_stages": 2, "row_iters": 4, "cluster_push": 1},
+            {"threads": 256, "cluster": 4, "max_chunks": 8, "cluster_push": 1},
+            {"threads": 256, "cluster": 4, "max_chunks": 8, "smem_stages": 1}],
+    131072: [{"threads": 256, "cluster": 8, "max_chunks": 8, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 256, "cluster": 8, "max_chunks": 8, "smem_stages": 2, "row_iters": 4, "cluster_push": 1},
+             {"threads": 512, "cluster": 4, "max_chunks": 8, "smem_stages": 1, "cluster_push": 1}],
+    262144: [{"threads": 512, "cluster": 8, "max_chunks": 8, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 256, "cluster": 8, "max_chunks": 16, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 1024, "cluster": 8, "max_chunks": 4, "smem_stages": 1, "cluster_push": 1}],
+}
+
+
 def tuned_knobs(n: int) -> dict[str, int]:
     """The TUNED_KNOBS entry for row length ``n`` (elements): the set of the smallest bound >= n, or the
     largest set (cluster 8; rows beyond it use the re-read path) past 262144. ValueError for n < 1."""
     if n < 1:
         raise ValueError(f"row length must be >= 1, got {n}")
     return dict(next((v for b, v in sorted(TUNED_KNOBS.items()) if n <= b), TUNED_KNOBS[max(TUNED_KNOBS)]))
+
+
+def stage_bytes(knobs: Mapping[str, int]) -> int:
+    """Dynamic shared memory (bytes per CTA) of the template's staging buffer: smem_stages * max_chunks *
+    threads * 16 (one 16-byte slot per chunk, thread and stage: rmsnorm_template.cu ``stage_buf``); 0 when
+    smem_stages is 0 or absent (max_chunks 8 and threads 256 when absent, the defaults)."""
+    return (int(knobs.get("smem_stages", 0)) * int(knobs.get("max_chunks", 8)) * int(knobs.get("threads", 256))
+            * STAGE_SLOT_BYTES)
 
 
 BENCHMARK_SHAPES: list[Shape] = [(32768, n) for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
@@ -126,9 +168,13 @@ class RMSNorm(Workload):
     per thread held in registers), cache_hint (0 plain, 1 ld.global.nc + st.global.cs, 2 ld.global.cs on the
     last read + st.global.cs), row_iters (row loop: rows_per_cta * row_iters rows per CTA), w_regs (0/1: w held
     in registers across the row loop), cluster (1/2/4/8 CTAs per row, distributed shared memory for the sum),
-    min_blocks (0, or the second ``__launch_bounds__`` argument). TUNED_KNOBS: recommended sets per N range.
+    min_blocks (0, or the second ``__launch_bounds__`` argument), smem_stages (0: the row slice in registers;
+    1/2: staged in dynamic shared memory by 16-byte cp.async copies, 2 double-buffered over the row loop),
+    cluster_push (0: cluster barrier + remote loads; 1: st.async pushes completing an mbarrier, cluster > 1 only).
+    TUNED_KNOBS: recommended sets per N range.
     Launch rule: block = launch.block, grid = cluster * ceil(M / (rows_per_cta * row_iters)) CTAs (knobs 1 if
-    absent), so the grid is a multiple of the compile-time cluster size.
+    absent), so the grid is a multiple of the compile-time cluster size; dynamic shared memory
+    smem_stages * max_chunks * threads * 16 bytes (``stage_bytes``).
     """
 
     name = "rmsnorm"
@@ -159,10 +205,11 @@ class RMSNorm(Workload):
         self.knob_space = {"threads": (64, 128, 256, 512, 1024), "rows_per_cta": (1, 2, 4, 8, 16, 32),
                            "vec": tuple(v for v in (1, 2, 4, 8) if v <= widest), "keep_in_regs": (0, 1),
                            "max_chunks": (1, 2, 4, 8, 16), "cache_hint": (0, 1, 2), "row_iters": (1, 2, 4, 8),
-                           "w_regs": (0, 1), "cluster": (1, 2, 4, 8), "min_blocks": (0, 1, 2, 4)}
+                           "w_regs": (0, 1), "cluster": (1, 2, 4, 8), "min_blocks": (0, 1, 2, 4),
+                           "smem_stages": (0, 1, 2), "cluster_push": (0, 1)}
         self.default_knobs = {"threads": 256, "rows_per_cta": 1, "vec": widest, "keep_in_regs": 1,
                               "max_chunks": 8, "cache_hint": 0, "row_iters": 1, "w_regs": 0, "cluster": 1,
-                              "min_blocks": 0}
+                              "min_blocks": 0, "smem_stages": 0, "cluster_push": 0}
 
     def options(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "eps": self.eps}
@@ -180,7 +227,7 @@ class RMSNorm(Workload):
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:
-        """All ten knobs (defaults filled in) after validation. ValueError naming the knob and the rule broken."""
+        """All twelve knobs (defaults filled in) after validation. ValueError naming the knob and the rule broken."""
         unknown = set(knobs) - set(self.default_knobs)
         if unknown:
             raise ValueError(f"unknown rmsnorm knob(s) {sorted(unknown)}; known: {sorted(self.default_knobs)}")
@@ -209,10 +256,25 @@ class RMSNorm(Workload):
         if not 0 <= k["min_blocks"] <= 32 or k["min_blocks"] * t > 2048:
             raise ValueError(f"knob min_blocks={k['min_blocks']}: must be in [0, 32] with min_blocks * threads "
                              f"<= 2048, got {k['min_blocks']} * {t}")
+        st = k["smem_stages"]
+        if st not in (0, 1, 2):
+            raise ValueError(f"knob smem_stages={st}: must be 0, 1 or 2")
+        if st and v * self.elt != STAGE_SLOT_BYTES:
+            raise ValueError(f"knob smem_stages={st}: needs 16-byte accesses (cp.async.cg copies 16 bytes), "
+                             f"got vec * {self.elt} = {v * self.elt} bytes")
+        if st and not k["keep_in_regs"]:
+            raise ValueError(f"knob smem_stages={st}: needs keep_in_regs=1 (the staged slice replaces the "
+                             "register-held one; keep_in_regs=0 is the re-read path)")
+        if stage_bytes(k) > MAX_DYNAMIC_SMEM:
+            raise ValueError(f"knob smem_stages={st}: smem_stages * max_chunks * threads * 16 = {st} * "
+                             f"{k['max_chunks']} * {t} * 16 = {stage_bytes(k)} bytes of dynamic shared memory "
+                             f"exceeds {MAX_DYNAMIC_SMEM} (227 KiB per CTA less the static arrays)")
+        if k["cluster_push"] not in (0, 1):
+            raise ValueError(f"knob cluster_push={k['cluster_push']}: must be 0 or 1")
         return k
 
     def recommended_knobs(self, n: int | None = None) -> list[dict[str, int]]:
-        """Hand-tuned knob sets (``TUNED_KNOBS``, measured for bf16 on an H200), all ten knobs filled in: the one
+        """Hand-tuned knob sets (``TUNED_KNOBS``, measured for bf16 on an H200), all knobs filled in: the one
         for row length ``n`` (``tuned_knobs``), or every distinct set when ``n`` is None. Large-step operators
         jump to these (evolve.operators.jump)."""
         sets = [tuned_knobs(n)] if n is not None else list(TUNED_KNOBS.values())
@@ -252,10 +314,12 @@ class RMSNorm(Workload):
         return [naive, self.instantiate(self.default_knobs)]
 
     def instantiate(self, knobs: Mapping[str, int]) -> Kernel:
-        """The template at ``knobs`` as a Kernel whose LaunchConfig carries all ten knobs and
-        block = (threads, 1, 1). ValueError on invalid knobs; SeedBuildError if nvcc fails."""
+        """The template at ``knobs`` as a Kernel whose LaunchConfig carries all twelve knobs,
+        block = (threads, 1, 1) and dynamic_smem_bytes = ``stage_bytes(knobs)`` (0 unless smem_stages > 0).
+        ValueError on invalid knobs; SeedBuildError if nvcc fails."""
         k = self.check_knobs(knobs)
-        return self._kernel(self.template_ptx(k), LaunchConfig(block=(k["threads"], 1, 1), knobs=tuple(k.items())))
+        return self._kernel(self.template_ptx(k), LaunchConfig(block=(k["threads"], 1, 1), knobs=tuple(k.items()),
+                                                               dynamic_smem_bytes=stage_bytes(k)))
 
     # ------------------------------------------------------------------------------------- launch and roofline
     @staticmethod
@@ -266,7 +330,8 @@ class RMSNorm(Workload):
 
     def launch_dims(self, shape: Shape, launch: LaunchConfig) -> tuple[Dim3, Dim3, int]:
         """grid = (cluster * ceil(M / (rows_per_cta * row_iters)), 1, 1) (each knob 1 when absent; a multiple of
-        the compile-time cluster size), block = launch.block, dynamic smem = launch's.
+        the compile-time cluster size), block = launch.block, dynamic smem = the larger of launch's and the staging
+        buffer its knobs need (``stage_bytes``: an edit that lowers the size cannot starve the kernel).
         ValueError for a knob below 1, a grid over 2^31 - 1 CTAs or a block over 1024 threads (CUDA limits)."""
         m, _ = self._check_shape(shape)
         rpc, iters, cluster = (launch.knob("rows_per_cta", 1), launch.knob("row_iters", 1),
@@ -279,7 +344,7 @@ class RMSNorm(Workload):
             raise ValueError(f"grid of {grid} CTAs exceeds 2^31-1 for shape {shape}")
         if launch.threads > 1024:
             raise ValueError(f"block {launch.block} has {launch.threads} threads; the limit is 1024")
-        return (grid, 1, 1), launch.block, launch.dynamic_smem_bytes
+        return (grid, 1, 1), launch.block, max(launch.dynamic_smem_bytes, stage_bytes(dict(launch.knobs)))
 
     def elements_per_cta_sweep(self, shape: Shape, launch: LaunchConfig) -> int:
         """rows_per_cta * ceil(N / cluster): the elements of x one CTA reads in one pass (a cluster splits a row)."""
