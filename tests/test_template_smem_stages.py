@@ -175,6 +175,24 @@ def test_push_and_staging_also_pass_with_row_groups_and_other_dtypes():
         assert_accepted(kern, wl)
 
 
+@pytest.mark.parametrize("row_iters", [2, 4])
+def test_push_on_the_register_path_with_a_row_loop_passes_the_front_half(row_iters):
+    """The sets a search on the H200 reached (2026-12-03, seed 8: cluster_push with the row in registers and a row
+    loop) were rejected by rule 4's mbarrier form while the wait was a C++ loop around one test: nvcc placed the
+    barrier's address arithmetic inside that loop. The retry loop is now the asm's own: two instructions."""
+    from tests.front_half import assert_accepted
+
+    wl = RMSNorm("bf16")
+    kern = wl.instantiate({"cache_hint": 1, "cluster": 2, "cluster_push": 1, "keep_in_regs": 1, "max_chunks": 2,
+                           "min_blocks": 2, "row_iters": row_iters, "rows_per_cta": 2, "threads": 512, "vec": 4,
+                           "w_regs": 1})
+    waits = re.findall(r"(WAIT_\d+):\s*mbarrier\.try_wait\.parity\.shared::cta\.b64 (pw\d+), \[%r\d+\], %r\d+;"
+                       r"\s*@!(pw\d+) bra (WAIT_\d+);", kern.ptx)
+    assert waits and all(a == d and p == q for a, p, q, d in waits), waits
+    assert kern.ptx.count("mbarrier.try_wait") == len(waits)
+    assert_accepted(kern, wl)
+
+
 # ------------------------------------------------------------------------------------------ CPU models
 
 
