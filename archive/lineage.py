@@ -256,12 +256,19 @@ def own_edits(kernel: Any, workload: Any) -> dict[str, Any] | None:
     """What a template-instance kernel changed relative to ``workload.instantiate(its knobs)``: directives
     (name -> values, None when removed), dynamic shared memory (bytes, when changed), and body hunks. None when
     the kernel is not a template instance (it lacks a knob of ``workload.knob_space``)."""
-    from evolve.operators.template import directive_map, is_template_instance, knob_space_of
+    from evolve.operators.template import (
+        current_knobs,
+        directive_map,
+        is_template_instance,
+        knob_space_of,
+        late_knobs_of,
+    )
 
     space = knob_space_of(workload)
-    if not is_template_instance(kernel, space):
+    late = late_knobs_of(workload)
+    if not is_template_instance(kernel, space, late):
         return None
-    base = workload.instantiate({k: v for k, v in kernel.launch.knobs if k in space})
+    base = workload.instantiate(current_knobs(kernel, space, late))
     have, want = directive_map(base), directive_map(kernel)
     return {"directives": {n: want.get(n) for n in sorted(set(have) | set(want)) if have.get(n) != want.get(n)},
             "smem": (kernel.launch.dynamic_smem_bytes

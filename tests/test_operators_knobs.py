@@ -30,7 +30,7 @@ def seeds(workload):
 
 def test_template_moves_one_knob_one_step(seeds, workload):
     template = seeds[1]
-    cur = dict(template.launch.knobs)
+    cur = workload.check_knobs(dict(template.launch.knobs))  # late knobs left out at their defaults
     op = TemplateOperator(workload=workload)
     for seed in range(30):
         script = op.propose(template, OperatorContext(workload), np.random.default_rng(seed))
@@ -52,7 +52,8 @@ def test_template_from_naive_samples_and_applies(seeds, workload):
     knobs = dict(script.edits[0].knobs)
     assert set(knobs) == set(workload.knob_space)
     child = apply_script(naive, script, operator="template", instantiate=workload.instantiate)
-    assert dict(child.launch.knobs) == workload.check_knobs(knobs)
+    full = workload.check_knobs(knobs)
+    assert dict(child.launch.knobs) == {k: v for k, v in full.items() if workload.late_knobs.get(k) != v}
     assert child.parents == (naive.identity,)
 
 
@@ -76,21 +77,23 @@ def test_step_knobs_stays_on_ladder():
 
 def test_crossover_mixes_template_knobs(seeds, workload):
     a = seeds[1]
+    ka = workload.check_knobs(dict(a.launch.knobs))
     kb = {**dict(a.launch.knobs), "threads": 512, "vec": 4, "cache_hint": 1}
     b = Kernel(module=a.module, entry=a.entry, launch=LaunchConfig(block=(512, 1, 1), knobs=tuple(kb.items())))
     mixes = set()
     for seed in range(40):
-        script = crossover(a, b, np.random.default_rng(seed), knob_space=workload.knob_space)
+        script = crossover(a, b, np.random.default_rng(seed), knob_space=workload.knob_space,
+                           late_knobs=workload.late_knobs)
         (edit,) = script.edits
         assert isinstance(edit, SetKnobs)
         new = dict(edit.knobs)
-        assert new != dict(a.launch.knobs)
+        assert set(new) == set(workload.knob_space) and new != ka
         for k, v in new.items():
-            assert v in (dict(a.launch.knobs)[k], kb[k])
+            assert v in (ka[k], kb.get(k, ka[k]))
         mixes.add(tuple(sorted(new.items())))
     assert len(mixes) >= 4
     with pytest.raises(NoProposal):
-        crossover(a, a, np.random.default_rng(0), knob_space=workload.knob_space)
+        crossover(a, a, np.random.default_rng(0), knob_space=workload.knob_space, late_knobs=workload.late_knobs)
 
 
 def test_crossover_launch_and_directives(seeds, workload):

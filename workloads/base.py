@@ -113,7 +113,10 @@ class Workload(ABC):
     """Base of all workloads. Subclasses set the attributes below and implement the methods that raise here.
 
     Attributes: name, entry (the ``.entry`` every seed exports), dtype, abi (tuple[ParamSpec, ...]),
-    knob_space (knob -> allowed values), default_knobs, search_shapes / benchmark_shapes / gate_shapes /
+    knob_space (knob -> allowed values), default_knobs, late_knobs (knobs a template gained after kernels of it
+    were recorded, with the value an instance without them has: ``instantiate`` leaves them out of the launch
+    config at that value, so a recorded kernel's identity, PTX and launch, stays what it was; empty: none),
+    search_shapes / benchmark_shapes / gate_shapes /
     heldout_shapes (lists of shapes), distributions (input generators by name; the gate runs every one),
     primary_baseline (the baseline the objective's speedup is taken against), baseline_names (the library
     baselines ``baselines`` can build; the GPU evaluator times these unless told otherwise), libraries (the
@@ -145,6 +148,7 @@ class Workload(ABC):
     abi: tuple[ParamSpec, ...]
     knob_space: dict[str, tuple[int, ...]]
     default_knobs: dict[str, int]
+    late_knobs: dict[str, int] = {}
     search_shapes: list[Shape]
     benchmark_shapes: list[Shape]
     gate_shapes: list[Shape]

@@ -204,13 +204,20 @@ def line_hunks(parent_a: Kernel, parent_b: Kernel) -> list[tuple[Replace | Inser
 
 
 def crossover(parent_a: Kernel, parent_b: Kernel, rng: np.random.Generator, *,
-              knob_space: dict[str, tuple[int, ...]] | None = None) -> EditScript:
+              knob_space: dict[str, tuple[int, ...]] | None = None,
+              late_knobs: dict[str, int] | None = None) -> EditScript:
     """An edit script that turns ``parent_a`` into a child carrying genes of ``parent_b`` (module docstring).
 
     knob_space: the workload's template knob space; when both parents carry all its knobs the knobs cross
-    (a KNOBS edit, applied with ``instantiate=workload.instantiate``). Raises NoProposal when no gene differs.
+    (a KNOBS edit, applied with ``instantiate=workload.instantiate``); a knob of ``late_knobs`` a parent leaves
+    out counts at its late default (``workloads.base.Workload.late_knobs``). Raises NoProposal when no gene
+    differs.
     """
+    late = late_knobs or {}
     ka, kb = dict(parent_a.launch.knobs), dict(parent_b.launch.knobs)
+    if knob_space:
+        ka = {**{n: v for n, v in late.items() if n in knob_space}, **ka}
+        kb = {**{n: v for n, v in late.items() if n in knob_space}, **kb}
     if knob_space:
         names = sorted(knob_space)
         if all(n in ka for n in names) and all(n in kb for n in names):
@@ -281,4 +288,5 @@ class CrossoverOperator:
         other = ctx.inspirations[0][0]
         workload = ctx.workload if ctx.workload is not None else self.workload
         space = dict(getattr(workload, "knob_space", None) or {}) or None
-        return crossover(parent, other, rng, knob_space=space)
+        late = {k: int(v) for k, v in (getattr(workload, "late_knobs", None) or {}).items()}
+        return crossover(parent, other, rng, knob_space=space, late_knobs=late)

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.template import is_template_instance, knob_space_of, knobs_valid, sample_knobs
+from evolve.operators.template import (
+    current_knobs,
+    is_template_instance,
+    knob_space_of,
+    knobs_valid,
+    late_knobs_of,
+    sample_knobs,
+)
 from population.edits import EditScript, SetKnobs
 from population.kernel import Kernel
 
@@ -66,9 +73,10 @@ class TemplateJumpOperator:
         other than the parent's was found in ``tries`` draws."""
         workload = ctx.workload if ctx.workload is not None else self.workload
         space = knob_space_of(workload)
-        cur = {k: v for k, v in parent.launch.knobs if k in space}
+        late = late_knobs_of(workload)
+        cur = current_knobs(parent, space, late)
         recommended = [k for k in recommended_sets(workload, ctx.task) if k != cur]
-        donors = [dict(k.launch.knobs) for k, _ in ctx.inspirations if is_template_instance(k, space)]
+        donors = [current_knobs(k, space, late) for k, _ in ctx.inspirations if is_template_instance(k, space, late)]
         for _ in range(self.tries):
             u = rng.random()
             if recommended and u < self.recommended_rate:

@@ -34,7 +34,13 @@ from typing import Any
 import numpy as np
 
 from evolve.operators.base import NoProposal, OperatorContext
-from evolve.operators.template import is_template_instance, knob_space_of, knobs_valid
+from evolve.operators.template import (
+    current_knobs,
+    is_template_instance,
+    knob_space_of,
+    knobs_valid,
+    late_knobs_of,
+)
 from population.edits import EditScript, SetKnobs
 from population.kernel import Kernel
 
@@ -161,7 +167,8 @@ class KnobESOperator:
         slot = str(getattr(ctx.task, "index", "all"))
         memo = self._memo.setdefault(slot, {})
         if slot not in self._es:
-            start = dict(parent.launch.knobs) if is_template_instance(parent, space) else dict(
+            late = late_knobs_of(workload)
+            start = current_knobs(parent, space, late) if is_template_instance(parent, space, late) else dict(
                 getattr(workload, "default_knobs", {}))
             self._es[slot] = self._new_es(encode(start, space), space, int(rng.integers(1, 2**31 - 1)))
         for _ in range(self.tries):
@@ -200,10 +207,12 @@ class KnobESOperator:
     def reflect(self, kernel: Kernel, result: Any, ctx: OperatorContext) -> str | None:
         """Record the child's value (``-objective``, or ``penalty`` when it failed) for its knob set; returns no
         lesson line."""
-        space = knob_space_of(ctx.workload if ctx.workload is not None else self.workload)
-        knobs = dict(kernel.launch.knobs)
-        if not all(k in knobs for k in space):
+        workload = ctx.workload if ctx.workload is not None else self.workload
+        space = knob_space_of(workload)
+        late = late_knobs_of(workload)
+        if not is_template_instance(kernel, space, late):
             return None
+        knobs = current_knobs(kernel, space, late)
         key: Key = tuple(sorted((k, int(knobs[k])) for k in space))
         ok = getattr(result, "objective", None) is not None and str(getattr(result, "status", "")) == "ok"
         value = -float(result.objective) if ok else self.penalty

@@ -39,10 +39,25 @@ def knob_space_of(workload: object) -> dict[str, tuple[int, ...]]:
     return {k: tuple(int(v) for v in vals) for k, vals in space.items()}
 
 
-def is_template_instance(parent: Kernel, space: Mapping[str, tuple[int, ...]]) -> bool:
-    """Whether the parent's launch knobs name a point of the knob space (every knob present, values in range)."""
-    cur = dict(parent.launch.knobs)
-    return all(k in cur and cur[k] in vals for k, vals in space.items())
+def late_knobs_of(workload: object) -> dict[str, int]:
+    """``workload.late_knobs`` (knob -> the value a launch config without it means; ``workloads.base.Workload``)
+    as a dict; empty when the workload declares none."""
+    return {k: int(v) for k, v in (getattr(workload, "late_knobs", None) or {}).items()}
+
+
+def is_template_instance(parent: Kernel, space: Mapping[str, tuple[int, ...]],
+                         late: Mapping[str, int] | None = None) -> bool:
+    """Whether the parent's launch knobs name a point of the knob space: every knob present with a value in
+    range, except a knob of ``late`` (``late_knobs_of``), which may be absent (it then has its late default)."""
+    cur, late = dict(parent.launch.knobs), late or {}
+    return all(cur[k] in vals if k in cur else k in late for k, vals in space.items())
+
+
+def current_knobs(parent: Kernel, space: Mapping[str, tuple[int, ...]],
+                  late: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The parent's value of every knob of ``space`` it carries, a ``late`` knob it leaves out at its default."""
+    cur, late = dict(parent.launch.knobs), late or {}
+    return {k: cur[k] if k in cur else late[k] for k in space if k in cur or k in late}
 
 
 def step_knobs(current: Mapping[str, int], space: Mapping[str, tuple[int, ...]], rng: np.random.Generator,
@@ -126,8 +141,9 @@ class TemplateOperator:
         NoProposal when the workload has no knobs or no valid neighbour was found in ``tries`` draws."""
         workload = ctx.workload if ctx.workload is not None else self.workload
         space = knob_space_of(workload)
-        cur = {k: v for k, v in parent.launch.knobs if k in space}
-        template = is_template_instance(parent, space)
+        late = late_knobs_of(workload)
+        cur = current_knobs(parent, space, late)
+        template = is_template_instance(parent, space, late)
         seen: set[tuple[tuple[str, int], ...]] = set()
         for _ in range(self.tries):
             knobs = step_knobs(cur, space, rng, self.changes) if template else sample_knobs(space, rng)
@@ -144,7 +160,7 @@ class TemplateOperator:
                template: bool) -> list[SetDirective | SetLaunch]:
         if not (self.keep_edits and template):
             return []
-        key = tuple(sorted((k, v) for k, v in parent.launch.knobs if k in space))
+        key = tuple(sorted(current_knobs(parent, space, late_knobs_of(workload)).items()))
         cache = self.__dict__.setdefault("_bases", {})
         base = cache.get(key)
         if base is None:
