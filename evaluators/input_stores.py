@@ -40,7 +40,9 @@ Provenance (a flow-insensitive fixed point over every definition of each registe
 - calls: the functions the entry calls, directly or not, are analysed too, a callee's parameters carrying the
   roots of what its call sites pass (``provenance``); a call of an ``.alias`` prototype runs its aliasee (PTX
   ISA "Kernel and Function Directives: .alias"; round 12, ``rt12_alias_store``), an indirect call may run any
-  function with a body. A call of a function without a body other than the CUDA system calls ptxas resolves
+  function with a body; a callee may write the variables of any analysed function (a caller's ``.local``
+  out-parameter reached through its pointer parameter: round 12, ``rt12_honest_out_param``). A call of a function
+  without a body other than the CUDA system calls ptxas resolves
   (``SYSTEM_CALLS``: ``vprintf``, ``malloc``, ``free``, ``__assertfail``) is rejected, naming the call, and so
   is an indirect call in a module that declares one: what it writes cannot be seen. ``Provenance.called``
   names the functions a call runs (through ``.alias``) for other checks.
@@ -567,6 +569,10 @@ def input_stores(kernel: Kernel, buffer_kinds: Sequence[str], names: Sequence[st
     prov = provenance(kernel)
     entry = prov._an
     allowed = {f"p{i}" for i, k in enumerate(buffer_kinds) if k in ("output", "inout")}
+    # a callee may write a caller's variables through a pointer parameter (an out-parameter in the caller's .local
+    # depot, a shared buffer): the variables of every analysed function are the kernel's own (round 12,
+    # rt12_honest_out_param)
+    allowed |= {"s:" + v for an in {id(a): a for a in (entry, *prov._owner.values())}.values() for v in an.module_vars}
     hits: list[tuple[Instruction, str, int, str]] = []
     for ins in prov.instructions:
         if ins.opcode == "call":
@@ -701,6 +707,30 @@ class Provenance:
             return frozenset({"s:" + addr.base.name}) if addr.base.name in an.module_vars else frozenset(
                 {UNKNOWN})
         return _public_roots(an.val.get(addr.base.name, _CLEAN))
+
+    def address_value(self, ins: Instruction, addr: Address | HandleAddress | None = None
+                      ) -> tuple[frozenset[str], frozenset[str]]:
+        """(pointer roots with their sign, bit roots) of the memory address ``ins`` names (``addr``, one of its
+        operands; default the first address), apart: what ``address_roots`` merges. A symbol's own root is a
+        pointer root; ``UNKNOWN`` for a handle or a symbol that is no variable; empty for no address or a
+        constant one. Lets a check tell a pointer added (a voucher) from one subtracted or combined with its own
+        bits (``y + mad(y, -1, K)``: P {y}, W {y})."""
+        an = self._owner.get(id(ins), self._an)
+        addr = addr if addr is not None else _address(ins)
+        if isinstance(addr, HandleAddress):
+            return frozenset({UNKNOWN}), _EMPTY
+        if addr is None or isinstance(addr.base, Immediate):
+            return _EMPTY, _EMPTY
+        if isinstance(addr.base, Symbol):
+            name = addr.base.name
+            return frozenset({"s:" + name} if name in an.module_vars else {UNKNOWN}), _EMPTY
+        P, W, _ = an.val.get(addr.base.name, _CLEAN)
+        return P, W
+
+    def register_roots(self, ins: Instruction, name: str) -> frozenset[str]:
+        """Pointer roots (sign dropped) and bit roots of register ``name`` in the function that holds ``ins``."""
+        P, W, _ = self._owner.get(id(ins), self._an).val.get(name, _CLEAN)
+        return _pos(P) | W
 
     def source_roots(self, ins: Instruction) -> frozenset[str]:
         """Roots of the memory a copy reads (``cp``'s second address operand: ``cp.async...shared.global [dst],

@@ -80,10 +80,15 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    for a load under the same guard later in its block, gate rules version 11: ``rt_guarded_init_state``
    initialised its counter under a guard that never holds), unless the thread stores into that
    variable at an offset the lint cannot compute (a local array filled in a loop and read unrolled); a load at
-   an offset the lint cannot compute needs a store somewhere in the function to the same variable (a local
-   array filled in one loop and read in another); a local load whose address no ``.local`` variable vouches
-   for is rejected. Cannot see: a read of a variable the thread also stores into at an offset the lint cannot
-   compute (the store may land elsewhere in it).
+   an offset the lint cannot compute needs a store somewhere in the thread's functions to the same variable (a
+   local array filled in one loop and read in another); a local load whose address no ``.local`` variable
+   vouches for is rejected. Since gate rules version 16 across calls: a called function is summarised by the
+   bytes it stores on every path to its return and the bytes it reads before storing them, through its pointer
+   parameters (``ld.param`` of one as an address base) and the module's ``.local`` variables, and a call
+   stores and reads those bytes of what its arguments point to in the caller (``rt12_callee_local_state``: a
+   counter read by a helper through ``&local``; ``rt12_honest_out_param``: an out-parameter a helper fills).
+   Cannot see: a read of a variable the thread also stores into at an offset the lint cannot compute (the store
+   may land elsewhere in it), nor a read at such an offset of a variable the thread stores into anywhere.
    Its ``.shared`` form rejects a load (``ld``/``ldu``/``ldmatrix``, an ``atom`` result; ``.shared`` or generic
    through a ``.shared`` variable) of a shared variable that no path from the entry without a back edge reaches
    through a store into it (any thread's code: another thread's store reaches a load through the barrier between
@@ -101,7 +106,9 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    branches, loaded from memory). Both forms above follow variables; such an address may point anywhere in the
    thread's local window or the CTA's shared window (``rt_laundered_state``: a counter's address rebuilt through
    branches). Cannot see: a laundered distance added to a buffer's address (the load then names the buffer:
-   ``rt_laundered_state`` RT_SPACE 2 names y and reads local memory).
+   ``rt_laundered_state`` RT_SPACE 2 names y and reads local memory). Since version 16 a ``.shared`` load needs a
+   ``.shared`` variable among its roots, and no pointer vouches that is subtracted from the address or combined
+   with its own bits (``y + mad(y, -1, K)``, ``y + (K - y)``, ``(y & 0) + K``: ``rt13_cancelled_shared_state``).
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -135,7 +142,12 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    before its shared memory is accessed, and a block must not exit before the accesses to it are done
    (``cluster.sync()`` at the end). Dropping that last barrier saves a rendezvous per row group and almost
    never shows on a GPU (``rt_cluster_exit_race``); the template keeps it. Entry only; a call to a function
-   that accesses distributed shared memory counts as an access.
+   that accesses distributed shared memory counts as an access. Since version 16 an access need not come from
+   ``mapa``: any address in ``.shared::cluster`` (or generic, naming a shared variable or vouched for by no
+   pointer) that is not provably the CTA's own -- one of its variables plus less than 2^23 bytes, by a range
+   analysis of the registers (``_ranges``) -- and any ``.multicast::cluster`` copy counts
+   (``rt13_handmade_dsmem_push``: the peer's address by ``and``/``shl``/``or``). Assumed: a ``.shared``/
+   ``.shared::cta`` access addresses the CTA's own window (PTX ISA "State Spaces").
 
 8. **Exchange through global memory inside a CTA** (``global_exchange``, with rule 4's order form: workloads
    without atomics, gate rules version 11): a global/generic ``ld``/``ldu``, or a ``cp`` copying out of global
@@ -175,12 +187,23 @@ from evaluators.input_stores import (
     _STATE_SPACES,
     UNKNOWN,
     Provenance,
+    _pos,
+    _vouchers,
     destination_space,
     first_finding,
     provenance,
     writes_memory,
 )
-from population.ast import Address, Immediate, Instruction, Register, SpecialRegister, Symbol, VarDecl
+from population.ast import (
+    Address,
+    Immediate,
+    Instruction,
+    OffsetExpr,
+    Register,
+    SpecialRegister,
+    Symbol,
+    VarDecl,
+)
 from population.cfg import basic_blocks, cfg, dominates, flat_instructions, loops, walk
 from population.defuse import TYPE_BITS, destinations, sources
 from population.kernel import Kernel
@@ -630,10 +653,25 @@ def _access_bytes(ins: Instruction) -> int | None:
     return max(1, bits // 8) * width
 
 
+def _param_pointer(d: Instruction, fn) -> tuple[str, int] | None:
+    """("a:<i>", 0) when ``d`` loads the whole of ``fn``'s ``.param`` i (a called function's pointer parameter:
+    ``ld.param.u64 %rd1, [f_param_0]``), else None. Entries' parameters are the kernel's arguments, no such base."""
+    addr = next((o for o in d.operands if isinstance(o, Address)), None)
+    if fn.is_entry or d.opcode != "ld" or "param" not in d.modifiers or addr is None or addr.offset \
+            or not isinstance(addr.base, Symbol) or len(destinations(d)) != 1:
+        return None
+    i = next((k for k, q in enumerate(fn.params) if q.name == addr.base.name), None)
+    if i is None or (_access_bytes(d) or 0) * 8 != TYPE_BITS.get(fn.params[i].type, 0):
+        return None
+    return (f"a:{i}", 0)
+
+
 def _local_offsets(fn, local: frozenset[str]) -> dict[str, tuple[str, int]]:
     """Register -> (``.local`` root, constant byte offset) where every definition of the register is ``mov`` of a
     ``.local`` variable or of such a register, ``cvta.local``/``cvta.to.local`` of one, or ``add``/``sub`` of one
-    and an immediate (nvcc's ``__local_depot`` addressing, ``cvta.local`` of a named variable)."""
+    and an immediate (nvcc's ``__local_depot`` addressing, ``cvta.local`` of a named variable); in a called
+    function, a pointer parameter loaded whole is such a base too (root ``"a:<i>"``, ``_param_pointer``: what the
+    caller's argument points to, resolved at each call site by ``_stale_local_reads``)."""
     defs: dict[str, list[Instruction]] = {}
     for ins in flat_instructions(fn):
         for r in destinations(ins):
@@ -654,8 +692,13 @@ def _local_offsets(fn, local: frozenset[str]) -> dict[str, tuple[str, int]]:
             vals = set()
             for d in ds:
                 ops = d.operands[1:]
-                v = None
-                if d.opcode in ("mov", "cvta") and len(ops) == 1 and d.predicate is None:
+                v = _param_pointer(d, fn) if d.predicate is None else None
+                if v is not None:
+                    pass
+                elif d.opcode in ("mov", "cvta") and len(ops) == 1 and isinstance(ops[0], Register) \
+                        and ops[0].name == reg and d.predicate is None:
+                    continue  # `cvta.to.local %rd1, %rd1`: the same location, relabelled
+                elif d.opcode in ("mov", "cvta") and len(ops) == 1 and d.predicate is None:
                     v = base(ops[0])
                 elif d.opcode in ("add", "sub") and len(ops) == 2 and d.predicate is None:
                     a, b = ops
@@ -754,9 +797,12 @@ def _guard(ins: Instruction) -> tuple[str, bool] | None:
     return None if ins.predicate is None else (ins.predicate.register.name, ins.predicate.negated)
 
 
-def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, frozenset | None]:
+def _written_on_every_path(blocks, sites: dict[int, _LocalAccess], calls: dict[int, _CallEffect] | None = None
+                           ) -> dict[int, frozenset | None]:
     """Block id -> the (root, byte) pairs every path from the entry has stored before the block (None:
-    unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte)."""
+    unreachable), a forward must-analysis (meet: intersection; unvisited predecessors count as every byte); an
+    unguarded ``call`` stores what ``calls`` says its functions store on every path."""
+    calls = calls or {}
 
     def transfer(b, state: frozenset) -> frozenset:
         cur = set(state)
@@ -764,60 +810,239 @@ def _written_on_every_path(blocks, sites: dict[int, _LocalAccess]) -> dict[int, 
             a = sites.get(id(ins))
             if a is not None and a[0] == "store" and _guard(ins) is None:  # a guarded store may not run
                 _stores_into(cur, a)
+            c = calls.get(id(ins))
+            if c is not None and _guard(ins) is None:
+                cur |= c.writes
         return frozenset(cur)
 
     return _forward(blocks, _predecessors(blocks), lambda outs: frozenset.intersection(*outs), transfer)
 
 
+@dataclass(frozen=True)
+class _LocalSummary:
+    """What a called function does to local memory its caller can name (rule 5's ``.local`` form across calls):
+    writes, the (root, byte) pairs it stores on every path to its return; reads, its loads of bytes it did not
+    store first on every path, as (the load, root, offset, size, the guard). Roots: ``"a:<i>"`` (what pointer
+    parameter i points to) or a module ``.local`` variable's."""
+
+    writes: frozenset[tuple[str, int]]
+    reads: tuple[tuple[Instruction, str, int, int], ...]
+
+
+@dataclass(frozen=True)
+class _CallEffect:
+    """A ``call``'s summary in its caller's terms: writes, the (root, byte) pairs the called functions store on
+    every path; reads, the bytes they read first, as (the callee's load, root, offset, size); unknown, the caller's
+    ``.local`` roots an argument points into at an offset the lint cannot compute (a read of them needs a store
+    somewhere, as a load at such an offset does)."""
+
+    writes: frozenset[tuple[str, int]]
+    reads: tuple[tuple[Instruction, str, int, int], ...]
+    unknown: frozenset[str]
+
+
+def _call_arguments(fn) -> dict[int, list]:
+    """id(call) -> the operand each of its arguments carries: a register or immediate named in the call, or what
+    the last ``st.param`` before it stored into the ``.param`` variable named (nvcc's ``st.param.b64 [param0],
+    %rd21`` in the call's own scope)."""
+    stored: dict[str, Any] = {}
+    out: dict[int, list] = {}
+    for ins in flat_instructions(fn):
+        addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+        if ins.opcode == "st" and "param" in ins.modifiers and addr is not None and isinstance(addr.base, Symbol) \
+                and not addr.offset and len(ins.operands) == 2:
+            stored[addr.base.name] = ins.operands[1]
+        elif ins.opcode == "call":
+            ops = ins.operands
+            k = 1 if ops and hasattr(ops[0], "elements") and not isinstance(ops[0], Symbol) else 0
+            args = getattr(ops[k + 1], "elements", ()) if k + 1 < len(ops) else ()
+            out[id(ins)] = [stored.get(a.name, a) if isinstance(a, Symbol) else a for a in args]
+    return out
+
+
+def _call_effect(ins: Instruction, args: list, names: list[str], summaries: dict[str, _LocalSummary | None],
+                 offsets: dict[str, tuple[str, int]], prov: Provenance, local: frozenset[str]) -> _CallEffect:
+    """A call's ``_CallEffect``: each callee's summary with ``"a:<i>"`` replaced by where argument i points in the
+    caller (its ``.local`` root and offset, ``_local_offsets``; roots at an unknown offset go to ``unknown``, other
+    arguments to nothing: global memory). Several callees (an indirect call): the writes all of them make, the reads
+    of any. A callee without a summary (a recursive call) writes nothing and may read whatever its arguments
+    point to."""
+
+    def where(i: int) -> tuple[str, int] | frozenset[str] | None:
+        a = args[i] if i < len(args) else None
+        if isinstance(a, Register):
+            return offsets.get(a.name) or (prov.register_roots(ins, a.name) & local or None)
+        return None
+
+    writes: frozenset[tuple[str, int]] | None = None
+    reads: list[tuple[Instruction, str, int, int]] = []
+    unknown: set[str] = set()
+    for n in names:
+        summ = summaries.get(n)
+        if summ is None:
+            writes = frozenset()
+            for i in range(len(args)):
+                w = where(i)
+                unknown |= set(w) if isinstance(w, frozenset) else {w[0]} if w else set()
+            continue
+        mine: set[tuple[str, int]] = set()
+        for root, byte in summ.writes:
+            w = where(int(root[2:])) if root.startswith("a:") else (root, 0)
+            if isinstance(w, tuple):
+                mine.add((w[0], w[1] + byte))
+        writes = frozenset(mine) if writes is None else writes & mine
+        for load, root, off, size in summ.reads:
+            w = where(int(root[2:])) if root.startswith("a:") else (root, 0)
+            if isinstance(w, tuple):
+                reads.append((load, w[0], w[1] + off, size))
+            elif w:
+                unknown |= w
+    return _CallEffect(writes or frozenset(), tuple(reads), frozenset(unknown))
+
+
+def _call_order(prov: Provenance) -> list:
+    """``prov.functions`` callees first (a depth-first post-order of the calls from the entry); a function on a
+    cycle comes before some caller that has no summary of it yet (``_call_effect``: no summary)."""
+    bodies = {f.name: f for f in prov.functions}
+    order: list = []
+    state: dict[str, int] = {}
+
+    def visit(f) -> None:
+        state[f.name] = 1
+        for ins in flat_instructions(f):
+            if ins.opcode == "call":
+                for n in prov.called(ins):
+                    if n in bodies and n not in state:
+                        visit(bodies[n])
+        state[f.name] = 2
+        order.append(f)
+
+    for f in prov.functions:
+        if f.name not in state:
+            visit(f)
+    return order
+
+
 def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[Any], list] = basic_blocks
                        ) -> list[tuple[Instruction, str]]:
-    """Rule 5's second form (module docstring): loads of ``.local`` memory no store of the thread wrote before."""
+    """Rule 5's second form (module docstring): loads of ``.local`` memory no store of the thread wrote before.
+    Since gate rules version 16 across calls: each called function is summarised (``_LocalSummary``) before its
+    callers, a call stores what its functions store on every path through its pointer arguments and reads what
+    they read first (``rt12_callee_local_state``: a counter read by a helper through ``&local``;
+    ``rt12_honest_out_param``: a helper that fills the caller's out-parameter)."""
     out: list[tuple[Instruction, str]] = []
-    for fn in prov.functions:
-        local = _local_variables(kernel, fn)
+    module_local = frozenset("s:" + it.name for it in kernel.module.items
+                             if isinstance(it, VarDecl) and it.state_space == "local")
+    every_local = _variables(kernel, prov, ("local",))
+    if not every_local and not any(destination_space(i) == "local" for i in prov.instructions):
+        return out  # no local memory named anywhere: nothing to read stale (the common case)
+    summaries: dict[str, _LocalSummary | None] = {}
+    found: dict[int, tuple[Instruction, str]] = {}
+    stored_any: set[str] = set()  # every .local root some function stores into (at any offset)
+    analysed = []
+    for fn in _call_order(prov):
+        local = _local_variables(kernel, fn) | every_local
         offsets = _local_offsets(fn, local)
         sites = {id(i): a for i in flat_instructions(fn) if (a := _local_access(i, prov, local, offsets)) is not None}
-        if not any(a[0] == "load" for a in sites.values()):
-            continue
-        stored_anywhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store"))
-        # variables the thread stores into at offsets the lint cannot compute (a local array filled in a loop)
-        stored_somewhere = frozenset().union(*(a[1] for a in sites.values() if a[0] == "store" and
-                                               (a[2] is None or a[3] is None or len(a[1]) != 1)))
-        blocks = blocks_of(fn)
-        for b, st in zip(blocks, _written_on_every_path(blocks, sites).values()):
-            if st is None:
-                continue  # unreachable
-            cur = set(st)
-            # bytes stored in this block under a guard (register, negated) not redefined since: they count for a
-            # load under the same guard (gate rules version 11; version 10 counted a guarded store for every load)
-            guarded: dict[tuple[str, bool], set[tuple[str, int]]] = {}
-            for ins in b.instructions:
-                for r in destinations(ins):
-                    guarded = {g: v for g, v in guarded.items() if g[0] != r}
-                a = sites.get(id(ins))
-                if a is None:
-                    continue
-                guard = _guard(ins)
-                if a[0] == "store":
-                    _stores_into(cur if guard is None else guarded.setdefault(guard, set()), a)
-                    continue
-                _, roots, off, size = a
-                if len(roots) == 1 and off is not None and size is not None:
-                    root = next(iter(roots))
-                    have = cur | guarded.get(guard, set()) if guard is not None else cur
-                    if root in stored_somewhere or all((root, off + k) in have for k in range(size)):
-                        continue
-                    why = (f"reads {size} bytes at offset {off} of the .local variable {root[2:]!r} that no store "
-                           "of this thread wrote before it on every path")
-                elif roots and roots <= stored_anywhere:
-                    continue  # an offset the lint cannot compute, in a variable the thread stores to
-                elif roots:
-                    why = f"reads the .local variable {sorted(roots)[0][2:]!r}, which no store of this thread writes"
-                else:
-                    why = "reads local memory at an address no .local variable of this function vouches for"
-                out.append((ins, why + ": what an earlier launch left on the same hardware thread slot (local "
-                                       "memory is not cleared between launches), state that outlives the launch"))
+        analysed.append((fn, local, offsets, sites))
+        stored_any |= {r for a in sites.values() if a[0] == "store" for r in a[1]}
+    if not any(a[0] == "load" for *_, sites in analysed for a in sites.values()):
+        return out
+    # variables some function stores into at an offset the lint cannot compute (a local array filled in a loop, here
+    # or by a called function through a pointer): a load of them at a known offset is not judged
+    somewhere = frozenset().union(*(a[1] for *_, sites in analysed for a in sites.values() if a[0] == "store" and
+                                    (a[2] is None or a[3] is None or len(a[1]) != 1)))
+    every_calls = []
+    for fn, local, offsets, sites in analysed:
+        args = _call_arguments(fn)
+        calls = {k: _call_effect(c, args[k], prov.called(c), summaries, offsets, prov, local)
+                 for c in flat_instructions(fn) if c.opcode == "call" and (k := id(c)) in args and prov.called(c)}
+        stored_any |= {r for c in calls.values() for r, _ in c.writes}
+        summaries[fn.name] = _local_function(fn, blocks_of(fn), sites, calls, module_local, somewhere, found)
+        every_calls.append((fn, sites, calls))
+    analysed = every_calls
+    # loads at offsets the lint cannot compute need a store into the variable somewhere in the thread's functions
+    for fn, sites, calls in analysed:
+        for ins in flat_instructions(fn):
+            a = sites.get(id(ins))
+            if a is not None and a[0] == "load" and not (len(a[1]) == 1 and a[2] is not None and a[3] is not None):
+                roots = a[1]
+                if not roots:
+                    found[id(ins)] = (ins, "reads local memory at an address no .local variable of this function "
+                                           "vouches for")
+                elif not roots <= stored_any:
+                    found[id(ins)] = (ins, f"reads the .local variable {sorted(roots - stored_any)[0][2:]!r}, which "
+                                           "no store of this thread writes")
+            c = calls.get(id(ins))
+            if c is not None and not c.unknown <= stored_any:
+                found[id(ins)] = (ins, f"passes a pointer into the .local variable "
+                                       f"{sorted(c.unknown - stored_any)[0][2:]!r}, which no store of this thread "
+                                       "writes, to a function that reads it")
+    for ins, why in found.values():
+        out.append((ins, why + ": what an earlier launch left on the same hardware thread slot (local memory is not "
+                               "cleared between launches), state that outlives the launch"))
     return out
+
+
+def _local_function(fn, blocks, sites: dict[int, _LocalAccess], calls: dict[int, _CallEffect],
+                    module_local: frozenset[str], stored_somewhere: frozenset[str],
+                    found: dict[int, tuple[Instruction, str]]) -> _LocalSummary | None:
+    """One function of ``_stale_local_reads``: record in ``found`` its loads at known offsets (and its calls'
+    first reads, ``calls``) of bytes no store wrote before them on every path, when they name the function's own
+    variables (the entry: every variable) and no function stores into the variable at an unknown offset
+    (``stored_somewhere``); return its summary for its callers (the writes on every path to a return and the first
+    reads of what its pointer parameters and the module's ``.local`` variables hold)."""
+    passed_up = (lambda root: False) if fn.is_entry else (lambda root: root.startswith("a:") or root in module_local)
+    reads: list[tuple[Instruction, str, int, int]] = []
+    states = _written_on_every_path(blocks, sites, calls)
+    ends: list[frozenset] = []
+    for b, st in zip(blocks, states.values()):
+        if st is None:
+            continue  # unreachable
+        cur = set(st)
+        # bytes stored in this block under a guard (register, negated) not redefined since: they count for a
+        # load under the same guard (gate rules version 11; version 10 counted a guarded store for every load)
+        guarded: dict[tuple[str, bool], set[tuple[str, int]]] = {}
+
+        def check(load: Instruction, root: str, off: int, size: int, have: set, why_at: Instruction) -> None:
+            if root in stored_somewhere or all((root, off + k) in have for k in range(size)):
+                return
+            if passed_up(root):
+                reads.append((load, root, off, size))
+            else:
+                found.setdefault(id(why_at), (load, f"reads {size} bytes at offset {off} of the .local variable "
+                                                    f"{root[2:]!r} that no store of this thread wrote before it on "
+                                                    "every path" + ("" if why_at is load else
+                                                                    " (in a function called from here)")))
+
+        for ins in b.instructions:
+            for r in destinations(ins):
+                guarded = {g: v for g, v in guarded.items() if g[0] != r}
+            guard = _guard(ins)
+            have = cur | guarded.get(guard, set()) if guard is not None else cur
+            c = calls.get(id(ins))
+            if c is not None:
+                for load, root, off, size in c.reads:
+                    check(load, root, off, size, have, ins)
+                if guard is None:
+                    cur |= c.writes
+                continue
+            a = sites.get(id(ins))
+            if a is None:
+                continue
+            if a[0] == "store":
+                _stores_into(cur if guard is None else guarded.setdefault(guard, set()), a)
+                continue
+            _, roots, off, size = a
+            if len(roots) == 1 and off is not None and size is not None:
+                check(ins, next(iter(roots)), off, size, have, ins)
+        if not b.successors or (b.terminator is not None and b.terminator.opcode in ("ret", "exit")
+                                and b.terminator.predicate is None):
+            ends.append(frozenset(cur))
+    if fn.is_entry:
+        return None
+    writes = frozenset.intersection(*ends) if ends else frozenset()
+    return _LocalSummary(frozenset(w for w in writes if passed_up(w[0])), tuple(reads))
 
 
 def _shared_load(ins: Instruction) -> bool:
@@ -929,27 +1154,69 @@ def _launch_state_writes(kernel: Kernel, prov: Provenance) -> list[tuple[Instruc
     return out
 
 
-def _unvouched(roots: frozenset[str]) -> bool:
-    """No variable, parameter or buffer vouches for an address with these roots: none at all (built from
-    constants, or through control flow bit by bit) or only ``UNKNOWN`` (a value loaded from memory)."""
-    return not roots or roots == frozenset({UNKNOWN})
+def _variables(kernel: Kernel, prov: Provenance, spaces: tuple[str, ...]) -> frozenset[str]:
+    """Roots (``"s:<name>"``) of the variables in ``spaces`` that the module or any analysed function declares
+    (a callee's pointer parameter carries its callers' variables). One walk per provenance, kept on it (several
+    rules ask)."""
+    cache = prov.__dict__.setdefault("_race_lint_variables", {})
+    if (id(kernel), spaces) not in cache:
+        names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space in spaces}
+        for f in prov.functions:
+            names |= {loc.stmt.name for loc in walk(f)
+                      if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space in spaces}
+        cache[(id(kernel), spaces)] = frozenset("s:" + n for n in names)
+    return cache[(id(kernel), spaces)]
+
+
+def _pointer_vouchers(P: frozenset[str], W: frozenset[str]) -> frozenset[str]:
+    """The pointer roots that vouch for an address of pointer roots P and bit roots W: added and never subtracted
+    (``input_stores._vouchers``), not ``UNKNOWN``, and not among the address's own bit roots. A pointer's bits
+    added to it may be its negation (``y + mad(y, -1, K)``, ``y + ((y ^ -1) + 1)``: bits, which the provenance
+    does not tell from alignment arithmetic), so such a pointer vouches for nothing (gate rules version 16,
+    ``rt13_cancelled_shared_state``); ``y + (K - y)`` cancels y by subtraction, ``(y & 0) + K`` adds no pointer."""
+    return frozenset(r for r in _vouchers(P) if r != UNKNOWN and r not in W)
+
+
+def _unvouched(P: frozenset[str], W: frozenset[str], shared: frozenset[str], local: frozenset[str],
+               space: str) -> bool:
+    """No variable, parameter or buffer vouches for a load address of pointer roots P and bit roots W in
+    ``space``. A ``.shared`` address needs a ``.shared`` variable among its roots (pointer or bit roots: nvcc
+    zero-extends a 32-bit shared address with ``cvt``): nothing else can name the CTA's shared memory, whatever
+    else the address holds (a global buffer's root whose offset cancels it names the window through a constant:
+    ``rt13_cancelled_shared_state``). A generic address needs a ``.shared`` or ``.local`` variable among its roots
+    (the forms that follow variables judge it as that variable) or a pointer root that vouches
+    (``_pointer_vouchers``): built from constants, through control flow bit by bit, loaded from memory
+    (``UNKNOWN`` alone), or with every pointer cancelled it may point anywhere in the thread's windows."""
+    named = _pos(P) | W
+    if space == "shared":
+        return not named & shared
+    return not named & (shared | local) and not _pointer_vouchers(P, W)
 
 
 def _unvouched_loads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
-    """Rule 5's address form (gate rules version 11): a generic or ``.shared`` load (``ld``/``ldu``/``ldmatrix``,
-    an ``atom`` result) whose address no variable or parameter vouches for (``_unvouched``). Such an address may
-    point anywhere in the thread's local window or the CTA's shared window, so the forms above, which follow
-    variables, cannot say what it reads; ``rt_laundered_state`` rebuilt its counter's address bit by bit through
-    branches. (An ``ld.local`` at such an address is the ``.local`` form's own finding.)"""
+    """Rule 5's address form (gate rules version 11; version 16: ``_unvouched``): a generic or ``.shared`` load
+    (``ld``/``ldu``/``ldmatrix``, an ``atom`` result) whose address no variable or parameter vouches for. Such an
+    address may point anywhere in the thread's local window or the CTA's shared window, so the forms above, which
+    follow variables, cannot say what it reads; ``rt_laundered_state`` rebuilt its counter's address bit by bit
+    through branches, ``rt13_cancelled_shared_state`` added y to a constant less y. (An ``ld.local`` at such an
+    address is the ``.local`` form's own finding.)"""
+    shared, local = _variables(kernel, prov, ("shared",)), _variables(kernel, prov, ("local",))
     out = []
     for ins in prov.instructions:
-        if not _shared_load(ins) or destination_space(ins) not in ("generic", "shared"):
+        space = destination_space(ins)
+        if not _shared_load(ins) or space not in ("generic", "shared"):
             continue
-        if any(isinstance(o, Address) for o in ins.operands) and _unvouched(prov.address_roots(ins)):
-            out.append((ins, f"reads {destination_space(ins)} memory at an address no variable, parameter or buffer "
-                             "vouches for (built from constants or through control flow): it may read local or "
-                             "shared memory an earlier launch left (neither is cleared between launches), state "
-                             "that outlives the launch"))
+        if not any(isinstance(o, Address) for o in ins.operands):
+            continue
+        P, W = prov.address_value(ins)
+        if _unvouched(P, W, shared, local, space):
+            what = ("no .shared variable is among the roots of (a global buffer or a constant names no part of "
+                    "the CTA's shared window)" if space == "shared" and (P or W) else
+                    "no variable, parameter or buffer vouches for (built from constants or through control flow, "
+                    "or every pointer in it cancelled)")
+            out.append((ins, f"reads {space} memory at an address {what}: it may read local or shared memory an "
+                             "earlier launch left (neither is cleared between launches), state that outlives the "
+                             "launch"))
     return out
 
 
@@ -1317,19 +1584,254 @@ def _remote_registers(fn) -> set[str]:
     return out
 
 
-def _remote_access(ins: Instruction, remote: set[str]) -> bool:
-    """An access of distributed shared memory: an ``ld``/``ldu``/``st``/``atom``/``red`` in ``.shared::cluster``,
-    or any instruction with an address operand in a register of ``remote`` (generic, as nvcc writes
-    ``cluster.map_shared_rank``): a bulk copy into or out of a peer's shared memory (``cp.async.bulk``), a remote
-    ``mbarrier`` arrival or ``st.async`` (``rt12_cluster_bulk_push``: a push into the peer by ``cp`` was none). A
-    bulk or tensor copy's ``.shared::cluster`` destination alone does not count: on sm_90 it is also the only
-    form of a copy into the CTA's own shared memory (a TMA load)."""
-    if ins.opcode == "mapa":
+# An address of the CTA's own shared memory stays its own within 2^23 bytes of a variable's: on sm_90 a
+# shared::cluster address holds the CTA's rank in the cluster in bits 24 and up (ptxas 13.0 forms a shared variable's
+# address as `LEA R, SR_CgaCtaId, 0x400 + offset, 0x18`), a window of 16 MiB a CTA of which at most 228 KiB is
+# memory, so an offset of less than 2^23 either way cannot reach another CTA's memory (it may fault).
+_OWN_REACH = 1 << 23
+# A value's range for rule 7: ("n", lo, hi) a number in [lo, hi]; ("a", lo, hi) the address of one of the CTA's own
+# shared variables (32-bit shared or 64-bit generic) plus an offset in [lo, hi]; None: anything.
+_Range = tuple[str, int, int] | None
+_SPECIAL_RANGES = {"%tid": (0, 1023), "%ntid": (1, 1024), "%laneid": (0, 31), "%cluster_ctarank": (0, 15),
+                   "%cluster_nctarank": (1, 16), "%nwarpid": (1, 64)}
+_WIDEN = 4  # changes of a register's range before it counts as anything (a loop's induction variable)
+# Instructions with an address operand that access no memory there (PTX ISA: mapa, getctarank and isspacep compute
+# from it; the rest are hints).
+_NO_ACCESS = frozenset({"mapa", "getctarank", "isspacep", "prefetch", "prefetchu", "applypriority", "createpolicy"})
+
+
+def _union(a: _Range, b: _Range) -> _Range:
+    """The smallest range holding both (anything when their kinds differ)."""
+    if a is None or b is None or a[0] != b[0]:
+        return None
+    return (a[0], min(a[1], b[1]), max(a[2], b[2]))
+
+
+def _type_range(ins: Instruction) -> tuple[int, int] | None:
+    """The values of ``ins``'s result type (its first type modifier): [-2^(n-1), 2^(n-1) - 1] for ``.s<n>``,
+    [0, 2^n - 1] otherwise; None for floating-point or no type."""
+    t = next((m for m in ins.modifiers if m in TYPE_BITS), None)
+    if t is None or t[0] not in "sub" or t == "bf16" or t == "bf16x2":
+        return None
+    n = TYPE_BITS[t]
+    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if t[0] == "s" else (0, (1 << n) - 1)
+
+
+def _number(lo: int, hi: int, ins: Instruction) -> _Range:
+    """("n", lo, hi) when it fits ``ins``'s result type (else the value wraps: anything)."""
+    tr = _type_range(ins) or (-(1 << 63), (1 << 64) - 1)
+    return ("n", lo, hi) if tr[0] <= lo and hi <= tr[1] else None
+
+
+def _bits_bound(hi: int) -> int:
+    """The largest value with no more bits than ``hi`` (an OR or XOR of non-negative values up to hi)."""
+    return (1 << max(hi, 0).bit_length()) - 1
+
+
+def _arith_range(op: str, ins: Instruction, a: _Range, b: _Range) -> _Range:
+    """The range of ``op`` (a two-operand integer operation; ``ins`` gives the result type) of ``a`` and ``b``."""
+    masks = [v[1] for v in (a, b) if v is not None and v[0] == "n" and v[1] == v[2] and v[1] >= 0]
+    if op == "and" and masks and not (a is not None and a[0] == "a") and not (b is not None and b[0] == "a"):
+        return ("n", 0, min(masks))  # a non-negative mask bounds anything
+    if a is None or b is None:
+        return None
+    (ka, la, ha), (kb, lb, hb) = a, b
+    if op == "add":
+        if ka == "a" and kb == "a":
+            return None
+        kind = "a" if "a" in (ka, kb) else "n"
+        return (kind, la + lb, ha + hb) if kind == "a" else _number(la + lb, ha + hb, ins)
+    if op == "sub" and kb == "n":
+        return ("a", la - hb, ha - lb) if ka == "a" else _number(la - hb, ha - lb, ins)
+    if ka == "a" or kb == "a":  # bit operations on an own address with a constant that keeps its rank bits
+        (_, lo, hi), c = (a, b) if ka == "a" else (b, a)
+        if op not in ("and", "or", "xor") or c[0] != "n" or c[1] != c[2]:
+            return None
+        tr = _type_range(ins)
+        width = 64 if tr is None or tr[1] > 1 << 32 else 32
+        cv = c[1] - (1 << width) if c[1] >= 1 << (width - 1) else c[1]  # the mask as a signed number
+        if op == "and" and -_OWN_REACH <= cv < 0:  # rounds down by at most ~cv (an alignment)
+            return ("a", lo + cv + 1, hi)
+        if op in ("or", "xor") and 0 <= cv < _OWN_REACH:
+            return ("a", lo - (cv if op == "xor" else 0), hi + cv)
+        return None
+    corners = [la * lb, la * hb, ha * lb, ha * hb]
+    if op == "mul":
+        return _number(min(corners), max(corners), ins)
+    if op == "shl" and lb == hb and 0 <= lb < 64 and la >= 0:
+        return _number(la << lb, ha << lb, ins)
+    if op == "shr" and lb == hb and 0 <= lb < 64 and la >= 0:
+        return ("n", la >> lb, ha >> lb)
+    if op == "and" and (la >= 0 or lb >= 0):
+        return ("n", 0, min(h for lo_, h in ((la, ha), (lb, hb)) if lo_ >= 0))
+    if op in ("or", "xor") and la >= 0 and lb >= 0:
+        return ("n", 0, _bits_bound(max(ha, hb)))
+    if op == "rem" and la >= 0 and lb > 0:
+        return ("n", 0, min(ha, hb - 1))
+    if op == "div" and la >= 0 and lb > 0:
+        return ("n", la // hb, ha // lb)
+    if op in ("min", "max"):
+        f = min if op == "min" else max
+        return ("n", f(la, lb), f(ha, hb))
+    return None
+
+
+def _operand_range(op, ranges: dict[str, _Range], shared: frozenset[str]) -> _Range:
+    """The range of one operand: an immediate, a register's range, a special register's bounds, one of the
+    module's shared variables (the CTA's own: ("a", 0, 0)) or ``sym+k`` of one."""
+    if isinstance(op, Immediate):
+        return ("n", op.value, op.value) if isinstance(op.value, int) else None
+    if isinstance(op, Register):
+        return ranges.get(op.name)
+    if isinstance(op, SpecialRegister):
+        bounds = _SPECIAL_RANGES.get(op.name.split(".")[0])
+        return ("n", *bounds) if bounds else None
+    if isinstance(op, Symbol):
+        return ("a", 0, 0) if "s:" + op.name in shared else None
+    if isinstance(op, OffsetExpr):
+        base = _operand_range(op.base, ranges, shared)
+        return base and (base[0], base[1] + op.offset, base[2] + op.offset)
+    return None
+
+
+def _def_range(ins: Instruction, ranges: dict[str, _Range], shared: frozenset[str]) -> _Range:
+    """The range of the value ``ins`` defines, from its operands' ranges (None: anything)."""
+    op, srcs = ins.opcode, ins.operands[1:]
+    vals = [_operand_range(o, ranges, shared) for o in srcs]
+    if op in ("ld", "ldu") and len(destinations(ins)) == 1 and (_access_bytes(ins) or 8) <= 2:
+        tr = _type_range(ins)  # a loaded byte or half word
+        return ("n", *tr) if tr else None
+    if op == "mov" and len(vals) == 1:
+        return vals[0]
+    if op == "cvta" and len(vals) == 1 and any(m.split("::")[0] == "shared" for m in ins.modifiers):
+        return vals[0] if vals[0] is not None and vals[0][0] == "a" else None  # shared <-> generic, same memory
+    if op == "cvt" and len(vals) == 1 and vals[0] is not None:
+        if vals[0][0] == "a":  # a 32-bit shared address zero-extended, or a generic one cut to its shared address
+            return vals[0] if all(TYPE_BITS.get(m, 0) >= 32 for m in ins.modifiers if m in TYPE_BITS) else None
+        tr = _type_range(ins)
+        return None if tr is None else vals[0] if tr[0] <= vals[0][1] and vals[0][2] <= tr[1] else ("n", *tr)
+    if op == "selp" and len(vals) == 3:
+        return _union(vals[0], vals[1])
+    if op == "neg" and len(vals) == 1 and vals[0] is not None and vals[0][0] == "n":
+        return _number(-vals[0][2], -vals[0][1], ins)
+    if op == "mad" and len(vals) == 3 and "hi" not in ins.modifiers:
+        return _arith_range("add", ins, _arith_range("mul", ins, vals[0], vals[1]), vals[2])
+    if len(vals) == 2 and op in ("add", "sub", "mul", "shl", "shr", "and", "or", "xor", "rem", "div", "min", "max") \
+            and "hi" not in ins.modifiers:
+        return _arith_range(op, ins, vals[0], vals[1])
+    return None
+
+
+def _ranges(fn, shared: frozenset[str]) -> dict[str, _Range]:
+    """Register -> its range (``_Range``) over every definition in ``fn`` (flow-insensitive, as the provenance):
+    a least fixed point, a register whose range keeps growing (an induction variable) widened to anything, a
+    register with only guarded definitions (its value where the guard fails is undefined) or none anything. Rule 7
+    asks it whether an address is the CTA's own (``_own_address``)."""
+    defs: dict[str, list[Instruction]] = {}
+    for ins in flat_instructions(fn):
+        for r in destinations(ins):
+            defs.setdefault(r, []).append(ins)
+    ranges: dict[str, _Range] = {r: None for r, ds in defs.items() if all(d.predicate is not None for d in ds)}
+    changes: dict[str, int] = {}
+    unresolved = True
+    while unresolved:
+        changed = True
+        while changed:
+            changed = False
+            for r, ds in defs.items():
+                if r in ranges and ranges[r] is None:
+                    continue
+                vals = []
+                for d in ds:
+                    if any(isinstance(o, Register) and o.name not in ranges and o.name in defs
+                           for o in d.operands[1:]):
+                        continue  # an operand not yet reached: its contribution comes later
+                    vals.append(_def_range(d, ranges, shared) if len(destinations(d)) == 1 else None)
+                if not vals:
+                    continue
+                new = vals[0]
+                for v in vals[1:]:
+                    new = _union(new, v)
+                new = _union(ranges[r], new) if r in ranges else new
+                if r not in ranges or new != ranges[r]:
+                    changes[r] = changes.get(r, 0) + 1
+                    ranges[r] = new if changes[r] <= _WIDEN else None
+                    changed = True
+        # registers only a cycle without a start defines (never reached) hold anything; then propagate again
+        unresolved = [r for r in defs if r not in ranges]
+        ranges.update({r: None for r in unresolved})
+    return ranges
+
+
+def _own_address(addr: Address, ranges: dict[str, _Range], shared: frozenset[str]) -> bool:
+    """Whether ``addr`` is provably in the CTA's own shared memory: one of its shared variables plus an offset of
+    less than ``_OWN_REACH`` either way (``_ranges``)."""
+    base = _operand_range(addr.base, ranges, shared)
+    off = addr.offset or 0
+    return base is not None and base[0] == "a" and -_OWN_REACH < base[1] + off and base[2] + off < _OWN_REACH
+
+
+def _address_spaces(ins: Instruction) -> list[tuple[Address, str]]:
+    """Each address operand of ``ins`` with the state space it addresses (``shared::cluster``, ``generic`` ...):
+    a copy's destination, source and completion mbarrier (``cp.async.bulk.dst.src``: the mbarrier lies with the
+    destination), the first state space named for any other instruction, ``generic`` when none is."""
+    spaces = [m for m in ins.modifiers if m.split("::", 1)[0] in _STATE_SPACES]
+    addrs = [o for o in ins.operands if isinstance(o, Address)]
+    if ins.opcode != "cp":
+        return [(a, spaces[0] if spaces else "generic") for a in addrs]
+    return [(a, spaces[k] if k < 2 and k < len(spaces) else spaces[0] if spaces else "generic")
+            for k, a in enumerate(addrs)]
+
+
+@dataclass
+class _DsmemSites:
+    """What rule 7 needs of one function to tell its accesses of another CTA's shared memory (``_remote_access``):
+    the registers computed from a ``mapa`` result, the registers' ranges, the module's shared variables and their
+    bounds for ``_unvouched``."""
+
+    remote: set[str]
+    fn: Any
+    shared: frozenset[str]
+    local: frozenset[str]
+    _ranges: dict[str, _Range] | None = None
+
+    @property
+    def ranges(self) -> dict[str, _Range]:
+        """``_ranges`` of the function, computed at the first address that needs it."""
+        if self._ranges is None:
+            self._ranges = _ranges(self.fn, self.shared)
+        return self._ranges
+
+
+def _remote_access(ins: Instruction, sites: _DsmemSites, prov: Provenance) -> bool:
+    """An access of distributed shared memory (rule 7): an ``ld``/``ldu``/``st``/``atom``/``red`` in
+    ``.shared::cluster``; a ``.multicast::cluster`` copy (it writes every CTA of its mask); any instruction with an
+    address operand in a register of ``sites.remote`` (a ``mapa`` result, as nvcc writes
+    ``cluster.map_shared_rank``: a bulk copy into a peer, a remote mbarrier arrival: ``rt12_cluster_bulk_push``);
+    and (gate rules version 16) any other address operand in ``.shared::cluster`` or generic space that is not
+    provably the CTA's own (``_own_address``) and, when generic, names a shared variable or has no pointer
+    that vouches for it (``_unvouched``): another CTA's address made without ``mapa``, by bit arithmetic on the
+    CTA's own (``rt13_handmade_dsmem_push``), an offset of the rank's weight, or a constant. A bulk or tensor copy
+    into the CTA's own shared memory (a TMA load: on sm_90 its destination is always ``.shared::cluster``) at its
+    variables plus a bounded offset is none."""
+    if ins.opcode in _NO_ACCESS:
         return False
     if ins.opcode in _PLAIN_ACCESS and any(m == "shared::cluster" for m in ins.modifiers):
         return True
-    return any(isinstance(o, Address) and isinstance(o.base, Register) and o.base.name in remote
-               for o in ins.operands)
+    if any(m.startswith("multicast::cluster") for m in ins.modifiers):
+        return True
+    for addr, space in _address_spaces(ins):
+        if isinstance(addr.base, Register) and addr.base.name in sites.remote:
+            return True
+        if space == "generic":
+            P, W = prov.address_value(ins, addr)
+            if not (_pos(P) | W) & sites.shared and not _unvouched(P, W, sites.shared, sites.local, "generic"):
+                continue  # a buffer's or a local variable's address
+        elif space != "shared::cluster":
+            continue
+        if not _own_address(addr, sites.ranges, sites.shared):
+            return True
+    return False
 
 
 def _cluster_barrier_step(ins: Instruction, arrived: bool, relaxed_ok: bool) -> tuple[bool, bool]:
@@ -1382,14 +1884,22 @@ def _cluster_lifetimes(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
     fn = kernel.module.function(kernel.entry)
     if not _clustered(kernel, fn):
         return []
-    remote = _remote_registers(fn)
-    with_remote = {f.name for f in prov.functions[1:]
-                   if any(_remote_access(i, _remote_registers(f)) for i in flat_instructions(f))}
+    shared, local = _variables(kernel, prov, ("shared",)), _variables(kernel, prov, ("local",))
+
+    def sites_of(f) -> _DsmemSites:
+        return _DsmemSites(_remote_registers(f), f, shared, local)
+
+    entry = sites_of(fn)
+    with_remote = set()
+    for f in prov.functions[1:]:
+        fs = sites_of(f)
+        if any(_remote_access(i, fs, prov) for i in flat_instructions(f)):
+            with_remote.add(f.name)
 
     def is_remote(ins: Instruction) -> bool:
         if ins.opcode == "call":
             return any(n in with_remote for n in prov.called(ins))
-        return _remote_access(ins, remote)
+        return _remote_access(ins, entry, prov)
 
     blocks = blocks_of(fn)
     out: list[tuple[Instruction, str]] = []

@@ -39,8 +39,8 @@ What only the static rules stand against, and why the dynamic checks would pass 
 kernel's header (tests/redteam12_kernels.py). Gate rules version 15 closes eight holes by kind (the input-store
 check follows ``.alias`` and rejects calls to bodiless non-system functions, takes module variables' initialisers
 as stored values and lets no subtracted root vouch; the race lint as its module docstring says under rules 1, 4,
-5, 7 and 8). Still open, as ``xfail(strict=True)``: ``rt12_callee_local_state`` and the false rejection of
-``rt12_honest_out_param`` (both need the ``.local`` analysis across calls).
+5, 7 and 8). Version 16 closes ``rt12_callee_local_state`` and the false rejection of ``rt12_honest_out_param``
+(rule 5's ``.local`` form across calls; the input-store check lets a callee write its callers' variables).
 """
 
 from __future__ import annotations
@@ -206,13 +206,42 @@ def test_the_callees_are_analysed():
         assert len(loads) == 1 and prov.address_roots(loads[0]) == frozenset({root})
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 5's .local form (race_lint._stale_local_reads) analyses each "
-                                       "function with the .local variables it may name itself "
-                                       "(_local_variables(kernel, fn)); rt12_peek's generic ld through a pointer to "
-                                       "the entry's rt12_slot is no local access of rt12_peek (_local_access returns "
-                                       "None), and in the entry rt12_slot is only stored")
 def test_a_local_launch_counter_read_by_a_callee_is_rejected(wl):
-    assert_verdict("rt12_callee_local_state", wl)
+    """Was (version 15): rule 5's .local form (race_lint._stale_local_reads) analysed each function with the .local
+    variables it may name itself (_local_variables(kernel, fn)); rt12_peek's generic ld through a pointer to the
+    entry's rt12_slot was no local access of rt12_peek, and in the entry rt12_slot is only stored. Version 16:
+    each callee is summarised (what it stores on every path, what it reads first, through its pointer
+    parameters) and its call judged in the caller."""
+    r = assert_verdict("rt12_callee_local_state", wl)
+    assert "ld.u32" in r.reason
+
+
+# other spellings of the kind: the helper reads through cvta.to.local and ld.local, at an offset of the pointer,
+# through a second helper; the caller stores the other half of the word or only on one path first
+_PEEK_LOCAL = rt._PEEK.replace("\tld.u32 %r1, [%rd1];", "\tcvta.to.local.u64 %rd1, %rd1;\n\tld.local.u32 %r1, [%rd1];")
+_PEEK_OFF = (rt._PEEK.replace("\tld.u32 %r1, [%rd1];", "\tld.u32 %r1, [%rd1+4];"), "\t.local .align 4 .u32 rt12_slot[2];\n")
+_INNER = (".func (.param .b32 rt12_iret) rt12_inner(.param .b64 rt12_ip)\n{\n\t.reg .b64 %rd<2>;\n\t.reg .b32 %r<2>;\n"
+          "\tld.param.u64 %rd1, [rt12_ip];\n\tld.u32 %r1, [%rd1];\n\tst.param.b32 [rt12_iret], %r1;\n\tret;\n}\n")
+_PEEK_NESTED = _INNER + rt._PEEK.replace("\tld.u32 %r1, [%rd1];", (
+    "\t{\n\t.param .b64 q0;\n\tst.param.b64 [q0], %rd1;\n\t.param .b32 q1;\n\tcall.uni (q1), rt12_inner, (q0);\n"
+    "\tld.param.b32 %r1, [q1];\n\t}"))
+LOCAL_SPELLINGS = {
+    "ld_local": dict(rt.CALLEE_LOCAL_STATE, globals_=_PEEK_LOCAL),
+    "offset": dict(rt.CALLEE_LOCAL_STATE, globals_=_PEEK_OFF[0], decls=_PEEK_OFF[1],
+                   pre=rt.CALLEE_LOCAL_STATE["pre"].replace("\tmov.u64 %rd20, rt12_slot;",
+                                                            "\tst.local.u32 [rt12_slot], 0;\n\tmov.u64 %rd20, rt12_slot;")),
+    "nested": dict(rt.CALLEE_LOCAL_STATE, globals_=_PEEK_NESTED),
+    "one_path": dict(rt.CALLEE_LOCAL_STATE, pre=rt.CALLEE_LOCAL_STATE["pre"].replace(
+        "\tmov.u64 %rd20, rt12_slot;", "\tsetp.eq.u32 %p9, %r3, 0;\n\t@%p9 bra $L_skip;\n\tst.local.u32 [rt12_slot], 0;\n"
+        "$L_skip:\n\tmov.u64 %rd20, rt12_slot;")),
+}
+
+
+@pytest.mark.parametrize("spelling", list(LOCAL_SPELLINGS))
+def test_a_local_counter_read_by_a_callee_spelled_otherwise_is_rejected(spelling, wl):
+    """Other spellings of rt12_callee_local_state's kind (version 16): what matters is whether every byte a callee
+    reads first was stored on every path before the call, however the callee addresses it."""
+    assert_rejected(rt.build(LOCAL_SPELLINGS[spelling]), wl, *VERDICT["rt12_callee_local_state"])
 
 
 def test_a_global_readback_in_a_callee_after_a_barrier_is_rejected(wl):
@@ -245,10 +274,22 @@ def test_an_honest_cluster_push_between_cluster_barriers_is_accepted(wl):
     assert p.resources.shared_static_bytes >= 32 + 8 + 16 + 16
 
 
-@pytest.mark.xfail(strict=True, reason="false rejection: input_stores() accepts a callee's write only into an output "
-                                       "buffer or a variable of the module or of the callee itself (ok = allowed | "
-                                       "the callee _Analysis' module_vars), not into the caller's .local depot its "
-                                       "pointer parameter carries; and rule 5's .local form would reject the entry's "
-                                       "ld.local next (_written_on_every_path sees no store: it is in the callee)")
 def test_an_honest_out_parameter_helper_is_accepted(wl):
+    """Was (version 15): input_stores() accepted a callee's write only into an output buffer or a variable of the
+    module or of the callee itself, not into the caller's .local depot its pointer parameter carries; and rule 5's
+    .local form rejected the entry's ld.local next (_written_on_every_path saw no store: it is in the callee).
+    Version 16: a callee may write any analysed function's variables, and a call stores what its callee stores on
+    every path."""
     assert_accepted(rt.build(rt.HONEST_OUT_PARAM), wl)
+
+
+def test_an_out_parameter_read_where_the_helper_did_not_write_is_rejected(wl):
+    """The other side: the entry reads 4 bytes past what rt12_divisor writes, or the helper writes only on one
+    path."""
+    past = dict(rt.HONEST_OUT_PARAM, decls="\t.local .align 4 .b8 rt12_depot[8];\n",
+                mid=rt.HONEST_OUT_PARAM["mid"].replace("[rt12_depot];", "[rt12_depot+4];"))
+    guarded = dict(rt.HONEST_OUT_PARAM, globals_=rt._DIVISOR.replace(
+        "\tst.f32 [%rd1], %f1;", "\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra $L_no;\n\tst.f32 [%rd1], %f1;\n$L_no:").replace(
+        "\t.reg .f32 %f<2>;", "\t.reg .f32 %f<2>;\n\t.reg .pred %p<2>;"))
+    for parts in (past, guarded):
+        assert_rejected(rt.build(parts), wl, ND, "race_lint", "launch_state")

@@ -35,10 +35,10 @@ What only the static rules stand against, and why the dynamic checks would pass 
 kernel's header (tests/redteam13_kernels.py); nothing here was run on a GPU. Closed by kind in gate rules version
 15 (evaluators/race_lint.py): the dominated-wait, warp-barrier, bulk-reduction, mbarrier-word and callee-store
 holes, the mbarrier hand-off (``_mbarrier_site``: an arrival hands over to the waits on the same object) and
-both false rejections (plain tests now). Still open, as strict xfails naming the function that misses each:
-``rt13_cancelled_shared_state``
-(three spellings: a shared load vouched for by a global buffer's root), ``rt13_handmade_dsmem_push`` (a peer
-address built without ``mapa``).
+both false rejections (plain tests now). Closed in version 16: ``rt13_cancelled_shared_state`` (three spellings
+and more: a ``.shared`` load needs a ``.shared`` variable among its roots, a cancelled pointer vouches for nothing)
+and ``rt13_handmade_dsmem_push`` (rule 7 asks whether an address is provably the CTA's own, not whether ``mapa``
+made it).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from evaluators.types import Status
 from population.ast import Instruction
 from population.cfg import basic_blocks, flat_instructions
 from population.kernel import Kernel
+from tests import redteam12_kernels as rt12
 from tests import redteam13_kernels as rt
 from tests.front_half import assert_accepted, assert_rejected, front_half
 from workloads.kda.recurrent import KDARecurrent
@@ -227,23 +228,56 @@ def test_a_shared_counter_bumped_by_a_bulk_reduction_is_rejected(wl):
     assert_verdict("rt13_bulk_reduce_shared_state", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._stale_shared_reads examines a load by the .shared variables "
-                                       "among its address roots (roots_of), and the counter's address "
-                                       "y + mad(y, -1, K) has y's root only; race_lint._unvouched_loads takes any root "
-                                       "but UNKNOWN (_unvouched) for a voucher, y's for a .shared load included")
 def test_a_shared_counter_at_a_cancelled_address_is_rejected(wl):
-    assert_verdict("rt13_cancelled_shared_state", wl)
+    """Was (version 15): race_lint._stale_shared_reads examines a load by the .shared variables among its address
+    roots (roots_of), and the counter's address y + mad(y, -1, K) has y's root only; race_lint._unvouched_loads
+    took any root but UNKNOWN (_unvouched) for a voucher, y's for a .shared load included. Version 16: a .shared
+    load needs a .shared variable among its roots, and a pointer combined with its own bits vouches for nothing."""
+    r = assert_verdict("rt13_cancelled_shared_state", wl)
+    assert "no .shared variable is among the roots" in r.reason
 
 
-@pytest.mark.xfail(strict=True, reason="hole: the same two functions: y - y spelled sub.s64 gives the address roots "
-                                       "{y, UNKNOWN} (input_stores._public_roots) and (y & 0) y's bit root; _unvouched "
-                                       "rejects only an address with no root or UNKNOWN alone")
-@pytest.mark.parametrize("spelling", ["sub", "and_zero"])
+# the counter's address spelled otherwise: y cancelled by subtraction, by AND with 0, by its negation made of bits
+# (~y + 1); and the load generic, at the window address of the counter (cvta.shared of K), y cancelled by the mad
+_GENERIC = "\tcvta.shared.u64 %rd20, %rd20;\n\tmad.lo.s64 %rd21, %rd6, -1, %rd20;\n\tadd.s64 %rd22, %rd6, %rd21;\n"
+SPELLINGS = {"sub": "\tsub.s64 %rd21, %rd20, %rd6;\n\tadd.s64 %rd22, %rd6, %rd21;\n",
+             "and_zero": "\tand.b64 %rd21, %rd6, 0;\n\tadd.s64 %rd22, %rd20, %rd21;\n",
+             "xor_negation": "\txor.b64 %rd21, %rd6, -1;\n\tadd.s64 %rd21, %rd21, 1;\n\tadd.s64 %rd21, %rd21, %rd20;\n"
+                             "\tadd.s64 %rd22, %rd6, %rd21;\n",
+             "generic_mad": _GENERIC, "generic_sub": _GENERIC.replace("\tmad.lo.s64 %rd21, %rd6, -1, %rd20;\n",
+                                                                      "\tsub.s64 %rd21, %rd20, %rd6;\n")}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
 def test_the_cancelled_address_spelled_otherwise_is_rejected(spelling, wl):
-    address = {"sub": "\tsub.s64 %rd21, %rd20, %rd6;\n\tadd.s64 %rd22, %rd6, %rd21;\n",
-               "and_zero": "\tand.b64 %rd21, %rd6, 0;\n\tadd.s64 %rd22, %rd20, %rd21;\n"}[spelling]
-    assert_verdict("rt13_cancelled_shared_state", wl,
-                   dict(rt.CANCELLED_SHARED_STATE, pre=rt._CS.replace("{address}", address)))
+    """Was (version 15): the same two functions: y - y spelled sub.s64 gives the address roots {y, UNKNOWN}
+    (input_stores._public_roots), (y & 0) y's bit root, ~y + 1 y's bit root; _unvouched rejected only an address
+    with no root or UNKNOWN alone. A generic load at y + (K - y), K the counter's window address, passed the same
+    way. Version 16: a cancelled pointer (subtracted, or combined with its own bits) vouches for nothing."""
+    pre = rt._CS.replace("{address}", SPELLINGS[spelling])
+    if spelling.startswith("generic"):
+        pre = pre.replace("\tld.shared.u32 %r21", "\tld.u32 %r21")
+    k = rt.build(dict(rt.CANCELLED_SHARED_STATE, pre=pre))
+    assert compile_ptx(k, "sm_90").cubin[:4] == b"\x7fELF"
+    assert_verdict("rt13_cancelled_shared_state", wl, dict(rt.CANCELLED_SHARED_STATE, pre=pre))
+
+
+def test_a_pointer_with_its_own_bits_vouches_for_nothing():
+    """The rule of version 16's address form on root sets (race_lint._unvouched): a generic address vouched for by a
+    pointer added alone, or naming a .shared or .local variable (nvcc's zero-extended shared address: bit roots
+    only), passes; the same pointer with its own bits, subtracted or as bits alone does not; a .shared address
+    needs a .shared variable."""
+    sh, lo = frozenset({"s:smem"}), frozenset({"s:depot"})
+    f = frozenset
+    assert not rl._unvouched(f({"p2"}), f(), sh, lo, "generic")
+    assert not rl._unvouched(f({"p2"}), f({"p1"}), sh, lo, "generic")
+    assert not rl._unvouched(f(), f({"s:smem"}), sh, lo, "generic")
+    assert not rl._unvouched(f({"s:depot"}), f(), sh, lo, "generic")
+    assert not rl._unvouched(f({"p2", "?"}), f(), sh, lo, "generic")  # a pointer the kernel parked in memory
+    assert not rl._unvouched(f(), f({"s:smem", "p2"}), sh, lo, "shared")
+    for P, W in (({"p2"}, {"p2"}), ({"p2", "-p2"}, set()), (set(), {"p2"}), ({"?"}, set()), (set(), set())):
+        assert rl._unvouched(f(P), f(W), sh, lo, "generic"), (P, W)
+    assert rl._unvouched(f({"p2"}), f(), sh, lo, "shared")
 
 
 def test_the_counter_at_a_bare_constant_address_is_rejected(wl):
@@ -261,12 +295,49 @@ def test_an_arrival_order_read_from_the_mbarrier_word_is_rejected(wl):
     assert_verdict("rt13_mbarrier_word_clock", wl)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: rule 7 (race_lint._cluster_lifetimes) counts a bulk copy as a DSMEM "
-                                       "access only at an address in race_lint._remote_registers, the registers computed "
-                                       "from a mapa result; the peer's address made by and/shl/or of the CTA's own "
-                                       "(the byte permutation ptxas lowers mapa to) is none")
 def test_a_dsmem_push_to_a_hand_made_peer_address_is_rejected(wl):
+    """Was (version 15): rule 7 (race_lint._cluster_lifetimes) counted a bulk copy as a DSMEM access only at an
+    address in race_lint._remote_registers, the registers computed from a mapa result; the peer's address made by
+    and/shl/or of the CTA's own (the byte permutation ptxas lowers mapa to) is none. Version 16: any address in
+    .shared::cluster (or generic, naming a shared variable) that is not provably the CTA's own -- a variable plus
+    less than 2^23 (race_lint._own_address) -- is another CTA's."""
     assert_verdict("rt13_handmade_dsmem_push", wl)
+
+
+# the peer's addresses made otherwise: the rank bit flipped by xor, the rank's difference added at its weight; and
+# a remote mbarrier arrival at a hand-made address in place of the push
+_PEER = {"xor": ("\tmov.u32 %r42, rt13_recv;\n\txor.b32 %r43, %r42, 16777216;\n\tmov.u32 %r44, rt13_mbar;\n"
+                 "\txor.b32 %r45, %r44, 16777216;\n"),
+         "rank_weight": ("\tsub.s32 %r48, %r41, %r40;\n\tshl.b32 %r48, %r48, 24;\n\tmov.u32 %r42, rt13_recv;\n"
+                         "\tadd.s32 %r43, %r42, %r48;\n\tmov.u32 %r44, rt13_mbar;\n\tadd.s32 %r45, %r44, %r48;\n")}
+_ARRIVE = "\tmbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r45];\n"
+
+
+@pytest.mark.parametrize("spelling", [*_PEER, "remote_arrive"])
+def test_a_peer_address_made_otherwise_is_rejected(spelling, wl):
+    """Other spellings of rt13_handmade_dsmem_push's kind: rule 7 asks whether an address is the CTA's own, not how
+    a peer's was made."""
+    mid = rt._PUSH.replace(rt._MAPA, _PEER.get(spelling, rt._HANDMADE)).replace("{sync}", "")
+    mid = mid.replace("{push}", _ARRIVE if spelling == "remote_arrive" else rt12._BULK)
+    assert_rejected(rt.build(dict(rt._CLUSTER, mid=mid)), wl, ND, "race_lint", "cluster_lifetime")
+
+
+def test_a_bulk_copy_into_the_ctas_own_memory_is_no_dsmem_access():
+    """The other side of version 16's rule 7: a copy whose .shared::cluster destination is one of the CTA's own
+    variables, aligned down and indexed by a bounded offset (a TMA load's form), is no DSMEM access; the same
+    destination plus 2^24 (the rank's weight) or an unbounded index is."""
+    own = ("\tmov.u32 %r42, rt13_recv;\n\tand.b32 %r49, %r9, 1;\n\tshl.b32 %r50, %r49, 3;\n"
+           "\tadd.s32 %r51, %r42, %r50;\n\tand.b32 %r43, %r51, -16;\n\tmov.u32 %r45, rt13_mbar;\n")
+    for peer, remote in ((own, False), (own.replace("shl.b32 %r50, %r49, 3", "shl.b32 %r50, %r49, 24"), True),
+                         (own.replace("and.b32 %r49, %r9, 1", "mov.u32 %r49, %r1"), True)):
+        k = rt.build(dict(rt._CLUSTER, mid=rt._PUSH.replace(rt._MAPA, peer).replace("{sync}", "").replace(
+            "{push}", rt12._BULK)))
+        fn = k.module.function(k.entry)
+        prov = provenance(k)
+        cp = instruction(k, "cp", "bulk", "shared::cluster")
+        sites = rl._DsmemSites(rl._remote_registers(fn), fn, rl._variables(k, prov, ("shared",)),
+                               rl._variables(k, prov, ("local",)))
+        assert rl._remote_access(cp, sites, prov) is remote, peer
 
 
 def test_a_readback_of_stores_made_by_a_callee_is_rejected(wl):

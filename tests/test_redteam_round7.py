@@ -106,10 +106,18 @@ def test_version_11_rejects_each_kernel_before_any_gpu_time(wl, name, defines):
 
 def test_the_laundered_distance_from_y_stays_open(wl):
     """RT_SPACE 2: the counter's load names y (y plus a distance rebuilt through branches), a read of the output:
-    no rule sees that it reads local memory (a documented gap: GATE.md, "Known gaps")."""
+    no rule sees that it reads local memory (a documented gap: GATE.md, "Known gaps"). Since version 16 the kernel
+    as written is rejected by accident: its asm block adds y into the register `q` that the rebuild ORs bit by bit,
+    and the flow-insensitive roots give `q` y's bits besides y (a pointer with its own bits vouches for nothing,
+    race_lint._pointer_vouchers). With the sum in a register of its own the gap is as before."""
     k = build(*OPEN)
-    assert judge(k, wl) is None and kinds(k) == []
     assert "ld.volatile.v2.u32" in k.ptx and "cvta.local.u64 p, rt_slot" in k.ptx
+    assert kinds(k) == ["launch_state"]
+    text = k.ptx.replace("\t.reg .b64 p, q, d, m, t;", "\t.reg .b64 p, q, d, m, t, s;")
+    add = next(line for line in text.split("\n") if line.startswith("\tadd.u64 q, %rd") and line.endswith(", q;"))
+    text = text.replace(add, add.replace("add.u64 q,", "add.u64 s,")).replace("[q];", "[s];")
+    fresh = Kernel(parse_module(text), k.entry, k.launch)
+    assert judge(fresh, wl) is None and kinds(fresh) == []
 
 
 def test_what_each_trick_hides_is_what_version_10_already_caught(wl, v10):

@@ -94,8 +94,12 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # are any at a mapa address, reads after a red and mbarrier tokens are arrival orders, rule 8 follows calls:
 # tests/test_redteam_round12.py) and the thirteenth's (named-barrier edges from guarded or register-id waits, a
 # read after a red cleared only by a whole-CTA barrier, cp.reduce a read-modify-write, the mbarrier word read as
-# data, callee writes: tests/test_redteam_round13.py), which reject kernels v14 accepted.
-GATE_VERSION = 15
+# data, callee writes: tests/test_redteam_round13.py), which reject kernels v14 accepted; 16: v15 with rule 5's .local
+# form across calls (a callee's reads and writes through pointer parameters; callees may write their callers'
+# variables), rule 5's address form asking a .shared variable of every .shared load and letting no cancelled pointer
+# vouch, and rule 7 counting any .shared::cluster or generic access not provably the CTA's own (no mapa needed):
+# rt12_callee_local_state, rt12_honest_out_param, rt13_cancelled_shared_state, rt13_handmade_dsmem_push.
+GATE_VERSION = 16
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
