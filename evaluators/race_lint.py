@@ -199,10 +199,13 @@ from population.ast import (
     Immediate,
     Instruction,
     OffsetExpr,
+    RegDecl,
     Register,
+    Scope,
     SpecialRegister,
     Symbol,
     VarDecl,
+    iter_body,
 )
 from population.cfg import basic_blocks, cfg, dominates, flat_instructions, loops, walk
 from population.defuse import TYPE_BITS, destinations, sources
@@ -1458,10 +1461,11 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
     another thread has arrived yet, its arrival order (``rt_mbarrier_race_clock``). Since version 15 also an
     arrival's token read other than by a wait (``_token_misuse``) and a plain read of an mbarrier object's word."""
     out: list[tuple[Instruction, str]] = []
-    users: dict[str, list[Instruction]] = {}
+    scopes = _RegisterScopes(prov.functions)
+    users: dict[tuple[int, str], list[Instruction]] = {}
     for ins in prov.instructions:
         for r in sources(ins):
-            users.setdefault(r, []).append(ins)
+            users.setdefault(scopes.key(ins, r), []).append(ins)
     # the mbarrier objects (what mbarrier.init names): a plain read of one is its phase and pending count as data
     # (rt13_mbarrier_word_clock: ld.volatile.shared.u64 of the barrier's word)
     objects = frozenset().union(*(prov.address_roots(i) for i in prov.instructions
@@ -1476,7 +1480,7 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
         lps = None
         for b in blocks:
             for ins in b.instructions:
-                misuse = _token_misuse(ins, users) if ins.opcode == "mbarrier" and ins.modifiers[:1] in (
+                misuse = _token_misuse(ins, users, scopes) if ins.opcode == "mbarrier" and ins.modifiers[:1] in (
                     ("arrive",), ("arrive_drop",)) else None
                 if misuse is not None:
                     out.append((misuse, "reads the state token an mbarrier arrival returned other than to wait on it: "
@@ -1494,7 +1498,8 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
                 if lps is None:
                     lps = sorted(loops(f, cfg(f, blocks)), key=lambda lp: -lp.depth)
                 inner = next((lp for lp in lps if b.id in lp.blocks), None)
-                if dst and inner is not None and _retries_on(dst[0], inner, blocks, prov.instructions):
+                if dst and inner is not None and _retries_on(dst[0], inner, blocks, prov.instructions, ins,
+                                                             scopes):
                     continue
                 out.append((ins, "tests an mbarrier's phase other than in a loop that only retries the test until "
                                  "it succeeds (a single test, or a loop that also counts or decides on something "
@@ -1503,13 +1508,14 @@ def _mbarrier_observations(prov: Provenance, blocks_of: Callable[[Any], list]) -
     return out
 
 
-def _token_misuse(arrive: Instruction, users: dict[str, list[Instruction]]) -> Instruction | None:
+def _token_misuse(arrive: Instruction, users: dict[tuple[int, str], list[Instruction]],
+                  scopes: _RegisterScopes) -> Instruction | None:
     """The first instruction that reads the state token ``arrive`` (an ``mbarrier.arrive``) returns, through
     ``mov`` copies, for anything but the state operand of an ``mbarrier.test_wait``/``try_wait`` (or
     ``pending_count``, rule 4's own finding), or None. The token is opaque by the PTX ISA ("mbarrier.arrive": an
     opaque state for a later wait), and its bits hold the pending count (ptxas lowers ``pending_count`` for sm_90 to
     a shift and mask of it: ``rt12_arrive_token_clock`` decoded it by hand)."""
-    todo, seen = list(destinations(arrive)), set()
+    todo, seen = list(scopes.destinations(arrive)), set()
     while todo:
         r = todo.pop()
         if r in seen:
@@ -1517,35 +1523,95 @@ def _token_misuse(arrive: Instruction, users: dict[str, list[Instruction]]) -> I
         seen.add(r)
         for u in users.get(r, ()):
             if u.opcode == "mov":
-                todo.extend(destinations(u))
+                todo.extend(scopes.destinations(u))
             elif not (u.opcode == "mbarrier" and u.modifiers[:1] in (("test_wait",), ("try_wait",), ("pending_count",))):
                 return u
     return None
 
 
-def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
+def _scope_declarations(body: list) -> frozenset[str]:
+    """The register names a ``.reg`` directive directly in ``body`` declares (``%r<4>``: ``%r0`` .. ``%r3``,
+    PTX ISA 5.1.1 "Parameterized Variable Names")."""
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, RegDecl):
+            for name, count in s.names:
+                out |= {f"{name}{k}" for k in range(count)} if count is not None else {name}
+    return frozenset(out)
+
+
+class _RegisterScopes:
+    """Resolves a register name read or written by an instruction to the register it names: a ``.reg`` declared
+    in a ``{ }`` block is visible only in that block and hides any register of the same name outside it (PTX ISA
+    "Variables": a declaration in a block is local to it), so two copies of nvcc's inline asm
+    ``{ .reg .pred p; ... }`` use two registers ``p``. A register is identified by the block that declares it
+    (the function for one declared at its top level or not found) and its name; registers of different
+    functions never meet."""
+
+    def __init__(self, functions) -> None:  # type: ignore[no-untyped-def]
+        self._chain: dict[int, tuple[tuple[int, frozenset[str]], ...]] = {}
+        self._fn: dict[int, int] = {}
+        for fn in functions:
+            self._index(fn)
+
+    def _index(self, fn) -> None:  # type: ignore[no-untyped-def]
+        """Record, for each instruction of ``fn``, its function and the blocks around it with their
+        declarations (innermost last)."""
+        chain: list[tuple[int, frozenset[str]]] = []
+        for event, s, _body, _i, _depth in iter_body(fn.body or [], exits=True):
+            if event == "enter" and type(s) is Scope:
+                chain.append((id(s), _scope_declarations(s.body)))
+            elif event == "exit":
+                chain.pop()
+            elif isinstance(s, Instruction):
+                self._chain[id(s)] = tuple(c for c in chain if c[1])
+                self._fn[id(s)] = id(fn)
+
+    def key(self, ins: Instruction, name: str) -> tuple[int, str]:
+        """The register ``name`` denotes at ``ins``: (the id of its declaring block or function, name)."""
+        for scope, names in reversed(self._chain.get(id(ins), ())):
+            if name in names:
+                return scope, name
+        return self._fn.get(id(ins), 0), name
+
+    def sources(self, ins: Instruction) -> set[tuple[int, str]]:
+        """The registers ``ins`` reads (its guard predicate too)."""
+        out = {self.key(ins, r) for r in sources(ins)}
+        if ins.predicate is not None:
+            out.add(self.key(ins, ins.predicate.register.name))
+        return out
+
+    def destinations(self, ins: Instruction) -> set[tuple[int, str]]:
+        """The registers ``ins`` writes."""
+        return {self.key(ins, r) for r in destinations(ins)}
+
+
+def _retries_on(pred: str, lp, blocks, instructions: list[Instruction], wait: Instruction | None = None,
+                scopes: _RegisterScopes | None = None) -> bool:
     """Whether loop ``lp`` is a retry loop on predicate ``pred`` (an mbarrier test's result): the registers the
     loop computes from ``pred`` alone (and constants: nvcc's ``selp``/``setp`` of the inline asm's result) guard
     every conditional branch in it, no instruction anywhere reads them but those branches and that computation,
     and the loop computes nothing else but constants (gate rules version 11: a count of the retries is a clock,
     which rule 6 left to loops that write memory)."""
     body = [i for b in sorted(lp.blocks) for i in blocks[b].instructions]
-    derived, steps = {pred}, set()
+    if scopes is None:
+        scopes = _RegisterScopes([])
+    derived, steps = {scopes.key(wait, pred) if wait is not None else (0, pred)}, set()
     changed = True
     while changed:
         changed = False
         for i in body:
-            srcs, dst = sources(i), destinations(i)
-            if dst and srcs and id(i) not in steps and i.predicate is None and set(srcs) <= derived \
+            srcs, dst = {scopes.key(i, r) for r in sources(i)}, scopes.destinations(i)
+            if dst and srcs and id(i) not in steps and i.predicate is None and srcs <= derived \
                     and i.opcode in ("mov", "selp", "setp", "not", "and", "or", "xor"):
                 steps.add(id(i))
-                derived |= set(dst)
+                derived |= dst
                 changed = True
     guards = set()
     for b in lp.blocks:
         t = blocks[b].terminator
         if t is not None and t.predicate is not None:
-            if t.opcode != "bra" or t.predicate.register.name not in derived:
+            if t.opcode != "bra" or scopes.key(t, t.predicate.register.name) not in derived:
                 return False
             guards.add(id(t))
     if not guards:
@@ -1556,8 +1622,7 @@ def _retries_on(pred: str, lp, blocks, instructions: list[Instruction]) -> bool:
         if _mbarrier_wait(i) or id(i) in steps or i.opcode == "bra" or (destinations(i) and not sources(i)):
             continue
         return False
-    users = [i for i in instructions if set(sources(i)) & derived
-             or (i.predicate is not None and i.predicate.register.name in derived)]
+    users = [i for i in instructions if scopes.sources(i) & derived]
     return all(id(i) in guards or id(i) in steps for i in users)
 
 
