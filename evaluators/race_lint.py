@@ -37,7 +37,10 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    release; without it the consumer may see the flag and stale data.
 3. **Time or placement** (``time_dependent``): a read of ``%clock``, ``%clock_hi``, ``%clock64``,
    ``%globaltimer``(``_lo``/``_hi``), ``%smid``, ``%warpid``, ``%gridid`` (the context's grid launch number) or a
-   performance counter ``%pm*`` (PTX ISA "Special Registers"). No correct kernel of a deterministic workload
+   performance counter ``%pm*`` (PTX ISA "Special Registers"), and since gate rules version 16 of any special
+   register but those the launch and the ABI fix (``_LAUNCH_REGISTERS``: thread, CTA and cluster coordinates and
+   counts, lane masks, shared memory sizes): ``%envreg<32>`` (driver-defined, ``rt14_envreg_dodge``), ``%nsmid``,
+   ``%nwarpid``, ``%current_graph_exec``. No correct kernel of a deterministic workload
    needs them; a kernel that reads them can tell a slow run (compute-sanitizer instruments every access) or a
    fresh process (the sanitizer replay) from the worker, a timed launch from a gate launch by what ran between
    them, or pace itself to just under the roofline.
@@ -58,6 +61,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    the retries kept in a register is a clock -- and nothing else reads the result):
    a single test says whether another thread has arrived yet, the same arrival order
    (``rt_mbarrier_race_clock``: an instrumented chain of shared loads against an ALU chain, no loop, no atom).
+   Its registers are resolved to the ``{ }`` block declaring them (``_RegisterScopes``, gate rules version 16):
+   two copies of one inline-asm retry loop ``{ .reg .pred p; ... }`` are two registers, neither read elsewhere.
    Since gate rules version 15 also: a read (any register-loading read, ``_loads_registers``) of a location a
    ``red`` (or an ``atom`` whose result nobody reads) updated, on a path with no barrier between, which sees the
    count of the threads that arrived before it as the atom's result would (``rt12_red_order_clock``); and the
@@ -223,6 +228,17 @@ _RESTRICTED_FENCE = frozenset({"mbarrier_init", "op_restrict", "proxy"})
 _TIME_REGISTERS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo",
                              "%globaltimer_hi", "%smid", "%warpid", "%gridid"} | {f"%pm{i}" for i in range(8)}
                             | {f"%pm{i}_64" for i in range(8)})
+# Special registers fixed by the launch and the ABI (PTX ISA 9.0 "Special Registers"): the thread's and CTA's
+# coordinates and counts in the grid and the cluster, the lane masks, and the shared memory sizes and the reserved
+# window the launch configuration gives. Rule 3 rejects a read of any other: the time and placement registers above,
+# and the rest whose value neither the inputs nor the launch fix (%envreg<32>: "driver-defined", %nsmid/%nwarpid:
+# the hardware's, %current_graph_exec: how the launch was issued).
+_LAUNCH_REGISTERS = frozenset({"%tid", "%ntid", "%laneid", "%ctaid", "%nctaid", "%is_explicit_cluster", "%clusterid",
+                               "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
+                               "%cluster_nctarank", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge",
+                               "%lanemask_gt", "%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size",
+                               "%reserved_smem_offset_begin", "%reserved_smem_offset_end",
+                               "%reserved_smem_offset_cap", "%reserved_smem_offset_0", "%reserved_smem_offset_1"})
 # Operand count of ``mbarrier.try_wait`` with a suspendTimeHint (waitComplete, [addr], state|parity, hint).
 _TRY_WAIT_WITH_HINT = 4
 _FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3x2", "e5m2x2"})
@@ -531,14 +547,30 @@ def _operands_flat(ops) -> list:
     return out
 
 
+def _unfixed_special(name: str) -> bool:
+    """Whether special register ``name`` (``%tid.x``: its component dropped) is one rule 3 rejects: any not in
+    ``_LAUNCH_REGISTERS`` (an allow-list since gate rules version 16; ``rt14_envreg_dodge`` read ``%envreg0..3``,
+    which the deny-list ``_TIME_REGISTERS`` did not name)."""
+    return name.split(".", 1)[0] not in _LAUNCH_REGISTERS
+
+
 def _time_reads(prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 3: the instructions that read a special register the launch and the ABI do not fix, naming it."""
     out = []
     for ins in prov.instructions:
         regs = sorted({o.name for o in _operands_flat(ins.operands)
-                       if isinstance(o, SpecialRegister) and o.name in _TIME_REGISTERS})
-        if regs:
-            out.append((ins, f"reads {regs[0]}: a result or a path that depends on time, on where the thread runs or "
+                       if isinstance(o, SpecialRegister) and _unfixed_special(o.name)})
+        if not regs:
+            continue
+        timed = [r for r in regs if r in _TIME_REGISTERS]
+        if timed:
+            out.append((ins, f"reads {timed[0]}: a result or a path that depends on time, on where the thread runs or "
                              "on what ran before (a kernel can tell a slow, instrumented or timed launch from another)"))
+        else:
+            out.append((ins, f"reads {regs[0]}: a special register that neither the inputs nor the launch configuration "
+                             "fix (driver-defined or the hardware's, PTX ISA \"Special Registers\"): a result or a path "
+                             "that can differ between launches (a kernel can tell an instrumented or replayed launch "
+                             "from another)"))
     return out
 
 

@@ -192,11 +192,11 @@ _CP_LOAD = ("\t@!%p13 bra $L_plain;\n\tadd.u32 %r59, %r4, 1;\n\tadd.u32 %r60, %r
 HONEST_CP_ASYNC = dict(decls="\t.shared .align 16 .b8 rt14_buf[1024];\n", pre=_CP_PRE, load=_CP_LOAD)
 
 HOLES = {
-    "rt14_envreg_dodge": ENVREG_DODGE,
     "rt14_register_state": REGISTER_STATE,
     "rt14_unset_retval_state": UNSET_RETVAL_STATE,
 }
 CAUGHT = {
+    "rt14_envreg_dodge": ENVREG_DODGE,
     "rt14_alloca_state": ALLOCA_STATE,
     "rt14_extern_shared_state": EXTERN_SHARED_STATE,
     **{f"rt14_laundered_store_{k}": v for k, v in LAUNDERED_STORES.items()},

@@ -5,7 +5,7 @@ launches (``timed_checks.timed_call`` / ``verify_checked``), as round 9's.
 
 | kernel | trick | aims past | the checks give |
 |---|---|---|---|
-| ``rt14_envreg_dodge`` | barrier kept only while the driver-defined ``%envreg0..3`` XOR to 0 | rule 3's deny-list | accepted (hole) |
+| ``rt14_envreg_dodge`` | barrier kept only while the driver-defined ``%envreg0..3`` XOR to 0 | rule 3's deny-list | nondeterministic (time_dependent; rule 3 an allow-list since version 16) |
 | ``rt14_register_state`` | launch counter in a register read before any definition (3 spellings) | rule 5 (memory forms only) | accepted (hole) |
 | ``rt14_unset_retval_state`` | the counter as a callee's return value the callee never writes | rule 5, provenance | accepted (hole) |
 | ``rt14_alloca_state`` | the counter in ``alloca``'d stack memory, read before written | rule 5's ``.local`` form | nondeterministic (launch_state, address form) |
@@ -63,22 +63,21 @@ def test_every_kernel_assembles_for_sm_90_and_launches(name, wl):
 # ------------------------------------------------------------------------------------------ why each hole passes
 
 
-def test_envreg_is_a_special_register_that_rule_3_does_not_name():
-    """The mechanism of rt14_envreg_dodge: the parser knows %envreg<n> for a special register, rule 3's list
-    (``race_lint._TIME_REGISTERS``) does not hold it."""
+def test_envreg_is_a_special_register_that_the_time_list_does_not_name():
+    """The mechanism of rt14_envreg_dodge: the parser knows %envreg<n> for a special register, rule 3's list of
+    time registers (``race_lint._TIME_REGISTERS``) does not hold it; the allow-list of registers the launch fixes
+    (``race_lint._LAUNCH_REGISTERS``, version 16) does not either, so rule 3 rejects it."""
     k = rt.build(rt.ENVREG_DODGE)
     srcs = {op.name for i in flat_instructions(k.module.function(k.entry)) if i.opcode == "mov" for op in i.operands
             if isinstance(op, SpecialRegister)}
     assert {"%envreg0", "%envreg1", "%envreg2", "%envreg3"} <= srcs
     assert not any(r.startswith("%envreg") for r in rl._TIME_REGISTERS)
+    assert rl._unfixed_special("%envreg0") and not rl._unfixed_special("%tid.x")
 
 
 # ------------------------------------------------------------------------------------------ the holes
 
 
-@pytest.mark.xfail(strict=True, reason="hole: race_lint._TIME_REGISTERS is a deny-list (%clock*, %globaltimer*, %smid, "
-                                       "%warpid, %gridid, %pm*); %envreg<32>, driver-defined and not stated by the "
-                                       "PTX ISA, is not on it, so rule 3 (time_dependent) passes a dodge keyed on it")
 def test_a_dodge_keyed_on_envreg_is_rejected(wl):
     assert_rejected(rt.build(rt.ENVREG_DODGE), wl, ND, "race_lint", "time_dependent", "%envreg")
 
