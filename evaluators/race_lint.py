@@ -114,6 +114,13 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    ``rt_laundered_state`` RT_SPACE 2 names y and reads local memory). Since version 16 a ``.shared`` load needs a
    ``.shared`` variable among its roots, and no pointer vouches that is subtracted from the address or combined
    with its own bits (``y + mad(y, -1, K)``, ``y + (K - y)``, ``(y & 0) + K``: ``rt13_cancelled_shared_state``).
+   Its register form (gate rules version 16): a read of a register (a source or a guard) that no path from the
+   function's entry writes before it, and the ``ld.param`` of a return value after a direct call of a function
+   that stores into no ``.param`` return value of its own: the hardware register keeps what the last warp on its
+   slot left, a launch counter without memory (``rt14_register_state``, ``rt14_unset_retval_state``). A write on
+   any path counts, guarded or not (a may-analysis: nvcc's code reads registers that a skipped load leaves
+   unwritten on some paths). Cannot see: a definition under a guard that never holds, or on a path never taken
+   (``rt14_register_state`` "guarded"), a callee that writes its return value on some paths only.
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -2021,6 +2028,112 @@ def _cluster_lifetimes(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
     return out
 
 
+def _register_parameters(fn) -> frozenset[tuple[int, str]]:
+    """The registers a ``.func`` is given on entry: its ``.reg`` parameters (PTX ISA "Kernel and Function
+    Directives: .func": parameters in the register state space), keyed as ``_RegisterScopes.key`` keys them."""
+    return frozenset((id(fn), p.name) for p in list(fn.params) + list(fn.return_params or [])
+                     if p.state_space == "reg")
+
+
+def _written_on_some_path(blocks, scopes: _RegisterScopes) -> dict[int, frozenset | None]:
+    """Block id -> the registers some path from the entry has written before the block (None: unreachable), a
+    forward may-analysis (meet: union; a guarded write counts, it may run)."""
+
+    def transfer(b, state: frozenset) -> frozenset:
+        cur = set(state)
+        for ins in b.instructions:
+            cur |= scopes.destinations(ins)
+        return frozenset(cur)
+
+    return _forward(blocks, _predecessors(blocks), lambda outs: frozenset().union(*outs), transfer)
+
+
+def _read_keys(ins: Instruction, scopes: _RegisterScopes) -> list[tuple[tuple[int, str], str]]:
+    """The registers ``ins`` reads, each with its name: its sources and its guard predicate."""
+    out = [(scopes.key(ins, r), r) for r in sources(ins)]
+    if ins.predicate is not None:
+        out.append((scopes.key(ins, ins.predicate.register.name), ins.predicate.register.name))
+    return out
+
+
+def _unwritten_register_reads(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
+    """Rule 5's register form (gate rules version 16): a read of a register that no path from the function's
+    entry writes before it (PTX ISA "Registers": a register holds no defined value until written). The hardware
+    register ptxas gives it keeps what the last warp on its slot left there: a launch counter without memory
+    (``rt14_register_state``, spellings "undefined" and "predicate"). A may-analysis, not a must-analysis: nvcc's
+    own code reads registers that a skipped branch or a guarded load leaves unwritten on some paths (the values
+    unused there), so a write on any earlier path, guarded or not, counts."""
+    scopes = _RegisterScopes(prov.functions)
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        blocks = blocks_of(f)
+        given = _register_parameters(f)
+        state = _written_on_some_path(blocks, scopes)
+        for b in blocks:
+            if state[b.id] is None:
+                continue
+            cur = set(state[b.id]) | given
+            for ins in b.instructions:
+                bad = next((name for k, name in _read_keys(ins, scopes) if k not in cur), None)
+                if bad is not None:
+                    out.append((ins, f"reads register {bad}, which no path from the entry writes before it: an "
+                                     "unwritten register holds what the last thread on its hardware slot left, "
+                                     "state kept across launches (the workload declares no atomics)"))
+                cur |= scopes.destinations(ins)
+    return out
+
+
+def _writes_return(callee) -> bool:
+    """Whether ``callee``'s body stores into one of its ``.param`` return values anywhere (``st.param`` at it:
+    PTX ISA "Kernel and Function Directives: .func", the return values are written with ``st.param``), or has
+    ``.reg`` return values (written as registers, left to the register form)."""
+    rets = {p.name for p in callee.return_params or [] if p.state_space != "reg"}
+    if len(rets) < len(callee.return_params or []):
+        return True
+    for ins in flat_instructions(callee):
+        if ins.opcode == "st" and "param" in ins.modifiers:
+            a = next((o for o in ins.operands if isinstance(o, Address)), None)
+            if a is not None and isinstance(a.base, Symbol) and a.base.name in rets:
+                return True
+    return False
+
+
+def _call_returns(ins: Instruction) -> tuple[list[str], str | None]:
+    """A direct ``call``'s return parameter names (its first operand list) and the callee's name."""
+    ops = list(ins.operands)
+    rets: list[str] = []
+    if ops and getattr(ops[0], "elements", None) is not None:
+        rets = [o.name for o in ops.pop(0).elements if isinstance(o, Symbol)]
+    callee = ops[0].name if ops and isinstance(ops[0], Symbol) else None
+    return rets, callee
+
+
+def _unwritten_return_loads(kernel: Kernel, prov: Provenance) -> list[tuple[Instruction, str]]:
+    """Rule 5's register form for a call's return value (gate rules version 16): the ``ld.param`` of a return
+    value after a direct call of a function with a body that stores into no ``.param`` return value of its own
+    (``rt14_unset_retval_state``): under the ABI the value is a register the callee never wrote, what the last
+    thread on the slot left. Callees without a body (system calls) and indirect calls are not judged."""
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        pending: dict[str, str] = {}  # an unwritten return value's call-site name -> the callee's
+        for ins in flat_instructions(f):
+            if ins.opcode == "call":
+                rets, name = _call_returns(ins)
+                for r in rets:
+                    pending.pop(r, None)
+                callee = next((g for g in kernel.module.functions if g.name == name and g.body is not None), None)
+                if callee is not None and callee.return_params \
+                        and not _writes_return(callee):
+                    pending.update({r: name for r in rets})
+            elif ins.opcode == "ld" and "param" in ins.modifiers:
+                a = next((o for o in ins.operands if isinstance(o, Address)), None)
+                if a is not None and isinstance(a.base, Symbol) and a.base.name in pending:
+                    out.append((ins, f"reads the return value {a.base.name} of {pending[a.base.name]}, which stores "
+                                     "none: an unwritten register that holds what the last thread on its hardware "
+                                     "slot left, state kept across launches (the workload declares no atomics)"))
+    return out
+
+
 def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: bool = True,
               launch_state_ok: bool = True, waits_ok: bool = True, order_ok: bool = True) -> RaceReport:
     """Lint ``kernel``'s entry, and every function it calls, for the patterns of the module docstring.
@@ -2076,6 +2189,8 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
         hits += [("launch_state", ins, why) for ins, why in _stale_local_reads(kernel, prov, blocks_of)]
         hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov, blocks_of)]
         hits += [("launch_state", ins, why) for ins, why in _unvouched_loads(kernel, prov)]
+        hits += [("launch_state", ins, why) for ins, why in _unwritten_register_reads(prov, blocks_of)]
+        hits += [("launch_state", ins, why) for ins, why in _unwritten_return_loads(kernel, prov)]
     if not hits:
         return RaceReport([])
     lines = {id(li.node): li for li in listing(kernel.module).lines if li.node is not None}

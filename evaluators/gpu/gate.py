@@ -101,7 +101,9 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # rt12_callee_local_state, rt12_honest_out_param, rt13_cancelled_shared_state, rt13_handmade_dsmem_push; rule 4's
 # mbarrier form resolving a register to the { } block that declares it (two copies of one inline-asm retry loop,
 # as unrolling makes, were one register and rejected as atomic_order); rule 3 an allow-list of the special registers
-# the launch and the ABI fix (rt14_envreg_dodge: %envreg<32> was on no list).
+# the launch and the ABI fix (rt14_envreg_dodge: %envreg<32> was on no list); rule 5's register form, a register
+# read that no earlier path writes and a call's return value its callee never stores (rt14_register_state,
+# rt14_unset_retval_state).
 GATE_VERSION = 16
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
