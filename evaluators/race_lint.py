@@ -39,8 +39,9 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    ``%globaltimer``(``_lo``/``_hi``), ``%smid``, ``%warpid``, ``%gridid`` (the context's grid launch number) or a
    performance counter ``%pm*`` (PTX ISA "Special Registers"), and since gate rules version 16 of any special
    register but those the launch and the ABI fix (``_LAUNCH_REGISTERS``: thread, CTA and cluster coordinates and
-   counts, lane masks, shared memory sizes): ``%envreg<32>`` (driver-defined, ``rt14_envreg_dodge``), ``%nsmid``,
-   ``%nwarpid``, ``%current_graph_exec``. No correct kernel of a deterministic workload
+   counts, lane masks, shared memory sizes, ``%nsmid``: a constant of the device, the same for the worker and the
+   sanitizer replay): ``%envreg<32>`` (driver-defined, ``rt14_envreg_dodge``), ``%nwarpid``,
+   ``%current_graph_exec``. No correct kernel of a deterministic workload
    needs them; a kernel that reads them can tell a slow run (compute-sanitizer instruments every access) or a
    fresh process (the sanitizer replay) from the worker, a timed launch from a gate launch by what ran between
    them, or pace itself to just under the roofline.
@@ -237,15 +238,17 @@ _TIME_REGISTERS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", 
                             | {f"%pm{i}_64" for i in range(8)})
 # Special registers fixed by the launch and the ABI (PTX ISA 9.0 "Special Registers"): the thread's and CTA's
 # coordinates and counts in the grid and the cluster, the lane masks, and the shared memory sizes and the reserved
-# window the launch configuration gives. Rule 3 rejects a read of any other: the time and placement registers above,
-# and the rest whose value neither the inputs nor the launch fix (%envreg<32>: "driver-defined", %nsmid/%nwarpid:
-# the hardware's, %current_graph_exec: how the launch was issued).
+# window the launch configuration gives, and %nsmid (the device's SM count: the same for the worker and the sanitizer
+# replay on one GPU). Rule 3 rejects a read of any other: the time and placement registers above, and the rest whose
+# value neither the inputs nor the launch fix (%envreg<32>: "driver-defined", %nwarpid: the hardware's,
+# %current_graph_exec: how the launch was issued).
 _LAUNCH_REGISTERS = frozenset({"%tid", "%ntid", "%laneid", "%ctaid", "%nctaid", "%is_explicit_cluster", "%clusterid",
                                "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
                                "%cluster_nctarank", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge",
                                "%lanemask_gt", "%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size",
                                "%reserved_smem_offset_begin", "%reserved_smem_offset_end",
-                               "%reserved_smem_offset_cap", "%reserved_smem_offset_0", "%reserved_smem_offset_1"})
+                               "%reserved_smem_offset_cap", "%reserved_smem_offset_0", "%reserved_smem_offset_1",
+                               "%nsmid"})
 # Operand count of ``mbarrier.try_wait`` with a suspendTimeHint (waitComplete, [addr], state|parity, hint).
 _TRY_WAIT_WITH_HINT = 4
 _FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3x2", "e5m2x2"})
@@ -1629,7 +1632,8 @@ def _retries_on(pred: str, lp, blocks, instructions: list[Instruction], wait: In
                 scopes: _RegisterScopes | None = None) -> bool:
     """Whether loop ``lp`` is a retry loop on predicate ``pred`` (an mbarrier test's result): the registers the
     loop computes from ``pred`` alone (and constants: nvcc's ``selp``/``setp`` of the inline asm's result) guard
-    every conditional branch in it, no instruction anywhere reads them but those branches and that computation,
+    every conditional branch in it, no instruction reads them but those branches and that computation (in the
+    loop; after it, wherever the loop's value reaches before the register is written again: ``_reads_after_exit``),
     and the loop computes nothing else but constants (gate rules version 11: a count of the retries is a clock,
     which rule 6 left to loops that write memory)."""
     body = [i for b in sorted(lp.blocks) for i in blocks[b].instructions]
@@ -1661,8 +1665,38 @@ def _retries_on(pred: str, lp, blocks, instructions: list[Instruction], wait: In
         if _mbarrier_wait(i) or id(i) in steps or i.opcode == "bra" or (destinations(i) and not sources(i)):
             continue
         return False
-    users = [i for i in instructions if scopes.sources(i) & derived]
-    return all(id(i) in guards or id(i) in steps for i in users)
+    if any(scopes.sources(i) & derived and id(i) not in guards and id(i) not in steps for i in body):
+        return False
+    # outside the loop: a read the loop's value reaches on a path from its exit; an instruction in no block
+    # (code the CFG does not reach) is judged as a reader, flow-insensitively
+    in_cfg = {id(j) for b in blocks for j in b.instructions}
+    return not _reads_after_exit(derived, lp, blocks, scopes) and not any(
+        scopes.sources(i) & derived for i in instructions if id(i) not in in_cfg)
+
+
+def _reads_after_exit(derived: set, lp, blocks, scopes: _RegisterScopes) -> bool:
+    """Whether a path from an exit of loop ``lp`` reads one of ``derived`` (register keys of the retry's result)
+    before an unguarded write of it: the loop's own value reaches that read. Flow-sensitive, so that a copy of
+    the retry loop (the ``unroll`` operator's) that writes the same function-scope registers again before it
+    reads them is no reader of this loop's result (reaching definitions over the CFG's blocks)."""
+    todo = [(s, frozenset(derived)) for b in lp.blocks for s in blocks[b].successors if s not in lp.blocks]
+    seen: set = set()
+    while todo:
+        b, live = todo.pop()
+        if (b, live) in seen:
+            continue
+        seen.add((b, live))
+        cur = set(live)
+        for ins in blocks[b].instructions:
+            if scopes.sources(ins) & cur:
+                return True
+            if ins.predicate is None:
+                cur -= scopes.destinations(ins)
+            if not cur:
+                break
+        if cur:
+            todo += [(s, frozenset(cur)) for s in blocks[b].successors]
+    return False
 
 
 # Instructions through which a register keeps holding (an offset into) the address ``mapa`` gave.

@@ -54,3 +54,30 @@ def test_a_block_without_its_own_declaration_uses_the_outer_register():
     assert found[0].text.lstrip().startswith("mbarrier.try_wait")
     waits = [n for n, line in enumerate(k.canonical_ptx.splitlines(), 1) if "try_wait" in line and "pw0" in line]
     assert len(waits) == 2 and found[0].line == waits[1]  # the second copy, not the honest first
+
+
+# nvcc's older spelling of the wait (a C++ loop around one test): the test's result passes through function-scope
+# registers, %r9000 and %p9000, which an unrolled copy of the loop writes again before it reads them.
+CXX_WAIT = ("$L__W{n}:\n\t{{\n\t.reg .pred pw0;\n\tmbarrier.try_wait.parity.shared::cta.b64 pw0, [%r41], %r1346;\n"
+            "\tselp.u32 %r9000, 1, 0, pw0;\n\t}}\n\tsetp.eq.s32 %p9000, %r9000, 0;\n\t@%p9000 bra $L__W{n};\n")
+
+
+def _with_cxx_waits(after: str) -> Kernel:
+    """The instance with its wait replaced by two copies of the C++-loop spelling, then ``after``."""
+    k = _rmsnorm()
+    text = k.ptx.replace("\t.reg .pred \t%p<208>;\n", "\t.reg .pred \t%p<208>;\n\t.reg .pred %p9000;\n"
+                         "\t.reg .b32 %r9000;\n", 1)
+    text = text.replace(WAIT, CXX_WAIT.format(n=0) + CXX_WAIT.format(n=1) + after)
+    return Kernel(parse_module(text), k.entry, k.launch)
+
+
+def test_an_unrolled_copy_that_rewrites_the_registers_reads_nothing_of_the_first_loop():
+    """Each copy writes %r9000 and %p9000 before it reads them: no read is reached by the other loop's value
+    (R56 on the H200, 2026-12-03: three `unroll` edits of cluster-push kernels were rejected for this)."""
+    assert _order_findings(_with_cxx_waits("")) == []
+
+
+def test_the_retry_result_read_after_the_loop_is_still_an_arrival_order():
+    # after the second loop, %r9000 still holds its last test's result: adding it up counts the tests
+    found = _order_findings(_with_cxx_waits("\tadd.s32 %r1363, %r1363, %r9000;\n"))
+    assert len(found) == 1 and "try_wait" in found[0].text

@@ -100,7 +100,8 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # vouch, and rule 7 counting any .shared::cluster or generic access not provably the CTA's own (no mapa needed):
 # rt12_callee_local_state, rt12_honest_out_param, rt13_cancelled_shared_state, rt13_handmade_dsmem_push; rule 4's
 # mbarrier form resolving a register to the { } block that declares it (two copies of one inline-asm retry loop,
-# as unrolling makes, were one register and rejected as atomic_order); rule 3 an allow-list of the special registers
+# as unrolling makes, were one register and rejected as atomic_order) and counting a read after the loop only where
+# the loop's value reaches it (a copy that writes the same registers again first); rule 3 an allow-list of the special registers
 # the launch and the ABI fix (rt14_envreg_dodge: %envreg<32> was on no list); rule 5's register form, a register
 # read that no earlier path writes and a call's return value its callee never stores (rt14_register_state,
 # rt14_unset_retval_state).
