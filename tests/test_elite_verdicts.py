@@ -282,7 +282,9 @@ class RandomLagVerdictEvaluator(LazyVerdictEvaluator):
         return out
 
 
-@pytest.mark.parametrize("seed", range(6))
+# Six seeds whose trajectories displace elites while their verdicts wait (seed 5 displaced none once the
+# template's knob space grew to twelve knobs, 2026-12-03; the assertion below keeps each seed honest).
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 6])
 def test_with_lagging_verdicts_every_final_elite_passed_its_own(tmp_path, seed):
     """However verdicts lag behind the elites (withdrawn, brought back, asked again), the run ends with every elite
     confirmed by its own passed verdict and every failed one out of the archive."""
