@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 from population.kernel import LaunchConfig
 from workloads.cuda_build import build_ptx
-from workloads.dtypes import from_float, to_float64
 from workloads.rmsnorm import (
     DTYPE_MACRO,
-    GATE_SHAPES,
     KNOB_MACROS,
     LONG_ROW_CANDIDATES,
     MAX_DYNAMIC_SMEM,
@@ -250,19 +247,9 @@ def test_emulated_decomposition_of_the_staged_sets(knobs):
     """The work decomposition of the new sets (which CTA, thread and row iteration reads and writes which
     elements: tests/test_workload_template_v2.py's emulator, whose chunk mapping the staged path shares) writes
     every element once and matches the float64 reference on the small gate shapes and a few long rows."""
-    from tests.test_workload_template_v2 import emulate
+    from tests.test_workload_template_v2 import check_emulated
 
-    wl = RMSNorm("bf16")
-    shapes = [s for s in GATE_SHAPES if s[0] * s[1] <= 200_000] + [(3, 65544), (2, 100003)]
-    for i, shape in enumerate(shapes):
-        inputs = wl.make_inputs(shape, seed=300 + i, distribution="zero_rows" if i % 2 else "large")
-        x = to_float64(inputs["x"], "bf16", np)
-        y, writes = emulate(x, inputs["w"].astype(np.float64), knobs, wl)
-        assert (writes == 1).all(), f"{shape}: elements written {writes.min()}..{writes.max()} times"
-        ref = wl.reference(inputs)["y"]
-        got = to_float64(from_float(y.astype(np.float32), "bf16", np), "bf16", np)
-        atol, rtol = wl.tolerance
-        assert np.allclose(got, ref, atol=atol, rtol=rtol, equal_nan=True), shape
+    check_emulated(knobs, [(3, 65544), (2, 100003)], seed0=300, equal_nan=True)
 
 
 # ------------------------------------------------------------------------------------- the --long-rows study
