@@ -22,6 +22,8 @@
 # /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0); v2proc: v2ahead with the front half in processes (front_half=process). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
 # long_rows: experiments/rmsnorm_baselines.py --long-rows (TUNED_KNOBS vs the shared-memory staging candidates at
 # N = 16384-262144, or the comma-separated LONG_ROWS_N; LONG_ROWS_REPEATS (10) repeats), cut at LONG_ROWS_S (240).
+# ncu: experiments/ncu_profile.py (TUNED_KNOBS and LONG_ROW_CANDIDATES at NCU_N (65536) under Nsight Compute), cut at
+# NCU_S (240).
 # sequence_ab: experiments/gate_sequence_ab.py on SEQ_STORE's first SEQ_N candidates (300), cut at SEQ_S (540).
 # Every default limit fits one 600 s device command; steps whose limits add up past it need one command each.
 # Prepare on a machine with network: bash scripts/fetch_device_wheels.sh (fills .whl/, carried along).
@@ -83,6 +85,9 @@ for step in "${steps[@]}"; do
     long_rows) timeout -k 10 "${LONG_ROWS_S:-240}" python3 experiments/rmsnorm_baselines.py --long-rows ${LONG_ROWS_N:-} \
                  --repeats "${LONG_ROWS_REPEATS:-10}" --out "$out" 2>&1 | tee "$out/rmsnorm_long_rows.log"
                rc=$((rc | ${PIPESTATUS[0]})) ;;
+    ncu) timeout -k 10 "${NCU_S:-240}" python3 experiments/ncu_profile.py --long-rows "${NCU_N:-65536}" --out "$out" 2>&1 \
+           | tee "$out/ncu_profile.log"
+         rc=$((rc | ${PIPESTATUS[0]})) ;;
     throughput) timeout -k 10 "${THROUGHPUT_S:-300}" python3 experiments/gpu_throughput.py --out "$out" 2>&1 \
                   | tee "$out/gpu_throughput.log"
                 rc=$((rc | ${PIPESTATUS[0]})) ;;

@@ -33,3 +33,20 @@ def test_replay_script_is_valid_python_with_the_spec():
     tree = ast.parse(text)
     assert any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "load" for n in ast.walk(tree))
     assert '"shape": [7, 760]' in text and "sys.path[:0] = ['/repo']" in text
+
+
+def test_the_profile_table_reads_ncu_base_units():
+    """experiments/ncu_profile.py's cells: ns -> µs, DRAM bytes over the compulsory bytes, SM active share."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from ncu_profile import rows_of
+
+    cells = rows_of({"gpu__time_duration.sum": 2_031_900.0, "dram__bytes_read.sum": 4.4e9,
+                     "dram__bytes_write.sum": 4.2e9, "sm__cycles_active.avg": 900.0, "sm__cycles_elapsed.avg": 1000.0,
+                     "Waves Per SM": 1.52, "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio":
+                     12.345}, compulsory=int(8.6e9))
+    assert cells["duration (µs)"] == "2031.9" and cells["DRAM bytes / compulsory"] == "1.000"
+    assert cells["SM active / elapsed cycles"] == "0.900" and cells["waves per SM"] == "1.52"
+    assert cells["stall long_scoreboard"] == "12.35" and cells["L2 hit rate (%)"] == "-"

@@ -164,3 +164,29 @@ def test_a_kernel_cut_just_before_the_drain_began_is_still_asked_in_it():
         assert [(k, v.status) for k, v in back] == [(7, Status.OK)] and calls == [["slow"], ["slow"]]
     finally:
         q.close()
+
+
+def test_the_pool_cuts_only_its_background_verdicts(monkeypatch):
+    """A direct ``GPUPool.sanitize`` waits for its own verdicts, so no launch of it is cut (R58, H200 2026-12-03:
+    rt_sanitizer_dodge's racecheck at 32768 x 512 ran past the 10 s cap and a direct call came back SKIPPED); the
+    background queue, beside a search that times candidates, passes the pool's cap."""
+    import itertools
+
+    from evaluators.gpu import pool as pool_mod
+    from evaluators.gpu.pool import GPUPool
+
+    caps = []
+    monkeypatch.setattr(pool_mod, "sanitize", lambda kernels, *a, launch_cap_s=None, **kw:
+                        caps.append(launch_cap_s) or [Verdict(Status.OK) for _ in kernels])
+    p = GPUPool.__new__(GPUPool)  # the sanitizer's call alone: no workers
+    p.devices, p._next_device, p._seed, p._sanitize_calls = [0], itertools.count(), 1, itertools.count()
+    p.workload, p.arch, p.sanitizer_tools, p.sanitizer_timeout_s = None, "sm_90", ("racecheck",), 60.0
+    p.shapes, p.sanitizer_timed_tools, p.sanitizer_launch_s = [(32768, 512)], None, 10.0
+    p._duty, p._verdicts = {"0": None}, None
+    monkeypatch.setattr(pool_mod, "physical_device", lambda d: d)
+    assert [v.status for v in p.sanitize(["k"])] == [Status.OK] and caps == [None]
+    p.submit_verdict(1, "k")
+    try:
+        assert [k for k, _ in p._verdicts.collect(wait=True, timeout=10.0)] == [1] and caps == [None, 10.0]
+    finally:
+        p._verdicts.close()

@@ -4,7 +4,8 @@
 shape, one launch) into a temporary folder and runs
 ``ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
 --csv --print-units base -k <entry> -c 1 python3 replay.py`` (clocks left as found, so the duration is the
-one the benchmark sees rather than one at ncu's locked base clock). Needs a GPU on which ncu can read
+one the benchmark sees rather than one at ncu's locked base clock). ``profile_launch`` is the same run with any
+metrics and sections (experiments/ncu_profile.py). Needs a GPU on which ncu can read
 counters (the H200 machines' Firecracker runtime can; gVisor cannot).
 """
 
@@ -102,12 +103,15 @@ def replay_script(spec: dict, paths: list[str]) -> str:
     return REPLAY.format(paths=paths, spec=json.dumps(spec))
 
 
-def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch: str,
-                       timeout_s: float = 300.0, python: str = sys.executable) -> DramMeasurement:
-    """Profile one launch of ``kernel`` at ``shape`` under ncu and return its DRAM bytes and duration.
-    arch: the ptxas target of the GPU it runs on (``GPUSpec.arch``).
+def profile_launch(kernel: Kernel, workload: Workload, shape: Shape, *, arch: str, metrics: tuple[str, ...] = (),
+                   sections: tuple[str, ...] = (), timeout_s: float = 300.0,
+                   python: str = sys.executable) -> dict[str, float]:
+    """Profile one launch of ``kernel`` at ``shape`` under ncu (clocks left as found) and return every metric it
+    reported, name -> value in ncu's base units (bytes, ns, %, ...): the ``metrics`` asked for by name and those of
+    the ``sections`` (ncu's section identifiers: SpeedOfLight, MemoryWorkloadAnalysis, WarpStateStats, Occupancy,
+    LaunchStats, SchedulerStats; ``ncu --list-sections``). arch: the ptxas target of the GPU it runs on.
 
-    Raises NcuError (no ncu, ncu failed, metric missing) or types.CompileError (ptxas refused the kernel).
+    Raises NcuError (no ncu, ncu failed or reported nothing) or types.CompileError (ptxas refused the kernel).
     """
     from evaluators.toolchain import compile_ptx
 
@@ -122,17 +126,31 @@ def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch
                 "launch": kernel.launch.to_json()}
         script = Path(tmp) / "replay.py"
         script.write_text(replay_script(spec, [repo, *sys.path]))
-        cmd = [str(ncu), "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv", "--print-units",
-               "base", "-k", kernel.entry, "-c", "1", python, str(script)]
+        cmd = [str(ncu), "--clock-control", "none", "--csv", "--print-units", "base"]
+        if metrics:
+            cmd += ["--metrics", ",".join(metrics)]
+        for sec in sections:
+            cmd += ["--section", sec]
+        cmd += ["-k", kernel.entry, "-c", "1", python, str(script)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise NcuError(f"ncu did not finish within {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         raise NcuError(f"ncu exited {proc.returncode}: {(proc.stdout + proc.stderr)[-800:]}")
-    vals = parse_ncu_csv(proc.stdout)
+    return parse_ncu_csv(proc.stdout)
+
+
+def measure_dram_bytes(kernel: Kernel, workload: Workload, shape: Shape, *, arch: str,
+                       timeout_s: float = 300.0, python: str = sys.executable) -> DramMeasurement:
+    """Profile one launch of ``kernel`` at ``shape`` under ncu and return its DRAM bytes and duration.
+    arch: the ptxas target of the GPU it runs on (``GPUSpec.arch``).
+
+    Raises NcuError (no ncu, ncu failed, metric missing) or types.CompileError (ptxas refused the kernel).
+    """
+    vals = profile_launch(kernel, workload, shape, arch=arch, metrics=METRICS, timeout_s=timeout_s, python=python)
     missing = [m for m in METRICS if m not in vals]
     if missing:
-        raise NcuError(f"ncu reported no {missing}: {(proc.stdout + proc.stderr)[-800:]}")
+        raise NcuError(f"ncu reported no {missing}: {vals}")
     return DramMeasurement(vals["dram__bytes_read.sum"], vals["dram__bytes_write.sum"],
                            vals["gpu__time_duration.sum"] / 1e3)  # ns -> µs in base units

@@ -275,26 +275,28 @@ class GPUPool:
         return res
 
     # -------------------------------------------------------------------------------------- sanitizer verdicts
-    def sanitize(self, kernels: Sequence[Kernel]) -> list[Verdict]:
+    def sanitize(self, kernels: Sequence[Kernel], launch_cap: bool = False) -> list[Verdict]:
         """compute-sanitizer verdicts (``sanitizer.sanitize``) for ``kernels`` on one of the pool's GPUs (round
         robin), now, replayed also at the smallest of the pool's timed shapes in the benchmark's layout
         (``sanitizer.replay_plan``), its launch conditions drawn from a seed of the OS's (of the pool's seed for a
         seeded pool: reproducible); its launches wait while a worker of that GPU times a candidate
-        (``TimingLock``)."""
+        (``TimingLock``). ``launch_cap``: cut a launch that holds the lock past ``sanitizer_launch_s`` and defer
+        its kernel (a SKIPPED verdict with ``deferred``): the background verdicts' setting, beside a search that
+        times candidates meanwhile; a direct call waits for its own verdicts, so by default it runs uncut."""
         device = physical_device(self.devices[next(self._next_device) % len(self.devices)])
         # the replay's seed: drawn from the OS per call (sanitizer.sanitize), from the pool's seed when it has one
         seed = None if self._seed is None else (self._seed * 7919 + next(self._sanitize_calls)) % (1 << 31)
         return sanitize(kernels, self.workload, arch=self.arch, tools=self.sanitizer_tools,
                         timeout_s=self.sanitizer_timeout_s, device=device, timed_shapes=self.shapes, seed=seed,
                         timed_tools=self.sanitizer_timed_tools, duty=self._duty[str(device)],
-                        launch_cap_s=self.sanitizer_launch_s)
+                        launch_cap_s=self.sanitizer_launch_s if launch_cap else None)
 
     def submit_verdict(self, key: Any, kernel: Kernel) -> None:
         """Queue ``kernel`` for a background sanitizer verdict under ``key`` (see ``collect_verdicts``)."""
         if self._verdicts is None:
             # batches of 8: at the timed shape a kernel costs ~5 s per tool (R14), so a batch of 16 ran ~4 min, and
             # the elites displaced meanwhile could no longer be withdrawn (R17: 181 entered, 31 stayed, 330 s)
-            self._verdicts = VerdictQueue(self.sanitize, max_batch=8)
+            self._verdicts = VerdictQueue(lambda ks: self.sanitize(ks, launch_cap=True), max_batch=8)
         self._verdicts.submit(key, kernel)
 
     def withdraw_verdict(self, key: Any) -> bool:
