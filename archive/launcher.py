@@ -345,7 +345,7 @@ class Launcher:
         """Launch ``bucket``'s kernel at ``shape`` on ``buffers`` (every ABI buffer, already checked, on GPU
         ``device``; call inside that device's CuPy context) with the workload's grid/block/shared-memory rule
         and scalars."""
-        from evaluators.gpu.args import build_args
+        from evaluators.gpu.args import build_args, launch_function
         from population.kernel import LaunchConfig
 
         wl = self.workload
@@ -353,11 +353,7 @@ class Launcher:
         ptrs = {n: (a.data_ptr() if _is_torch(a) else a) for n, a in buffers.items()}
         args = build_args(wl.abi, bucket.param_types, ptrs, wl.scalars(tuple(shape)), self.entry)
         fn = self._function(bucket, device)
-        if smem > 48 * 1024:
-            import cupy as cp
-
-            cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        fn(grid, block, args, shared_mem=smem, stream=stream)
+        launch_function(fn, grid, block, args, smem, stream)
 
     # ----------------------------------------------------------------------------------------- torch op
     def torch_op(self, name: str | None = None) -> Any:

@@ -114,7 +114,7 @@ def main() -> int:
 
     import cupy as cp
 
-    from evaluators.gpu.args import build_args, param_types
+    from evaluators.gpu.args import build_args, launch_function, param_types
     from evaluators.gpu.benchmark import L2Flusher, median_us, time_interleaved
     from evaluators.pipeline import prepare
     from targets.spec import resolve_gpu
@@ -135,7 +135,7 @@ def main() -> int:
     def launch(name, inputs, out, shape):
         fn, types, lc, _, _ = fns[name]
         grid, block, smem = wl.launch_dims(shape, lc)
-        fn(grid, block, build_args(wl.abi, types, {**inputs, **out}, wl.scalars(shape), wl.entry), shared_mem=smem)
+        launch_function(fn, grid, block, build_args(wl.abi, types, {**inputs, **out}, wl.scalars(shape), wl.entry), smem)
 
     results: dict = {"gpu": gpu.name, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
                      "correctness": [], "timing": []}

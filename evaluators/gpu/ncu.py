@@ -32,7 +32,7 @@ REPLAY = '''\
 import json, sys
 sys.path[:0] = {paths!r}
 import cupy as cp
-from evaluators.gpu.args import build_args
+from evaluators.gpu.args import build_args, launch_function
 from workloads.dtypes import storage_dtype
 from workloads.registry import build_workload
 from population.kernel import LaunchConfig
@@ -49,7 +49,7 @@ plan = wl.plan(inputs, outputs, shape, None, cp)  # a pipeline's reference stage
 plan.run_before()
 args = build_args(wl.abi, spec["param_types"], plan.buffers, wl.scalars(shape), spec["entry"])
 cp.cuda.get_current_stream().synchronize()
-fn(grid, block, args, shared_mem=smem)
+launch_function(fn, grid, block, args, smem)
 cp.cuda.get_current_stream().synchronize()
 '''
 

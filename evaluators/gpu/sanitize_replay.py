@@ -227,7 +227,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
     import cupy as cp
 
-    from evaluators.gpu.args import build_args
+    from evaluators.gpu.args import build_args, launch_function
     from evaluators.gpu.duty_cycle import DutyCycle
     from evaluators.gpu.gate import compare, reference_for
     from evaluators.gpu.sanitizer import TimingLock
@@ -276,8 +276,6 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                                                                     int(spec["seed"]) + len(runs) + i, params, cp,
                                                                     own=ref)
                 grid, block, smem = wl.launch_dims(shape, launch)
-                if smem > 48 * 1024:
-                    cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 plan = wl.plan(dev, outs, shape, params or None, cp)  # a pipeline's reference stages around the kernel
                 args = build_args(wl.abi, k["param_types"], plan.buffers, wl.scalars(shape, params) if params else wl.scalars(shape),
                                   k["entry"])
@@ -292,7 +290,7 @@ def replay(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         if lock_path:  # the parent may cut a launch that holds the lock too long (run_tool)
                             print(json.dumps({"lock": {"kernel": k["id"], "shape": list(shape)}}), flush=True)
                         plan.run_before()
-                        fn(grid, block, args, shared_mem=smem)
+                        launch_function(fn, grid, block, args, smem)
                         plan.run_after()
                         cp.cuda.Device().synchronize()
                         used = time.perf_counter() - t_lock

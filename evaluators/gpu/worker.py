@@ -118,7 +118,7 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
     ``run.plan(inputs, outputs, shape, params)`` gives the
     StagePlan and ``run.kernel(buffers, shape, params)`` enqueues ``fn`` alone on a plan's buffers (the
     benchmark times that, with the plan's stages outside the timed interval)."""
-    from evaluators.gpu.args import build_args
+    from evaluators.gpu.args import build_args, launch_function
     from population.kernel import LaunchConfig
 
     launch = LaunchConfig.from_json(launch_json)
@@ -129,9 +129,7 @@ def make_launcher(workload: Any, cp: Any, fn: Any, types: list[str], launch_json
         scalars = wl.scalars(shape, params) if params else wl.scalars(shape)
         args = build_args(wl.abi, types, buffers, scalars, wl.entry)
         try:
-            if smem > 48 * 1024:
-                cp.cuda.driver.funcSetAttribute(fn.ptr, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            fn(grid, block, args, shared_mem=smem)
+            launch_function(fn, grid, block, args, smem)
         except Exception as e:
             raise KernelFault(Status.LAUNCH_ERROR, f"launch {grid}x{block} smem {smem} at shape {shape} "
                               f"refused: {e}", fatal=_is_sticky(e)) from None
