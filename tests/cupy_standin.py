@@ -304,7 +304,7 @@ class _Function:
     def __init__(self, name: str, signature: list[int | None] | None = None):
         self.name, self.ptr, self.signature = name, 0, signature
 
-    def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
+    def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         from evaluators.gpu.launch_prep import HOST_TWINS
         from workloads.rmsnorm_check import HOST_TWINS as ROW_CHECK_TWINS
 

@@ -92,24 +92,22 @@ def build_args(abi: tuple[ParamSpec, ...], types: list[str], buffers: Mapping[st
     return tuple(args)
 
 
-# Dynamic shared memory a kernel may use without opting in (CUDA C++ Programming Guide, "Shared Memory": above
-# 48 KiB per block the kernel must raise cudaFuncAttributeMaxDynamicSharedMemorySize; the driver API's
-# CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8, cuda.h).
-DEFAULT_DYNAMIC_SMEM_BYTES = 48 * 1024
+# CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (cuda.h): the attribute that raises a kernel's dynamic shared
+# memory above the default per-block limit (CUDA C++ Programming Guide, "Shared Memory").
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 def launch_function(fn: Any, grid: tuple[int, ...], block: tuple[int, ...], args: tuple, smem: int,
                     stream: Any = None) -> None:
     """Launch the CuPy ``Function`` ``fn`` with ``smem`` bytes of dynamic shared memory on ``stream`` (None: the
-    current one), opting in first when ``smem`` exceeds DEFAULT_DYNAMIC_SMEM_BYTES (without it the driver
-    refuses the launch with CUDA_ERROR_INVALID_VALUE). The one launch path of the worker, the sanitizer's
-    replay, ncu's replay and the exported launcher. Raises whatever CuPy raises for a refused launch."""
-    if smem > DEFAULT_DYNAMIC_SMEM_BYTES:
+    current one), opting in first when ``smem`` exceeds the default per-block limit
+    (``targets.occupancy.DeviceProps.shared_mem_per_block``, 48 KiB; without the opt-in the driver refuses the
+    launch with CUDA_ERROR_INVALID_VALUE). The one launch path of the worker, the sanitizer's replay, ncu's
+    replay and the exported launcher. Raises whatever CuPy raises for a refused launch."""
+    from targets.occupancy import DeviceProps
+
+    if smem > DeviceProps.shared_mem_per_block:
         import cupy as cp
 
         cp.cuda.driver.funcSetAttribute(fn.ptr, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    if stream is None:
-        fn(grid, block, args, shared_mem=smem)
-    else:
-        fn(grid, block, args, shared_mem=smem, stream=stream)
+    fn(grid, block, args, shared_mem=smem, stream=stream)
