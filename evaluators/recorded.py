@@ -1,9 +1,10 @@
 """Recorded GPU measurements: the ``ok`` candidates of one or more run stores (``archive.store``), for the
 static model's calibration, the replay evaluator and the fidelity study.
 
-A store is a ``.sqlite`` file or a gzip of one (``experiments/data/*.sqlite.gz``); a gzip is unpacked once
-into a cache folder (``$PTXFORGE_CACHE/recorded`` or ``~/.cache/ptxforge/recorded``) named by the content hash
-of the gzip, and opened read-only. Kernels are keyed by identity (``Kernel.identity``: SHA-256 of the canonical
+A store is a ``.sqlite`` file or a compressed one: xz (``experiments/data/*.sqlite.xz``, what
+``scripts/pack_store.py`` writes: about a tenth of gzip's size for these mostly-PTX stores) or gzip (``.gz``, older
+packs). A compressed store is unpacked once into a cache folder (``$PTXFORGE_CACHE/recorded`` or
+``~/.cache/ptxforge/recorded``) named by the content hash of the packed file, and opened read-only. Kernels are keyed by identity (``Kernel.identity``: SHA-256 of the canonical
 PTX, entry and launch), so the same kernel measured in several runs is one ``Measured`` with several runs.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import lzma
 import os
 import shutil
 import statistics
@@ -44,19 +46,24 @@ def resolve_store(path: str | Path) -> Path:
     return q if q.is_file() else p
 
 
+# Compressed store suffix -> opener of its decompressed bytes.
+_PACKED = {".xz": lzma.open, ".gz": gzip.open}
+
+
 def open_store(path: str | Path) -> Store:
-    """Open a recorded store read-only; a ``.gz`` is unpacked (once, by content hash) into ``cache_dir()``.
-    Raises FileNotFoundError naming the path when it does not exist, StoreError when it is no ptxforge store."""
+    """Open a recorded store read-only; an ``.xz`` or ``.gz`` is unpacked (once, by content hash) into
+    ``cache_dir()``. Raises FileNotFoundError naming the path when it does not exist, StoreError when it is no
+    ptxforge store (lzma.LZMAError / gzip.BadGzipFile when the packed file is corrupt)."""
     p = resolve_store(path)
     if not p.is_file():
         raise FileNotFoundError(f"recorded store {str(path)!r}: no such file")
-    if p.suffix == ".gz":
+    if p.suffix in _PACKED:
         h = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-        out = cache_dir() / f"{p.name[:-3]}.{h}"
+        out = cache_dir() / f"{p.name[:-len(p.suffix)]}.{h}"
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_suffix(out.suffix + f".tmp{os.getpid()}")
-            with gzip.open(p, "rb") as src, tmp.open("wb") as dst:
+            with _PACKED[p.suffix](p, "rb") as src, tmp.open("wb") as dst:
                 shutil.copyfileobj(src, dst)
             tmp.replace(out)  # atomic: a concurrent reader never sees half a file
         p = out
@@ -64,9 +71,9 @@ def open_store(path: str | Path) -> Store:
 
 
 def run_name(path: str | Path) -> str:
-    """A run's name from its store path: the file name without ``.sqlite`` / ``.gz``."""
+    """A run's name from its store path: the file name without ``.sqlite`` / ``.xz`` / ``.gz``."""
     name = Path(path).name
-    for suffix in (".gz", ".sqlite"):
+    for suffix in (*_PACKED, ".sqlite"):
         name = name.removesuffix(suffix)
     return name
 

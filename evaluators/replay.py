@@ -70,7 +70,7 @@ def _check_workload(path: str, meta: dict[str, Any], workload: Any) -> None:
 class ReplayEvaluator:
     """``types.Evaluator`` over recorded runs (module docstring).
 
-    workload: the ``Workload`` the runs measured; stores: recorded run stores (``.sqlite`` or ``.sqlite.gz``),
+    workload: the ``Workload`` the runs measured; stores: recorded run stores (``.sqlite`` or ``.sqlite.xz``),
     at least one; gpu / arch / processes / cache_dir / calibration: as ``StaticEvaluator``; members / steps /
     seed: the surrogate's ensemble size, training steps and seed; terms_cache: where the recorded kernels'
     static terms are cached (default: ``evaluators.calibration``'s). Raises ValueError for no stores, a store

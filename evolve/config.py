@@ -377,7 +377,7 @@ def validate(cfg: DictConfig) -> None:
     _need(r.max_requeues >= 0, "evaluator.ray.max_requeues", f"must be >= 0, got {r.max_requeues}")
     if ev.kind == EvaluatorKind.replay:
         _need(len(ev.stores) > 0, "evaluator.stores", "evaluator=replay needs at least one recorded run store "
-              "(e.g. evaluator.stores=[experiments/data/rmsnorm_map_elites_s0.sqlite.gz])")
+              "(e.g. evaluator.stores=[experiments/data/rmsnorm_map_elites_s0.sqlite.xz])")
         from evaluators.recorded import resolve_store
 
         for i, st in enumerate(ev.stores):

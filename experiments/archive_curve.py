@@ -1,9 +1,9 @@
 """QD score, coverage and best objective of a run after its first e evaluations, rebuilt from its store: for runs
-that left only a store (recorded GPU runs: ``experiments/data/*.sqlite.gz``), so that two runs of unequal length
+that left only a store (recorded GPU runs: ``experiments/data/*.sqlite.xz``), so that two runs of unequal length
 can be compared at the same evaluation count, and a run on the GPU against one on ``evaluator=replay``.
 
-    python experiments/archive_curve.py experiments/data/rmsnorm_gate5_map_elites_s0.sqlite.gz \
-        experiments/data/rmsnorm_gate5_random_s1.sqlite.gz --at 100,291,540 [--json out.json]
+    python experiments/archive_curve.py experiments/data/rmsnorm_gate5_map_elites_s0.sqlite.xz \
+        experiments/data/rmsnorm_gate5_random_s1.sqlite.xz --at 100,291,540 [--json out.json]
 
 Method: the store's evaluated candidates (every row, in id order: the order the engine told them) are offered,
 in that order, to a fresh ``archive.grid.GridArchive`` with the run's own dimensions and QD offset (from its final
@@ -98,7 +98,7 @@ def rebuilt_equals_checkpoint(archive: GridArchive, checkpoint: dict[str, Any]) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stores", nargs="+", help="run stores (.sqlite or .sqlite.gz) or run dirs")
+    ap.add_argument("stores", nargs="+", help="run stores (.sqlite or .sqlite.xz) or run dirs")
     ap.add_argument("--at", required=True, type=lambda s: [int(x) for x in s.split(",") if x],
                     help="evaluation counts, comma-separated")
     ap.add_argument("--json", type=Path, default=None, help="also write the points as JSON here")

@@ -1,7 +1,7 @@
 """Fit the static cost model's constants to recorded GPU runs and write the shipped calibration.
 
-    python experiments/calibrate_static.py experiments/data/rmsnorm_*.sqlite.gz            # print the fit
-    python experiments/calibrate_static.py experiments/data/rmsnorm_*.sqlite.gz --write    # and ship it
+    python experiments/calibrate_static.py experiments/data/rmsnorm_*.sqlite.xz            # print the fit
+    python experiments/calibrate_static.py experiments/data/rmsnorm_*.sqlite.xz --write    # and ship it
 
 Method (``evaluators.calibration``): the constant-free terms of every recorded ok kernel at every search shape
 (ptxas resources, occupancy, static traffic); bounded least squares on log time over all (kernel, shape) pairs,
@@ -35,7 +35,7 @@ from workloads.registry import get_workload
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stores", nargs="+", help="recorded run stores (.sqlite or .sqlite.gz)")
+    ap.add_argument("stores", nargs="+", help="recorded run stores (.sqlite or .sqlite.xz)")
     ap.add_argument("--workload", default="rmsnorm")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--gpu", default="h200")

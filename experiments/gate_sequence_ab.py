@@ -16,7 +16,7 @@ Elite sanitizer verdicts are not submitted: their share of the timing lock is bo
 Prints per pass: evaluations, wall seconds, eval/s, statuses, and the mean worker seconds of gate and benchmark
 per candidate; then v2 / v1 (the mean of each gate's two passes). Issue criterion: the loop loses at most 15 %.
 
-    python experiments/gate_sequence_ab.py experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.gz --n 300
+    python experiments/gate_sequence_ab.py experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.xz --n 300
     python experiments/gate_sequence_ab.py STORE --evaluator static --n 20     # a dry run on a CPU (estimates)
 """
 
@@ -60,7 +60,7 @@ def run_pass(evaluator: Any, kernels: list[Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("store", help="a recorded run store (.sqlite or .sqlite.gz)")
+    ap.add_argument("store", help="a recorded run store (.sqlite or .sqlite.xz)")
     ap.add_argument("--n", type=int, default=300, help="candidates of the sequence (its first n, recorded order)")
     ap.add_argument("--evaluator", default="gpu", choices=("gpu", "static"),
                     help="gpu: the measurement; static: a dry run of the script on a CPU (estimates, no gate)")

@@ -27,7 +27,7 @@ def parse_variants(text: str) -> list[dict[str, int]]:
 def kernels_of(wl: Any, variants: str, store: str | None = None) -> dict[str, Any]:
     """name -> Kernel: the workload's two seeds (``naive``, ``template``), its template at each knob set of
     ``variants`` (``parse_variants``), named ``template k=v,...``, and with ``store`` (a run's store.sqlite or a
-    recorded .sqlite.gz) the best ok kernel of that run, named ``search #<row id>``. FileNotFoundError for a
+    recorded .sqlite.xz) the best ok kernel of that run, named ``search #<row id>``. FileNotFoundError for a
     missing store, ValueError when it holds no ok kernel."""
     naive, template = wl.seeds()
     kernels = {"naive": naive, "template": template}

@@ -103,7 +103,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--variants", default="cols=8,warps=2;cols=2,warps=8;cols=4,warps=4,prefetch=0")
     ap.add_argument("--gpu", default=None, help="targets.spec GPU name (default: targets.spec.DEFAULT_GPU)")
-    ap.add_argument("--store", default=None, help="a KDA run's store (.sqlite or .sqlite.gz): its best kernel too")
+    ap.add_argument("--store", default=None, help="a KDA run's store (.sqlite or .sqlite.xz): its best kernel too")
     ap.add_argument("--heldout", action="store_true", help="check and time the held-out shapes as well")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: compile every kernel through the front half, check the launch rule at every "

@@ -1,7 +1,7 @@
 """Replay a recorded run's whole candidate sequence through the replay evaluator and check that it rebuilds the
 run's archive exactly (the final checkpoint's elites: cell, candidate, objective, descriptors, insertion order).
 
-    python experiments/replay_archive.py experiments/data/rmsnorm_random_s1.sqlite.gz
+    python experiments/replay_archive.py experiments/data/rmsnorm_random_s1.sqlite.xz
 
 Every row is rebuilt as a Kernel from its stored PTX and launch (so its identity is recomputed), evaluated by
 ``evaluators.replay.ReplayEvaluator`` over the same store, and offered to a fresh ``GridArchive`` with the run's

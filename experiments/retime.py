@@ -1,6 +1,6 @@
 """The noise ceiling: re-time recorded candidates on the GPU and measure how well the GPU agrees with itself.
 
-    python experiments/retime.py experiments/data/rmsnorm_map_elites_s0.sqlite.gz --n 200 --out retime.json
+    python experiments/retime.py experiments/data/rmsnorm_map_elites_s0.sqlite.xz --n 200 --out retime.json
     python experiments/retime.py STORE --n 20 --evaluator static        # dry run on a CPU (estimates)
 
 Picks N ok candidates of the store: its ``--top`` best by recorded objective plus N - top others drawn with
@@ -49,7 +49,7 @@ def pick(measured: list, n: int, top: int, seed: int) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("store", help="a recorded run store (.sqlite or .sqlite.gz)")
+    ap.add_argument("store", help="a recorded run store (.sqlite or .sqlite.xz)")
     ap.add_argument("--n", type=int, default=200, help="candidates to re-time (default 200)")
     ap.add_argument("--top", type=int, default=50, help="the recorded best always included (default 50)")
     ap.add_argument("--seed", type=int, default=0)

@@ -9,10 +9,10 @@ and the speedups of the best variant. Writes it to experiments/results/rmsnorm_b
 Usage (GPU machine): ``python experiments/rmsnorm_baselines.py [--dtype bf16] [--shapes benchmark] [--repeats 20]``
 
 ``--long-rows [N,N,...]``: instead, per benchmark row length N (default 16384, 32768, 65536, 131072, 262144) the
-TUNED_KNOBS set and the shared-memory staging candidates (workloads.rmsnorm.LONG_ROW_CANDIDATES), each through
-the whole gate and then timed at that one benchmark shape only (the library baselines interleaved with the
-TUNED_KNOBS set); prints µs and % of the device-to-device copy per variant beside the TUNED_KNOBS set, and writes
-rmsnorm_long_rows_<dtype>.md. About 19 evaluations at the default row lengths: ~2-2.5 min on an H200.
+TUNED_KNOBS set, the shared-memory staging candidates (workloads.rmsnorm.LONG_ROW_CANDIDATES) and the w-in-registers
+candidates (WREG_CANDIDATES), each through the whole gate and then timed at that one benchmark shape only (the
+library baselines interleaved with the TUNED_KNOBS set, under every ``--baseline-weights`` definition); prints µs and
+% of the device-to-device copy per variant beside the TUNED_KNOBS set, and writes rmsnorm_long_rows_<dtype>.md/.json.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.provenance import versions as package_versions
 from evaluators.types import EvalResult, Status, geomean
-from workloads.rmsnorm import BENCHMARK_SHAPES, LONG_ROW_CANDIDATES, RMSNorm, tuned_knobs
+from workloads.rmsnorm import BENCHMARK_SHAPES, LONG_ROW_CANDIDATES, WREG_CANDIDATES, RMSNorm, tuned_knobs
 
 # A handful of template knob sets spanning threads per row, registers vs re-read, and cache hints.
 VARIANTS: list[dict[str, int]] = [
@@ -126,38 +126,54 @@ LONG_ROWS_DEFAULT = (16384, 32768, 65536, 131072, 262144)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
-def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: Path | None = RESULTS_DIR) -> int:
-    """The ``--long-rows`` study (module docstring): one GPUPool, per N the TUNED_KNOBS set first, then each
-    candidate of LONG_ROW_CANDIDATES[N], gated and timed at the benchmark shape (M, N); the table goes to
-    ``results_dir`` and ``out`` (either may be empty). Returns 0 when every variant passed the gate, 1 otherwise."""
+def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: Path | None = RESULTS_DIR,
+              weights: tuple[str, ...] = ("workload", "x")) -> int:
+    """The ``--long-rows`` study (module docstring): per N the TUNED_KNOBS set first (the library baselines
+    interleaved with it), then each candidate of LONG_ROW_CANDIDATES[N] and WREG_CANDIDATES[N], gated and timed at
+    the benchmark shape (M, N), in a GPUPool whose libraries get w as ``weights[0]`` says; then the TUNED_KNOBS
+    set again with the baselines in one more pool per other entry of ``weights`` (``workloads.rmsnorm_baselines``:
+    ``workload`` = fp32 w, ``x`` = w in x's dtype), so the table shows what the weight's dtype does to each
+    library. The table goes to ``results_dir`` and ``out`` (either may be empty). Returns 0 when every variant
+    passed the gate, 1 otherwise."""
     from evaluators.gpu.pool import GPUPool
 
     shapes = {n: next(s for s in BENCHMARK_SHAPES if s[1] == n) for n in ns}
-    rows: list[tuple[int, str, EvalResult]] = []
-    with GPUPool(wl, shapes=[shapes[ns[0]]], baselines="interleaved", repeats=repeats, timeout_s=300,
-                 check_output="all", seed=2026) as pool:
-        copy = pool.copy_gbps
-        for n in ns:
-            for tag, knobs in [("tuned", tuned_knobs(n)), *(("smem", k) for k in LONG_ROW_CANDIDATES.get(n, []))]:
-                kern = wl.instantiate(knobs)
-                label = f"{tag} " + " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
-                # the libraries are timed beside the tuned set only (the candidates' ratio is to that set)
-                r = pool.evaluate(kern, shapes=[shapes[n]], baselines="interleaved" if tag == "tuned" else "none")
-                rows.append((n, label, r))
-                s = r.shapes[0] if r.shapes else None
-                print(f"N={n:>6} {r.status.value:>14} " + (f"{s.time_us:8.1f} us {100 * s.gbps / copy:5.1f} % copy "
-                      if s else "") + f"smem={kern.launch.dynamic_smem_bytes} {label} {r.reason[:160]}", flush=True)
-        device = pool.info[0].get("device", "?")
-    md = [f"# RMSNorm forward, {wl.dtype} x: long rows, shared-memory staging vs TUNED_KNOBS", "",
-          f"GPU {device}; device-to-device copy {copy:.0f} GB/s. One shape per N (the benchmark M); gate first.", "",
-          "| M x N | variant | status | µs | % copy | vs tuned | baselines (% copy) |", "|---|---|---|---|---|---|---|"]
+    rows: list[tuple[int, str, str, EvalResult]] = []
+    copy, device = 0.0, "?"
+    for wi, weight in enumerate(weights):
+        wlw = RMSNorm(wl.dtype, wl.eps, baseline_weight=weight)
+        with GPUPool(wlw, shapes=[shapes[ns[0]]], baselines="interleaved", repeats=repeats, timeout_s=300,
+                     check_output="all", seed=2026) as pool:
+            copy = pool.copy_gbps
+            for n in ns:
+                cands = [("tuned", tuned_knobs(n))]
+                if wi == 0:
+                    cands += [*(("smem", k) for k in LONG_ROW_CANDIDATES.get(n, [])),
+                              *(("wregs", k) for k in WREG_CANDIDATES.get(n, []))]
+                for tag, knobs in cands:
+                    kern = wlw.instantiate(knobs)
+                    label = f"{tag} " + " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+                    # the libraries are timed beside the tuned set only (the candidates' ratio is to that set)
+                    r = pool.evaluate(kern, shapes=[shapes[n]], baselines="interleaved" if tag == "tuned" else "none")
+                    rows.append((n, weight, label, r))
+                    s = r.shapes[0] if r.shapes else None
+                    print(f"N={n:>6} w={weight:<8} {r.status.value:>14} " + (
+                          f"{s.time_us:8.1f} us {100 * s.gbps / copy:5.1f} % copy " if s else "")
+                          + f"smem={kern.launch.dynamic_smem_bytes} {label} {r.reason[:160]}", flush=True)
+            device = pool.info[0].get("device", "?")
+    md = [f"# RMSNorm forward, {wl.dtype} x, fp32 w: long rows, TUNED_KNOBS vs candidates, libraries by weight dtype",
+          "", f"GPU {device}; {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; device-to-device copy {copy:.0f} GB/s. "
+          f"Versions: {json.dumps(versions())}. One shape per N (the benchmark M); gate first; median of {repeats}. "
+          "Libraries' w: `workload` = the fp32 w the kernel reads, `x` = cast to x's dtype (2 bytes).", "",
+          "| M x N | libraries' w | variant | status | µs | % copy | vs tuned | libraries (% copy) |",
+          "|---|---|---|---|---|---|---|---|"]
     tuned_us: dict[int, float] = {}
-    for n, label, r in rows:
+    for n, weight, label, r in rows:
         s = r.shapes[0] if r.shapes and r.status == Status.OK else None
-        if s and label.startswith("tuned"):
+        if s and label.startswith("tuned") and n not in tuned_us:
             tuned_us[n] = s.time_us
-        base = ", ".join(f"{b} {100 * wl.gbps(s.shape, us) / copy:.0f}" for b, us in s.baseline_us.items()) if s else ""
-        md.append(f"| {shapes[n][0]} x {n} | `{label}` | {r.status.value} | " + (
+        base = ", ".join(f"{b} {100 * wl.gbps(s.shape, us) / copy:.1f}" for b, us in s.baseline_us.items()) if s else ""
+        md.append(f"| {shapes[n][0]} x {n} | {weight} | `{label}` | {r.status.value} | " + (
             f"{s.time_us:.1f} | {100 * s.gbps / copy:.1f} | {tuned_us.get(n, s.time_us) / s.time_us:.3f}x | {base} |"
             if s else f"- | - | - | {r.reason[:80]} |"))
     text = "\n".join(md) + "\n"
@@ -165,7 +181,9 @@ def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: P
     for folder in filter(None, [str(results_dir or ""), out]):
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / f"rmsnorm_long_rows_{wl.dtype}.md").write_text(text)
-    return 0 if all(r.status == Status.OK for _, _, r in rows) else 1
+        (Path(folder) / f"rmsnorm_long_rows_{wl.dtype}.json").write_text(json.dumps(
+            [{"n": n, "baseline_weight": w, "label": lb, **r.to_json()} for n, w, lb, r in rows], default=str))
+    return 0 if all(r.status == Status.OK for _, _, _, r in rows) else 1
 
 
 def main() -> int:
@@ -178,13 +196,18 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="extra folder for the table and JSON")
     ap.add_argument("--long-rows", nargs="?", const=",".join(map(str, LONG_ROWS_DEFAULT)), default="",
                     help="comma-separated row lengths: TUNED_KNOBS vs LONG_ROW_CANDIDATES at those benchmark shapes")
+    ap.add_argument("--baseline-weights", default="workload,x",
+                    help="how the libraries get w, comma-separated (workload: fp32 as the kernel; x: x's dtype); "
+                         "--long-rows times the libraries under each, the rest under the first")
     args = ap.parse_args()
+    weights = tuple(args.baseline_weights.split(","))
     if args.long_rows:
-        return long_rows(RMSNorm(args.dtype), [int(n) for n in args.long_rows.split(",")], args.repeats, args.out)
+        return long_rows(RMSNorm(args.dtype), [int(n) for n in args.long_rows.split(",")], args.repeats, args.out,
+                         weights=weights)
 
     from evaluators.gpu.pool import GPUPool
 
-    wl = RMSNorm(args.dtype)
+    wl = RMSNorm(args.dtype, baseline_weight=weights[0])
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     with GPUPool(wl, shapes=args.shapes, baselines="interleaved", repeats=args.repeats, timeout_s=300, check_output="all",
                  seed=2026) as pool:
@@ -231,7 +254,7 @@ def main() -> int:
           "inputs, float64 reference, bitwise determinism); timing = CUDA events around each launch after reading "
           f"2 x L2 and a 200 µs stream hold, {args.repeats} repeats after 3 warm-ups, median; candidate and "
           "baselines round-robin in one process; every benchmarked output re-checked against float64. "
-          "GB/s = (2*M*N*elt + 4*N) / time. torch baselines take w in x's dtype.",
+          f"GB/s = (2*M*N*elt + 4*N) / time. Libraries' w: {weights[0]} (workloads.rmsnorm_baselines).",
           f"Best template variant (by geomean speedup over torch eager): `{best_label}`.", "",
           table(wl, results, copy), "",
           "Fastest passing variant per shape (what a dispatch on the row length over these variants would run; "

@@ -6,7 +6,7 @@ holds the lock for tens of seconds). GPU machine only.
     python3 experiments/sanitizer_scan.py STORE [--tool racecheck] [--from-id 1] [--jobs 6] [--budget-s 240]
     python3 experiments/sanitizer_scan.py experiments/data/racecheck_slow_r50.json.gz --timeout-s 300
 
-STORE: a run store (.sqlite / .sqlite.gz), or a ``.json.gz`` kernel list ({"kernels": [{id, operator, entry,
+STORE: a run store (.sqlite / .sqlite.xz), or a ``.json.gz`` kernel list ({"kernels": [{id, operator, entry,
 ptx, launch}]}, as experiments/data/racecheck_slow_r50.json.gz) whose kernels are all scanned.
 
 Elites: the candidates that took a cell's best objective when they arrived, in id order (the ones a search

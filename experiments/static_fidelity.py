@@ -2,10 +2,10 @@
 leave-one-run-out validation (``evaluators.holdout``: fitted on the other runs, minus every kernel the held-out
 run also measured; never scored on a run it was fitted on).
 
-    python experiments/static_fidelity.py experiments/data/rmsnorm_*.sqlite.gz
+    python experiments/static_fidelity.py experiments/data/rmsnorm_*.sqlite.xz
     python experiments/static_fidelity.py STORES... --write      # also update evaluators/fidelity.json
     python experiments/static_fidelity.py STORES... --no-surrogate --top 50
-    python experiments/static_fidelity.py --fit A.sqlite.gz B.sqlite.gz --score C.sqlite.gz D.sqlite.gz
+    python experiments/static_fidelity.py --fit A.sqlite.xz B.sqlite.xz --score C.sqlite.xz D.sqlite.xz
 
 ``--fit`` / ``--score`` replace leave-one-run-out by one split (``evaluators.holdout.fit_then_score``): both
 models fitted once on the ``--fit`` stores (as the shipped calibration and ``evaluator=replay`` over them would
@@ -100,7 +100,7 @@ def check_targets(which: str, m: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stores", nargs="*", help="recorded run stores (.sqlite or .sqlite.gz), at least two, for "
+    ap.add_argument("stores", nargs="*", help="recorded run stores (.sqlite or .sqlite.xz), at least two, for "
                     "leave-one-run-out")
     ap.add_argument("--fit", nargs="+", default=None, help="fit on these stores only (with --score)")
     ap.add_argument("--score", nargs="+", default=None, help="score on these stores only (with --fit)")

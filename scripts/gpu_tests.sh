@@ -19,7 +19,7 @@
 # device command (LOOP_MODES=v1, then LOOP_MODES=v2), whose own limit must exceed LOOP_S + 360 s (worker start).
 # v2ahead: v2 with engine.ahead=8 (template instantiations off the engine thread); v2race: v2ahead with racecheck
 # alone at the sanitizer replay's timed shape (evaluator.options.sanitizer_timed_tools); store and summary under
-# /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0); v2proc: v2ahead with the front half in processes (front_half=process). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.gz).
+# /tmp/ptxforge-loop-<mode>; v1ahead: v1 with engine.ahead=8 (LOOP_ARGS: more overrides, e.g. seed=3); v2free: v2ahead without the sanitizer's duty bound (sanitizer_duty=1.0); v2proc: v2ahead with the front half in processes (front_half=process). The loop's store is kept as a recording when KEEP_STORE=1 ($OUT/loop_<mode>.sqlite.xz).
 # long_rows: experiments/rmsnorm_baselines.py --long-rows (TUNED_KNOBS vs the shared-memory staging candidates at
 # N = 16384-262144, or the comma-separated LONG_ROWS_N; LONG_ROWS_REPEATS (10) repeats), cut at LONG_ROWS_S (240).
 # ncu: experiments/ncu_profile.py (TUNED_KNOBS and LONG_ROW_CANDIDATES at NCU_N (65536) under Nsight Compute), cut at
@@ -138,12 +138,12 @@ print(f"{sys.argv[2]}: {s.get('evaluations')} evaluations in {s.get('seconds')} 
       + ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("failures/")))
 PY
             if [ "${KEEP_STORE:-0}" = 1 ] && [ -f "$dir/store.sqlite" ]; then
-              python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.gz"
+              python3 scripts/pack_store.py "$dir/store.sqlite" "$out/loop_$mode.sqlite.xz"
             fi
           done ;;
     sequence_ab) # gate v2 against v1's share on one recorded candidate sequence (experiments/gate_sequence_ab.py)
          timeout -k 10 "${SEQ_S:-540}" python3 experiments/gate_sequence_ab.py \
-           "${SEQ_STORE:-experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.gz}" --n "${SEQ_N:-300}" 2>&1 \
+           "${SEQ_STORE:-experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.xz}" --n "${SEQ_N:-300}" 2>&1 \
            | tee "$out/gate_sequence_ab.log"; rc=$((rc | ${PIPESTATUS[0]})) ;;
     *) echo "unknown step $step (tests | gate_tests | other_tests | pytest | sanitizer_report | baselines | long_rows | throughput | cost | stability | ray | loop | sequence_ab)"; rc=2 ;;
   esac

@@ -7,7 +7,7 @@
 #      compute-sanitizer, ncu, each phase cut when the budget runs out, verify.json rewritten after each phase;
 #   4. the report (experiments/rmsnorm_h200_report.py) as report.tar.gz;
 #   5. pack into $OUT (<= 8 files, each < 16 MiB): run.tar.gz (store.sqlite, best/, metrics.jsonl,
-#      summary.json, evolve.log, wandb/; when too large: wandb.tar.gz apart and store.sqlite.gz[.partN]),
+#      summary.json, evolve.log, wandb/; when too large: wandb.tar.gz apart and store.sqlite.xz[.partN]),
 #      verify.json, factory.log.
 # Every phase line carries a UTC timestamp and the seconds since the start.
 # Environment: SEARCH_S (330), TOTAL_S (560: the whole script), VERIFY_MIN_S (150), EVALUATOR (gpu | static: a
@@ -106,7 +106,7 @@ if [ -f "$out/verify.json" ]; then
 fi
 
 # ---- 5. pack: run.tar.gz when it fits; else wandb/ apart and the store (cubins dropped: ptxas rebuilds them from
-# the stored PTX) as store.sqlite.gz, split into parts of 15 MiB when needed (cat parts | gunzip > store.sqlite)
+# the stored PTX) as store.sqlite.xz, split into parts of 15 MiB when needed (cat parts | gunzip > store.sqlite)
 phase "pack"
 parent=$(dirname "$RUN"); name=$(basename "$RUN")
 size() { stat -c %s "$1" 2>/dev/null || echo 0; }
@@ -125,10 +125,10 @@ dst.commit()
 dst.execute("VACUUM")
 dst.close()
 PY
-  gzip -c "$parent/store_slim.sqlite" > "$out/store.sqlite.gz"
-  if [ "$(size "$out/store.sqlite.gz")" -gt "$MAX_FILE" ]; then
-    (cd "$out" && split -b "$MAX_FILE" -d -a 1 store.sqlite.gz store.sqlite.gz.part && rm store.sqlite.gz)
-    for f in "$out"/store.sqlite.gz.part[3-9]; do [ -e "$f" ] && { phase "dropped $f (over 8 files)"; rm -f "$f"; }; done
+  gzip -c "$parent/store_slim.sqlite" > "$out/store.sqlite.xz"
+  if [ "$(size "$out/store.sqlite.xz")" -gt "$MAX_FILE" ]; then
+    (cd "$out" && split -b "$MAX_FILE" -d -a 1 store.sqlite.xz store.sqlite.xz.part && rm store.sqlite.xz)
+    for f in "$out"/store.sqlite.xz.part[3-9]; do [ -e "$f" ] && { phase "dropped $f (over 8 files)"; rm -f "$f"; }; done
   fi
   for f in run.tar.gz wandb.tar.gz; do
     [ "$(size "$out/$f")" -gt "$MAX_FILE" ] && { phase "$f still over the limit: dropped"; rm -f "$out/$f"; }

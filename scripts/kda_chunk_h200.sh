@@ -47,6 +47,6 @@ if [ "${SEARCH_S:-90}" -gt 0 ]; then
     hydra.run.dir="$out/kda_chunk_search" 2>&1 | tail -40 | tee "$out/kda_chunk_search.log"
   rc=$((rc | ${PIPESTATUS[0]}))
   [ -f "$out/kda_chunk_search/store.sqlite" ] && python3 scripts/pack_store.py "$out/kda_chunk_search/store.sqlite" \
-    "$out/kda_chunk_search.sqlite.gz"
+    "$out/kda_chunk_search.sqlite.xz"
 fi
 exit $rc

@@ -44,7 +44,7 @@ if [ "${SEARCH_S:-240}" -gt 0 ]; then
     budget.evaluations=null budget.seconds="${SEARCH_BUDGET_S:-180}" logger=none knowledge=none engine.progress=false \
     engine.verdict_wait_s="${VERDICT_WAIT_S:-30}" hydra.run.dir="$out/kda_search" 2>&1 | tail -40 | tee "$out/kda_search.log"
   rc=$((rc | ${PIPESTATUS[0]}))
-  [ -f "$out/kda_search/store.sqlite" ] && python3 scripts/pack_store.py "$out/kda_search/store.sqlite" "$out/kda_search.sqlite.gz"
+  [ -f "$out/kda_search/store.sqlite" ] && python3 scripts/pack_store.py "$out/kda_search/store.sqlite" "$out/kda_search.sqlite.xz"
 fi
 # 4. the search's best kernel checked and timed against fla at every benchmark and held-out shape (its own geomean
 #    over fla is the figure the issue judges the search by); needs a search step's store, this command's or an

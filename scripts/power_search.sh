@@ -115,8 +115,8 @@ dst.execute("VACUUM")
 dst.close()
 PY
   tar -czf "$out/run.tar.gz" -C "$parent" --exclude="$name/store.sqlite*" --exclude="$name/wandb" "$name" 2>/dev/null
-  gzip -c "$parent/store_slim.sqlite" > "$out/store.sqlite.gz"
-  [ "$(size "$out/store.sqlite.gz")" -gt "$MAX_FILE" ] && { phase "store.sqlite.gz over the limit: dropped"; rm -f "$out/store.sqlite.gz"; }
+  gzip -c "$parent/store_slim.sqlite" > "$out/store.sqlite.xz"
+  [ "$(size "$out/store.sqlite.xz")" -gt "$MAX_FILE" ] && { phase "store.sqlite.xz over the limit: dropped"; rm -f "$out/store.sqlite.xz"; }
 fi
 ls -l "$out"
 phase "done: search rc=$rc_evolve verify rc=$rc_verify, $(( $(date +%s) - T0 )) s"

@@ -2,7 +2,7 @@
 # Record GPU factory runs for the CPU models (static calibration, replay evaluator): on the H200, run
 # `python -m evolve experiment=rmsnorm_h200` once per (algorithm, seed) given, each for SEARCH_S seconds, and
 # pack each run's store with the cubins dropped (ptxas rebuilds them from the stored PTX) as
-# $OUT/<name>.sqlite.gz, plus record.log (GPU, driver, versions, settings, UTC times).
+# $OUT/<name>.sqlite.xz, plus record.log (GPU, driver, versions, settings, UTC times).
 #   RUNS="map_elites:0 random:1" SEARCH_S=220 bash scripts/record_gpu_runs.sh
 # Environment: RUNS (space-separated algorithm:seed pairs), SEARCH_S (search seconds per run), VERDICT_WAIT_S
 # (end-of-run wait for sanitizer verdicts, 45 s), EVOLVE_ARGS
@@ -36,6 +36,6 @@ for r in $RUNS; do
     ${EVOLVE_ARGS:-} 2>&1 | tail -5
   [ -f "$dir/summary.json" ] && cp "$dir/summary.json" "$out/$name.summary.json"
   [ -f "$dir/store.sqlite" ] || { echo "no store for $name"; continue; }
-  python3 scripts/pack_store.py "$dir/store.sqlite" "$out/$name.sqlite.gz"
+  python3 scripts/pack_store.py "$dir/store.sqlite" "$out/$name.sqlite.xz"
 done
 date -u

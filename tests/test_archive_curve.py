@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STORE = ROOT / "experiments" / "data" / "rmsnorm_gate5_random_s1.sqlite.gz"
+STORE = ROOT / "experiments" / "data" / "rmsnorm_gate5_random_s1.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +41,12 @@ def test_curve_of_a_recorded_run_matches_its_log(curve, tmp_path):
 def test_cli_run_dir_past_the_end_and_missing_store(curve, tmp_path, capsys):
     """A run dir stands for its store.sqlite; a count past the run's end says where the run ended instead of
     repeating the final numbers; a missing store is one line on stderr with status 2, not a traceback."""
-    import gzip
+    import lzma
     import shutil
 
     run = tmp_path / "06-33-21-658-47dd"
     run.mkdir()
-    with gzip.open(STORE, "rb") as src, (run / "store.sqlite").open("wb") as dst:
+    with lzma.open(STORE, "rb") as src, (run / "store.sqlite").open("wb") as dst:
         shutil.copyfileobj(src, dst)
     assert curve.main([str(run), "--at", "291,400"]) == 0
     out = capsys.readouterr().out.splitlines()

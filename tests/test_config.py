@@ -280,7 +280,7 @@ def test_resume_under_other_search_settings_names_the_key(tmp_path):
 
 @pytest.mark.parametrize("override,message", [
     ("experiment=nope", "experiment: 'nope' is not one of ['compare', 'rmsnorm_cpu_smoke', 'rmsnorm_h200', 'rmsnorm_h200_tasks']"),
-    ("workload.dtype=int8", "workload: workloads.rmsnorm.RMSNorm rejected options {'dtype': 'int8', 'eps': 1e-06}: "
+    ("workload.dtype=int8", "workload: workloads.rmsnorm.RMSNorm rejected options {'dtype': 'int8', 'eps': 1e-06, 'baseline_weight': 'workload'}: "
                             "dtype must be one of ['bf16', 'fp16', 'fp32'], got 'int8'"),
     ("knowledge=/proc/nope/k.sqlite", "knowledge: cannot open '/proc/nope/k.sqlite'"),
 ])
@@ -295,7 +295,7 @@ def test_cli_names_the_key_without_a_traceback(tmp_path, override, message):
 
 
 def test_replay_needs_existing_stores():
-    cfg = cfg_of("evaluator=replay", "evaluator.stores=[no/such/store.sqlite.gz]")
+    cfg = cfg_of("evaluator=replay", "evaluator.stores=[no/such/store.sqlite.xz]")
     with pytest.raises(ConfigError, match=r"evaluator.stores\[0\]"):
         validate(cfg)
     with pytest.raises(ConfigError, match=r"evaluator\.stores"):

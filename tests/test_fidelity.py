@@ -21,8 +21,8 @@ from targets.spec import get_gpu
 from workloads.registry import get_workload
 
 DATA = Path(__file__).resolve().parents[1] / "experiments" / "data"
-RANDOM = DATA / "rmsnorm_random_s1.sqlite.gz"
-MAP_ELITES = DATA / "rmsnorm_map_elites_s0.sqlite.gz"
+RANDOM = DATA / "rmsnorm_random_s1.sqlite.xz"
+MAP_ELITES = DATA / "rmsnorm_map_elites_s0.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
@@ -230,13 +230,13 @@ def test_fidelity_line_names_the_version(tmp_path):
 def test_fidelity_line_quotes_runs_recorded_after_the_fit(tmp_path):
     rec = {"model_version": "static-v4/x", "stores": ["a"], "median_rel_error_per_shape": {"1x2": 0.1},
            "held_out": {"n": 10, "spearman": 0.5, "spearman_top": 0.1, "overlap_top": 7, "favourite_percentile": 0.2},
-           "later_runs": {"stores": ["later.sqlite.gz"], "median_rel_error_per_shape": {"1x2": 0.08, "3x4": 0.149},
+           "later_runs": {"stores": ["later.sqlite.xz"], "median_rel_error_per_shape": {"1x2": 0.08, "3x4": 0.149},
                           "held_out": {"n": 556, "spearman": 0.8747, "spearman_top": 0.923, "overlap_top": 35,
                                        "favourite_percentile": 0.0072}}}
     p = tmp_path / "f.json"
     p.write_text(json.dumps({"static": rec}))
     line = fidelity_line("static", "static-v4/x", p)
-    assert ("On runs recorded after it was fitted (later.sqlite.gz; 556 kernels): Spearman 0.87 overall, 0.92 within "
+    assert ("On runs recorded after it was fitted (later.sqlite.xz; 556 kernels): Spearman 0.87 overall, 0.92 within "
             "the GPU's top 50, top-50 overlap 35/50, its favourite inside the GPU's top 1 %, median time error "
             "8-15%.") in line
     assert line.index("Spearman 0.50") < line.index("recorded after") < line.index("Rankings below")
@@ -276,7 +276,7 @@ def small_stores(tmp_path_factory):
     for src in (MAP_ELITES, RANDOM):
         with open_store(src) as st:
             rows = sorted(st.candidates(status="ok"), key=lambda r: (len(r.ptx), r.id))[:10]
-        path = tmp_path_factory.mktemp("rec") / src.name.replace(".gz", "")
+        path = tmp_path_factory.mktemp("rec") / src.name.replace(".xz", "")
         with Store(path) as dst:
             for r in sorted(rows, key=lambda r: r.id):
                 r.id = None
@@ -395,7 +395,7 @@ def test_static_fidelity_cli_fit_and_score(small_stores, small_terms, tmp_path, 
 def test_static_fidelity_cli_missing_store_is_one_line(tmp_path, capsys):
     """A store path that does not exist is a usage error (status 2) naming the path, not a traceback."""
     static_fidelity = _static_fidelity()
-    nope = str(tmp_path / "nope.sqlite.gz")
+    nope = str(tmp_path / "nope.sqlite.xz")
     with pytest.raises(SystemExit) as e:
         static_fidelity.main(["--fit", nope, "--score", nope])
     assert e.value.code == 2
@@ -585,13 +585,13 @@ def test_write_later_records_the_shipped_models_numbers_on_later_runs(tmp_path, 
     f.write_text(json.dumps({"static": {"model_version": version, "held_out": {"n": 1}}}))
     monkeypatch.setattr(sf, "FIDELITY_FILE", f)
     pooled = {"n": 556.0, "spearman": 0.87, "per_shape": {"1x2": {"spearman": 0.9, "median_rel_error": 0.15}}}
-    sf.write_later({"static": {"run": pooled, "pooled": pooled}}, ["later.sqlite.gz"], "fitted on four")
+    sf.write_later({"static": {"run": pooled, "pooled": pooled}}, ["later.sqlite.xz"], "fitted on four")
     rec = json.loads(f.read_text())["static"]
-    assert rec["held_out"] == {"n": 1} and rec["later_runs"]["stores"] == ["later.sqlite.gz"]
+    assert rec["held_out"] == {"n": 1} and rec["later_runs"]["stores"] == ["later.sqlite.xz"]
     assert rec["later_runs"]["held_out"] == {"n": 556.0, "spearman": 0.87}
     assert rec["later_runs"]["median_rel_error_per_shape"] == {"1x2": 0.15}
     with pytest.raises(SystemExit, match="no replay entry"):
-        sf.write_later({"replay": {"pooled": pooled}}, ["later.sqlite.gz"], "fitted on four")
+        sf.write_later({"replay": {"pooled": pooled}}, ["later.sqlite.xz"], "fitted on four")
 
 
 def test_terms_cache_keeps_what_was_computed_when_the_pass_is_killed(wl, small_stores, small_terms, tmp_path,
@@ -639,5 +639,5 @@ def test_the_busiest_thread_floor_charges_a_round_trip_per_body_that_only_some_t
 def test_static_fidelity_refuses_to_write_a_candidate_floor(capsys):
     mod = _static_fidelity()
     with pytest.raises(SystemExit):
-        mod.main(["a.sqlite.gz", "b.sqlite.gz", "--loop-floor", "busiest", "--write"])
+        mod.main(["a.sqlite.xz", "b.sqlite.xz", "--loop-floor", "busiest", "--write"])
     assert "--loop-floor other than the shipped one is a candidate" in capsys.readouterr().err

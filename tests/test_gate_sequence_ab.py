@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-STORE = ROOT / "experiments" / "data" / "rmsnorm_gate14_map_elites_s4.sqlite.gz"
+STORE = ROOT / "experiments" / "data" / "rmsnorm_gate14_map_elites_s4.sqlite.xz"
 
 
 def _script():

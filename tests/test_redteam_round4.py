@@ -107,7 +107,7 @@ def test_every_ptx_file_of_the_repo_passes_rule_6():
 
 
 def test_every_recorded_h200_kernel_passes_rule_6():
-    """The distinct kernels of the recorded H200 runs (experiments/data/*.sqlite.gz, gate v1, v5 and v10 runs): none
+    """The distinct kernels of the recorded H200 runs (experiments/data/*.sqlite.xz, gate v1, v5 and v10 runs): none
     holds a wall-clock wait, so rule 6 rejects none of them."""
     rec = recorded_h200()
     assert len(rec.kernels) >= 1400

@@ -257,13 +257,15 @@ def test_emulated_decomposition_of_the_staged_sets(knobs):
 
 def test_long_rows_study_lists_tuned_and_candidates(monkeypatch, tmp_path, capsys):
     """experiments/rmsnorm_baselines.py --long-rows with a stand-in pool: per N the TUNED_KNOBS set first,
-    then every candidate, each at the benchmark shape only; the table prints µs, % of copy and the ratio to the
-    tuned set."""
+    then every candidate (staging, then w in registers), each at the benchmark shape only, in a pool whose libraries
+    get the fp32 w; then the TUNED_KNOBS sets again in a pool whose libraries get w in x's dtype. The table prints
+    the weight definition, µs, % of copy and the ratio to the tuned set."""
     import experiments.rmsnorm_baselines as rb
     from evaluators.gpu import pool as pool_mod
     from evaluators.types import EvalResult, ShapeResult, Status
+    from workloads.rmsnorm import LONG_ROW_CANDIDATES, WREG_CANDIDATES
 
-    calls: list[tuple[dict[str, int], list]] = []
+    calls: list[tuple[dict[str, int], list, str]] = []
 
     class FakePool:
         copy_gbps = 4258.0
@@ -279,15 +281,22 @@ def test_long_rows_study_lists_tuned_and_candidates(monkeypatch, tmp_path, capsy
             return False
 
         def evaluate(self, kern, shapes, baselines):
-            calls.append((dict(kern.launch.knobs), shapes))
+            calls.append((dict(kern.launch.knobs), shapes, self.wl.baseline_weight))
             us = 100.0 if kern.launch.knobs and dict(kern.launch.knobs).get("smem_stages", 0) else 120.0
             s = ShapeResult(shapes[0], "bf16", us, self.wl.gbps(shapes[0], us), baseline_us={"torch": 200.0})
             return EvalResult(Status.OK, objective=1.0, shapes=[s])
 
     monkeypatch.setattr(pool_mod, "GPUPool", FakePool)
     assert rb.long_rows(RMSNorm("bf16"), [65536, 262144], 5, str(tmp_path / "out"), results_dir=None) == 0
-    assert [c[1] for c in calls] == [[(32768, 65536)]] * 5 + [[(8192, 262144)]] * 4
+    n65 = 1 + len(LONG_ROW_CANDIDATES[65536]) + len(WREG_CANDIDATES[65536])
+    n262 = 1 + len(LONG_ROW_CANDIDATES[262144]) + len(WREG_CANDIDATES[262144])
+    assert [c[1] for c in calls] == ([[(32768, 65536)]] * n65 + [[(8192, 262144)]] * n262
+                                     + [[(32768, 65536)], [(8192, 262144)]])
+    assert [c[2] for c in calls] == ["workload"] * (n65 + n262) + ["x", "x"]
+    assert calls[-1][0] == calls[n65][0]  # the tuned 262144 set again, for the libraries' bf16 w
     assert "smem_stages" not in calls[0][0] and calls[1][0]["smem_stages"] == 1  # 0: left out (a late knob)
+    assert calls[1 + len(LONG_ROW_CANDIDATES[65536])][0]["w_regs"] == 1
     out = capsys.readouterr().out
-    assert "| 32768 x 65536 | `tuned cluster=4 max_chunks=8 threads=256` | ok | 120.0 |" in out
+    assert "| 32768 x 65536 | workload | `tuned cluster=4 max_chunks=8 threads=256` | ok | 120.0 |" in out
+    assert "| 32768 x 65536 | x | `tuned cluster=4 max_chunks=8 threads=256` | ok | 120.0 |" in out
     assert "1.200x" in out and (tmp_path / "out" / "rmsnorm_long_rows_bf16.md").is_file()

@@ -42,7 +42,8 @@ def _rebuild(spec, path, q):
 
 def test_spec_round_trips_in_process():
     wl = get_workload("rmsnorm", dtype="fp16")
-    assert wl.spec() == {"_target_": "workloads.rmsnorm.RMSNorm", "dtype": "fp16", "eps": 1e-6}
+    assert wl.spec() == {"_target_": "workloads.rmsnorm.RMSNorm", "dtype": "fp16", "eps": 1e-6,
+                         "baseline_weight": "workload"}
     again = build_workload(wl.spec())
     assert isinstance(again, RMSNorm) and again.spec() == wl.spec()
     assert workload_config("rmsnorm")["_target_"] == "workloads.rmsnorm.RMSNorm"

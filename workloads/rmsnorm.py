@@ -90,6 +90,36 @@ LONG_ROW_CANDIDATES: dict[int, list[dict[str, int]]] = {
 }
 
 
+# Candidate sets that hold this thread's slice of w in registers (w_regs 1), for long rows: loaded before the row's
+# x loads, so its L2 round trips overlap them. Without it the template reads w chunk by chunk in the store loop,
+# where ptxas reuses one register set for every chunk (the SASS of the 65536 TUNED_KNOBS set: LDG w, LDG w, STG y,
+# eight times over, each pair waiting on the last): at N <= 32768 w hits L1 and that series is short; a cluster's
+# CTAs hold different quarters or eighths of a longer w, which misses L1 and pays MAX_CHUNKS L2 round trips in series
+# per row. A register slice of w costs MAX_CHUNKS * 8 registers, so these sets take narrower slices (cluster 8,
+# max_chunks 4); with row_iters > 1 w is also read once per CTA instead of once per row. ptxas registers (sm_90,
+# 2026-12-08): 74 at 65536 (cluster 8, 256 threads), 84 with row_iters 4, 64 staged.
+WREG_CANDIDATES: dict[int, list[dict[str, int]]] = {
+    65536: [{"threads": 256, "cluster": 8, "max_chunks": 4, "w_regs": 1},
+            {"threads": 256, "cluster": 8, "max_chunks": 4, "w_regs": 1, "row_iters": 4},
+            {"threads": 256, "cluster": 8, "max_chunks": 4, "w_regs": 1, "row_iters": 4, "cluster_push": 1},
+            {"threads": 256, "cluster": 4, "max_chunks": 8, "w_regs": 1},
+            {"threads": 512, "cluster": 4, "max_chunks": 4, "w_regs": 1, "row_iters": 2},
+            {"threads": 256, "cluster": 4, "max_chunks": 8, "w_regs": 1, "smem_stages": 1, "cluster_push": 1},
+            {"threads": 256, "cluster": 8, "max_chunks": 4, "w_regs": 1, "smem_stages": 2, "cluster_push": 1,
+             "row_iters": 4}],
+    131072: [{"threads": 512, "cluster": 8, "max_chunks": 4, "w_regs": 1},
+             {"threads": 512, "cluster": 8, "max_chunks": 4, "w_regs": 1, "row_iters": 4},
+             {"threads": 512, "cluster": 8, "max_chunks": 4, "w_regs": 1, "row_iters": 4, "cluster_push": 1},
+             {"threads": 256, "cluster": 8, "max_chunks": 8, "w_regs": 1, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 512, "cluster": 8, "max_chunks": 4, "w_regs": 1, "smem_stages": 2, "cluster_push": 1,
+              "row_iters": 4}],
+    262144: [{"threads": 512, "cluster": 8, "max_chunks": 8, "w_regs": 1},
+             {"threads": 1024, "cluster": 8, "max_chunks": 4, "w_regs": 1, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 512, "cluster": 8, "max_chunks": 8, "w_regs": 1, "smem_stages": 1, "cluster_push": 1},
+             {"threads": 512, "cluster": 8, "max_chunks": 8, "w_regs": 1, "smem_stages": 2, "cluster_push": 1,
+              "row_iters": 2}],
+}
+
 def tuned_knobs(n: int) -> dict[str, int]:
     """The TUNED_KNOBS entry for row length ``n`` (elements): the set of the smallest bound >= n, or the
     largest set (cluster 8; rows beyond it use the re-read path) past 262144. ValueError for n < 1."""
@@ -193,9 +223,14 @@ class RMSNorm(Workload):
     libraries = ("torch_compile", "liger", "quack", "quack_tuned")
     uses_atomics = False
 
-    def __init__(self, dtype: str = "bf16", eps: float = EPS):
+    def __init__(self, dtype: str = "bf16", eps: float = EPS, baseline_weight: str = "workload"):
+        from workloads.rmsnorm_baselines import check_baseline_weight
+
         self.dtype = check_dtype(dtype)
         self.eps = float(eps)
+        # how the library baselines get w: "workload" (fp32, like for like) or "x" (cast to x's dtype, the
+        # definition before 2026-12-08): workloads.rmsnorm_baselines
+        self.baseline_weight = check_baseline_weight(baseline_weight)
         self.elt = ELEMENT_BYTES[self.dtype]
         self.search_shapes = list(SEARCH_SHAPES)
         self.benchmark_shapes = list(BENCHMARK_SHAPES)
@@ -215,10 +250,10 @@ class RMSNorm(Workload):
         self.late_knobs = {"smem_stages": 0, "cluster_push": 0}
 
     def options(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "eps": self.eps}
+        return {"dtype": self.dtype, "eps": self.eps, "baseline_weight": self.baseline_weight}
 
     def __repr__(self) -> str:
-        return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps})"
+        return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps}, baseline_weight={self.baseline_weight!r})"
 
     def baselines(self, inputs: Mapping[str, Any], shape: Shape, names: tuple[str, ...],
                   notes: dict[str, str]) -> dict[str, Any]:
@@ -226,7 +261,7 @@ class RMSNorm(Workload):
         ``workloads.rmsnorm_baselines``."""
         from workloads.rmsnorm_baselines import rmsnorm_baselines
 
-        return rmsnorm_baselines(inputs, shape, self.dtype, self.eps, names, notes)
+        return rmsnorm_baselines(inputs, shape, self.dtype, self.eps, names, notes, self.baseline_weight)
 
     # ------------------------------------------------------------------------------------------------ kernels
     def check_knobs(self, knobs: Mapping[str, int]) -> dict[str, int]:

@@ -6,9 +6,16 @@
 (``quack.rmsnorm.rmsnorm_fwd_tuned``: QuACK's exhaustive autotuner, run on the first call per shape, seconds to
 minutes; asked for by name only, ``RMSNorm.baseline_names`` leaves it out of the search) when importable; a
 missing one is skipped with a note saying why (``quack_tuned@MxN`` when it fails at one shape).
-The baselines read the very device buffers the candidate reads (shared through DLPack, no copy); the weight is
-handed to them in x's dtype because ``rms_norm`` takes one dtype (the weight is 4*N bytes either way, noise
-against 2*M*N elements).
+The baselines read the very device buffers the candidate reads (shared through DLPack, no copy).
+
+Weight dtype (``baseline_weight``). ``"workload"`` (the default): every library gets the fp32 weight the
+candidate reads, as QuACK's own benchmark calls them (``benchmarks/benchmark_rmsnorm.py``: bf16 x, fp32 w,
+torch.compile of the float32 formula): like for like. ``"x"``: the weight cast to x's dtype first (a 2-byte
+weight), which every run recorded before 2026-12-08 used. That is not the same problem: a kernel that re-reads w
+for every row moves 2 bytes of w per element of x through L2 instead of 4, so at long rows, where a cluster's
+CTAs cannot keep w in L1, the libraries did less work than the candidate. Eager ``rms_norm`` with a weight of
+another dtype takes torch's composite (unfused) path and returns x's dtype; under ``torch.compile`` the same
+call is fused into one kernel.
 """
 
 from __future__ import annotations
@@ -17,32 +24,45 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# How the libraries get the weight (module docstring).
+BASELINE_WEIGHTS = ("workload", "x")
 
 _compiled: dict[str, Any] = {}  # one torch.compile'd function per process (recompiles per static shape)
 
 
-def _torch_views(inputs: Mapping[str, Any], dtype: str) -> tuple[Any, Any]:
+def check_baseline_weight(weight: str) -> str:
+    """``weight`` when it is one of ``BASELINE_WEIGHTS``; ValueError naming the allowed values otherwise."""
+    if weight not in BASELINE_WEIGHTS:
+        raise ValueError(f"baseline_weight={weight!r}: must be one of {', '.join(BASELINE_WEIGHTS)} ('workload': "
+                         "the libraries read the fp32 weight the kernel reads; 'x': cast to x's dtype first)")
+    return weight
+
+
+def _torch_views(inputs: Mapping[str, Any], dtype: str, weight: str = "workload") -> tuple[Any, Any]:
     import torch
 
     x = torch.from_dlpack(inputs["x"])
     if dtype == "bf16":
         x = x.view(torch.bfloat16)  # CuPy holds bf16 as uint16 bits
-    w = torch.from_dlpack(inputs["w"]).to(getattr(torch, TORCH_DTYPES[dtype]))
+    w = torch.from_dlpack(inputs["w"])  # fp32, the buffer the candidate reads
+    if check_baseline_weight(weight) == "x":
+        w = w.to(getattr(torch, TORCH_DTYPES[dtype]))
     return x, w
 
 
 def rmsnorm_baselines(inputs: Mapping[str, Any], shape: tuple[int, ...], dtype: str, eps: float,
-                      names: tuple[str, ...], notes: dict[str, str]) -> dict[str, Callable[[], Any]]:
+                      names: tuple[str, ...], notes: dict[str, str],
+                      weight: str = "workload") -> dict[str, Callable[[], Any]]:
     """name -> zero-argument callable launching that baseline on ``inputs`` (CuPy arrays x (M, N) in
-    ``dtype``, w (N,) fp32) at ``shape``; baselines that cannot be built are left out and explained in
-    ``notes``."""
+    ``dtype``, w (N,) fp32) at ``shape``, the weight handed over as ``weight`` says (``BASELINE_WEIGHTS``;
+    ValueError for another value); baselines that cannot be built are left out and explained in ``notes``."""
     try:
         import torch
         import torch.nn.functional as F
     except ImportError as e:
         notes["torch"] = f"torch not importable: {e}"
         return {}
-    x, w = _torch_views(inputs, dtype)
+    x, w = _torch_views(inputs, dtype, weight)
     n = shape[-1]
     out: dict[str, Callable[[], Any]] = {}
     if "torch" in names:

@@ -73,12 +73,12 @@ def sanitized(pool, kernel: Kernel) -> tuple[Status, Status | None]:
 
 @functools.cache
 def recorded_h200() -> Recording:
-    """The recorded H200 runs (every ``experiments/data/*.sqlite.gz``, gate v1, v5 and v10 runs) as
+    """The recorded H200 runs (every ``experiments/data/*.sqlite.xz``, gate v1, v5 and v10 runs) as
     ``evaluators.recorded.load_recording`` reads them, read once per process and shared by the tests that scan
     them (read only: callers must not change it)."""
     from evaluators.recorded import load_recording
 
-    return load_recording(sorted((ROOT / "experiments" / "data").glob("*.sqlite.gz")))
+    return load_recording(sorted((ROOT / "experiments" / "data").glob("*.sqlite.xz")))
 
 
 def recorded_version(m: Any) -> int:

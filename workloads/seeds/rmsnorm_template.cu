@@ -18,7 +18,10 @@
 //                                x and streaming stores
 //   ROW_ITERS    [row_iters]     row loop: a CTA handles ROWS_PER_CTA * ROW_ITERS rows, ROWS_PER_CTA at a time
 //   W_REGS       [w_regs]        1: load this thread's slice of w into registers once, before the row loop, and
-//                                reuse it for every row (register path only); 0: read w per row (L1/L2 hits)
+//                                reuse it for every row (register and staged paths); 0: read w per row (L1/L2
+//                                hits), in the store loop: ptxas reuses the same registers for every chunk's w, so
+//                                its loads wait one after another (L2 round trips in series where w misses L1,
+//                                i.e. long rows split over a cluster)
 //   CLUSTER      [cluster]       1, 2, 4 or 8 CTAs per row group (__cluster_dims__, compile-time, so a plain
 //                                launch works): each CTA holds 1/CLUSTER of the row (chunks interleaved across
 //                                the cluster) and the per-CTA partial sums of squares are exchanged through
@@ -443,10 +446,14 @@ __device__ __forceinline__ void rows_impl(const S* x, const float* w, S* y, int 
                 const int c = u + i * STRIDE;
                 if (c < nchunks) {
                     Pack<V> p;
-                    float wv[V];
                     load_staged<V>(p, stage, i);
-                    load_w<V>(wv, w + (long long)c * V);
-                    scale_store<V>(yr + (long long)c * V, p, wv, r);
+                    if (W_REGS && wregs) {
+                        scale_store<V>(yr + (long long)c * V, p, wbuf[i < WKEPT ? i : 0], r);
+                    } else {
+                        float wv[V];
+                        load_w<V>(wv, w + (long long)c * V);
+                        scale_store<V>(yr + (long long)c * V, p, wv, r);
+                    }
                 }
             }
         } else

@@ -6,8 +6,8 @@ from evaluators.holdout import fit_then_score, scores
 from evaluators.recorded import load_recording
 from workloads.registry import get_workload
 D='experiments/data/'
-fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.gz','rmsnorm_random_s1.sqlite.gz','rmsnorm_gate5_map_elites_s0.sqlite.gz','rmsnorm_gate5_random_s1.sqlite.gz']]
-rec=load_recording(fit); sc=load_recording([D+'rmsnorm_gate11_map_elites_s3.sqlite.gz'])
+fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.xz','rmsnorm_random_s1.sqlite.xz','rmsnorm_gate5_map_elites_s0.sqlite.xz','rmsnorm_gate5_random_s1.sqlite.xz']]
+rec=load_recording(fit); sc=load_recording([D+'rmsnorm_gate11_map_elites_s3.sqlite.xz'])
 wl=get_workload('rmsnorm',dtype='bf16')
 kern={k:m for r in [rec,sc] for k,m in r.kernels.items()}
 terms=recorded_terms(kern.values(), wl, gpu='h200')

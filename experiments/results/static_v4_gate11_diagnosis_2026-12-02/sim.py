@@ -45,7 +45,7 @@ d=pickle.load(open("/tmp/diag/fold.pkl","rb"))
 SCORE=sys.argv[2] if len(sys.argv)>2 else None
 D='experiments/data/'
 G1=len(sys.argv)>3 and sys.argv[3]=='g1'  # fit on the 2 gate-v1 stores only (else the 4 shipped stores)
-fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.gz','rmsnorm_random_s1.sqlite.gz']+([] if G1 else ['rmsnorm_gate5_map_elites_s0.sqlite.gz','rmsnorm_gate5_random_s1.sqlite.gz'])]
+fit=[D+x for x in ['rmsnorm_map_elites_s0.sqlite.xz','rmsnorm_random_s1.sqlite.xz']+([] if G1 else ['rmsnorm_gate5_map_elites_s0.sqlite.xz','rmsnorm_gate5_random_s1.sqlite.xz'])]
 rec=load_recording(fit)
 terms=json.load(open('/root/.cache/ptxforge/recorded/terms-rmsnorm-h200-fdf021acc4f646c5.json'))
 ok={i for i,t in terms.items() if t.get('status')=='ok'}

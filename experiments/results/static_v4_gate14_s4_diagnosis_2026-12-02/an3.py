@@ -11,7 +11,7 @@ from evaluators.recorded import open_store
 
 d = pickle.load(open("/tmp/diag4/fold.pkl", "rb"))
 terms = json.load(open('/root/.cache/ptxforge/recorded/terms-rmsnorm-h200-fdf021acc4f646c5.json'))
-with open_store("experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.gz") as st:
+with open_store("experiments/data/rmsnorm_gate14_map_elites_s4.sqlite.xz") as st:
     rows = {r.id: r for r in st.candidates()}
 by_ident = {r.identity: r for r in rows.values()}
 

@@ -4,8 +4,8 @@ from evaluators.calibration import recorded_terms
 from evaluators.holdout import fit_then_score
 from workloads.registry import get_workload
 D="experiments/data/"
-fit=load_recording([D+x for x in ["rmsnorm_map_elites_s0.sqlite.gz","rmsnorm_random_s1.sqlite.gz","rmsnorm_gate5_map_elites_s0.sqlite.gz","rmsnorm_gate5_random_s1.sqlite.gz"]])
-sc=load_recording([D+"rmsnorm_gate14_map_elites_s4.sqlite.gz"])
+fit=load_recording([D+x for x in ["rmsnorm_map_elites_s0.sqlite.xz","rmsnorm_random_s1.sqlite.xz","rmsnorm_gate5_map_elites_s0.sqlite.xz","rmsnorm_gate5_random_s1.sqlite.xz"]])
+sc=load_recording([D+"rmsnorm_gate14_map_elites_s4.sqlite.xz"])
 wl=get_workload("rmsnorm", dtype="bf16")
 terms=recorded_terms(list(fit.kernels.values())+list(sc.kernels.values()), wl, processes=1)
 f=fit_then_score(fit,[sc],terms,surrogate=False)[0]
