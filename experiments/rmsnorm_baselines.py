@@ -28,7 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluators.provenance import versions as package_versions
 from evaluators.types import EvalResult, Status, geomean
-from workloads.rmsnorm import BENCHMARK_SHAPES, LONG_ROW_CANDIDATES, WREG_CANDIDATES, RMSNorm, tuned_knobs
+from workloads.rmsnorm import (
+    BENCHMARK_SHAPES,
+    LONG_ROW_CANDIDATES,
+    SHORT_ROW_CANDIDATES,
+    WREG_CANDIDATES,
+    RMSNorm,
+    tuned_knobs,
+)
 
 # A handful of template knob sets spanning threads per row, registers vs re-read, and cache hints.
 VARIANTS: list[dict[str, int]] = [
@@ -129,7 +136,8 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: Path | None = RESULTS_DIR,
               weights: tuple[str, ...] = ("workload", "x")) -> int:
     """The ``--long-rows`` study (module docstring): per N the TUNED_KNOBS set first (the library baselines
-    interleaved with it), then each candidate of LONG_ROW_CANDIDATES[N] and WREG_CANDIDATES[N], gated and timed at
+    interleaved with it), then each candidate of SHORT_ROW_CANDIDATES[N], LONG_ROW_CANDIDATES[N] and
+    WREG_CANDIDATES[N] (any benchmark N: the name is historical), gated and timed at
     the benchmark shape (M, N), in a GPUPool whose libraries get w as ``weights[0]`` says; then the TUNED_KNOBS
     set again with the baselines in one more pool per other entry of ``weights`` (``workloads.rmsnorm_baselines``:
     ``workload`` = fp32 w, ``x`` = w in x's dtype), so the table shows what the weight's dtype does to each
@@ -148,7 +156,8 @@ def long_rows(wl: RMSNorm, ns: list[int], repeats: int, out: str, results_dir: P
             for n in ns:
                 cands = [("tuned", tuned_knobs(n))]
                 if wi == 0:
-                    cands += [*(("smem", k) for k in LONG_ROW_CANDIDATES.get(n, [])),
+                    cands += [*(("short", k) for k in SHORT_ROW_CANDIDATES.get(n, [])),
+                              *(("smem", k) for k in LONG_ROW_CANDIDATES.get(n, [])),
                               *(("wregs", k) for k in WREG_CANDIDATES.get(n, []))]
                 for tag, knobs in cands:
                     kern = wlw.instantiate(knobs)

@@ -120,6 +120,26 @@ WREG_CANDIDATES: dict[int, list[dict[str, int]]] = {
               "row_iters": 2}],
 }
 
+# Candidate sets for short rows, where the best library leads (torch.compile at N 256-1024, GPU_NOTES.md R30: the
+# TUNED_KNOBS sets at 0.91 / 0.93 / 0.96 of it). A 32768-row problem of 16-64 MiB is a few microseconds of traffic,
+# so launch and tail latency weigh: these issue every load of a CTA up front with no row loop (row_iters 1) and
+# narrower lane groups (8 or 16 threads a row), so the grid is one or two waves of CTAs whose loads all fly at once.
+SHORT_ROW_CANDIDATES: dict[int, list[dict[str, int]]] = {
+    256: [{"threads": 256, "rows_per_cta": 32, "max_chunks": 4},
+          {"threads": 256, "rows_per_cta": 32, "max_chunks": 4, "cache_hint": 1},
+          {"threads": 512, "rows_per_cta": 64, "max_chunks": 4},
+          {"threads": 128, "rows_per_cta": 16, "max_chunks": 4},
+          {"threads": 256, "rows_per_cta": 16, "max_chunks": 2}],
+    512: [{"threads": 256, "rows_per_cta": 16, "max_chunks": 4},
+          {"threads": 256, "rows_per_cta": 32, "max_chunks": 8},
+          {"threads": 512, "rows_per_cta": 32, "max_chunks": 4},
+          {"threads": 256, "rows_per_cta": 16, "max_chunks": 4, "cache_hint": 1}],
+    1024: [{"threads": 256, "rows_per_cta": 8, "max_chunks": 4},
+           {"threads": 256, "rows_per_cta": 16, "max_chunks": 8},
+           {"threads": 512, "rows_per_cta": 32, "max_chunks": 8},
+           {"threads": 128, "rows_per_cta": 4, "max_chunks": 8, "cache_hint": 1}],
+}
+
 def tuned_knobs(n: int) -> dict[str, int]:
     """The TUNED_KNOBS entry for row length ``n`` (elements): the set of the smallest bound >= n, or the
     largest set (cluster 8; rows beyond it use the re-read path) past 262144. ValueError for n < 1."""
