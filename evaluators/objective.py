@@ -36,12 +36,15 @@ class ObjectiveSpec:
 
     baseline: ``"best"`` or one baseline name (``"torch"``, ``"torch_compile"``, ``"liger"``, ``"quack"``,
     ``"quack_tuned"``, ``"naive"``); libraries: the contenders of ``"best"``; fallback: used in order where the
-    reference is absent. Raises ValueError for an empty baseline or an empty contender list with ``"best"``.
+    reference is absent; library_inputs: what the baselines are given where it differs from the kernel's view
+    (``Workload.library_inputs``, e.g. RMSNorm's weight dtype), part of the definition ("" = nothing to say).
+    Raises ValueError for an empty baseline or an empty contender list with ``"best"``.
     """
 
     baseline: str = "best"
     libraries: tuple[str, ...] = DEFAULT_LIBRARIES
     fallback: tuple[str, ...] = DEFAULT_FALLBACK
+    library_inputs: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "libraries", tuple(str(x) for x in self.libraries))
@@ -63,14 +66,16 @@ class ObjectiveSpec:
         if isinstance(cfg, ObjectiveSpec):
             return cfg
         if isinstance(cfg, str):
-            return cls(baseline=cfg, libraries=base.libraries, fallback=base.fallback)
+            return cls(baseline=cfg, libraries=base.libraries, fallback=base.fallback,
+                       library_inputs=base.library_inputs)
         d = dict(cfg)
         unknown = set(d) - {"baseline", "libraries", "fallback"}
         if unknown:
             raise ValueError(f"objective: unknown key(s) {sorted(unknown)}; allowed: baseline, libraries, fallback")
         return cls(baseline=str(d.get("baseline") or "best"),
                    libraries=tuple(d["libraries"]) if d.get("libraries") is not None else base.libraries,
-                   fallback=tuple(d["fallback"]) if d.get("fallback") is not None else base.fallback)
+                   fallback=tuple(d["fallback"]) if d.get("fallback") is not None else base.fallback,
+                   library_inputs=base.library_inputs)
 
     @property
     def contenders(self) -> tuple[str, ...]:
@@ -85,14 +90,15 @@ class ObjectiveSpec:
 
     def describe(self) -> str:
         """One line for cards and reports, e.g. ``speedup over the fastest of torch_compile, liger ...``."""
+        inputs = f"; {self.library_inputs}" if self.library_inputs else ""
         if self.baseline == "best":
             return (f"geomean over shapes of the speedup over the fastest of {', '.join(self.libraries)} measured at "
-                    f"each shape (fallback {' > '.join(self.fallback)})")
-        return f"geomean over shapes of the speedup over {self.baseline} (fallback {' > '.join(self.fallback)})"
+                    f"each shape (fallback {' > '.join(self.fallback)}){inputs}")
+        return f"geomean over shapes of the speedup over {self.baseline} (fallback {' > '.join(self.fallback)}){inputs}"
 
     def to_json(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "libraries": list(self.libraries), "fallback": list(self.fallback),
-                "definition": self.describe()}
+                "library_inputs": self.library_inputs, "definition": self.describe()}
 
 
 @dataclass
@@ -118,7 +124,8 @@ def workload_objective(workload: Any) -> ObjectiveSpec:
     ``primary_baseline`` and then the naive seed (RMSNorm: torch.compile, Liger, QuACK default and autotuned,
     fallback eager torch; KDA recurrent: fla; softmax: torch)."""
     libraries = tuple(getattr(workload, "libraries", ()) or workload.baseline_names or (workload.primary_baseline,))
-    return ObjectiveSpec(libraries=libraries, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))))
+    return ObjectiveSpec(libraries=libraries, fallback=tuple(dict.fromkeys((workload.primary_baseline, "naive"))),
+                         library_inputs=str(getattr(workload, "library_inputs", "") or ""))
 
 
 def shape_key(shape: Sequence[int]) -> str:

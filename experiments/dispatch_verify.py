@@ -130,7 +130,8 @@ def verify(run_dir: Path, out: Path, deadline_s: float, evaluator: str, repeats:
     folder = run_dir / "best" / "dispatch"
     libraries = (*LIBRARIES, "quack_tuned") if quack_tuned else LIBRARIES
     spec = ObjectiveSpec(libraries=tuple(n for n in libraries if n != "torch"),
-                         fallback=("torch", "naive", "naive_seed") if evaluator == "static" else ("torch", "naive"))
+                         fallback=("torch", "naive", "naive_seed") if evaluator == "static" else ("torch", "naive"),
+                         library_inputs=str(getattr(wl, "library_inputs", "") or ""))
     heldout_shapes = [tuple(s) for s in wl.heldout_shapes] + EXTRA_HELDOUT
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": evaluator, "estimate": evaluator == "static", "started_utc": utc_now(),

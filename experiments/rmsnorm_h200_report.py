@@ -506,7 +506,10 @@ def render(verify: dict[str, Any], facts: RunFacts, metrics: list[dict[str, Any]
            "launch a read of 2 x L2 of clean memory, then a 200 µs hold of the stream so host launch overhead "
            "is not timed; median of repeats; kernel and baselines interleaved in one worker; "
            "every benchmarked output re-checked; compute-sanitizer over `experiments/sanitize_replay.py` with "
-           "exact-size allocations). torch baselines take w in x's dtype.", "",
+           "exact-size allocations). Libraries' weight: "
+           + ("w cast to x's dtype (runs before 2026-12-08; workload option baseline_weight=x)"
+              if ((facts.meta.get("config") or {}).get("workload") or {}).get("baseline_weight", "x") == "x"
+              else "the kernel's fp32 w (baseline_weight=workload)") + ".", "",
            f"- Correctness gate: version {verify.get('gate_version', 'unrecorded (v1)')} (GATE.md); the search's "
            f"rows: {_gate_versions(facts)}",
            f"- Run versions (store meta): `{json.dumps(facts.meta.get('versions', {}))}`",

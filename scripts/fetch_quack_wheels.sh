@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Download the QuACK stack for the GPU machine (Python 3.12, manylinux x86_64) and pack it for transfer:
 #   .whl-quack/quack-stack.tar.xz.partNN   every wheel of the stack unzipped into one tree (the `cutlass` package
-#                                          spans four wheels), re-packed as one tar.xz and split into parts of
-#                                          PART_MIB (default 22) MiB, so that each part fits into one transfer
-#                                          beside the tracked tree (the device tool carries 64 MiB in all)
+#                                          spans four wheels), re-packed as one tar.xz (69 MB, 2026-12-08) and split
+#                                          into parts of PART_MIB (default 36) MiB, so that each part fits into one
+#                                          transfer beside the tracked tree (12.5 MB since the recorded stores are
+#                                          xz) and .whl/ without wandb and plotly (6.4 MB): the device tool carries
+#                                          64 MiB in all, so two commands carry the stack
 #   .whl-quack/MANIFEST                    part names, byte counts and sha256 (carried with every part)
 # Wheels: quack-kernels 0.6.5, nvidia-cutlass-dsl 4.8.1 with -libs-base, -libs-core, -libs-cu13 (92 MB alone),
 # apache-tvm-ffi, torch-c-dlpack-ext, einops.
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.whl-quack
-PART_MIB=${PART_MIB:-22}
+PART_MIB=${PART_MIB:-36}
 mkdir -p "$dest"
 CUTLASS=4.8.1
 wheels=(quack-kernels==0.6.5 "nvidia-cutlass-dsl==$CUTLASS" "nvidia-cutlass-dsl-libs-base==$CUTLASS"

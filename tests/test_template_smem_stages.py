@@ -300,3 +300,24 @@ def test_long_rows_study_lists_tuned_and_candidates(monkeypatch, tmp_path, capsy
     assert "| 32768 x 65536 | workload | `tuned cluster=4 max_chunks=8 threads=256` | ok | 120.0 |" in out
     assert "| 32768 x 65536 | x | `tuned cluster=4 max_chunks=8 threads=256` | ok | 120.0 |" in out
     assert "1.200x" in out and (tmp_path / "out" / "rmsnorm_long_rows_bf16.md").is_file()
+
+
+@pytest.mark.parametrize("knobs", [
+    {"threads": 256, "cluster": 8, "max_chunks": 4, "w_regs": 1, "smem_stages": 2, "cluster_push": 1, "row_iters": 4},
+    {"threads": 1024, "cluster": 8, "max_chunks": 4, "w_regs": 1, "smem_stages": 1, "cluster_push": 1},
+], ids=["c8-staged2-push-iters4", "t1024-c8-staged1-push"])
+def test_w_in_registers_on_the_staged_path(knobs):
+    """w_regs on the staged path (WREG_CANDIDATES): the store loop takes w from the registers loaded before the row
+    loop (a different kernel from the w_regs 0 one, which reads w per chunk there), ptxas spills nothing at <= 64
+    registers, and the front half accepts it."""
+    from evaluators.toolchain import compile_ptx
+    from tests.front_half import assert_accepted
+    from workloads.rmsnorm import WREG_CANDIDATES
+
+    assert any(knobs == k for sets in WREG_CANDIDATES.values() for k in sets)
+    wl = RMSNorm("bf16")
+    kern = wl.instantiate(knobs)
+    res = compile_ptx(kern).resources["rmsnorm"]
+    assert res.spill_stores_bytes == 0 and res.spill_loads_bytes == 0 and res.registers <= 64, res
+    assert kern.ptx != wl.instantiate({**knobs, "w_regs": 0}).ptx
+    assert_accepted(kern, wl)

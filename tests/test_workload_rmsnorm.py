@@ -156,3 +156,34 @@ def test_instantiate_other_knobs_and_committed_ptx_is_reproducible(tmp_path, mon
     assert fresh == (SEEDS_DIR / "rmsnorm_naive.ptx").read_text()
     with pytest.raises(ValueError, match="threads=48"):
         wl.instantiate({"threads": 48})
+
+
+def test_baselines_get_the_fp32_weight_unless_told_x():
+    """The libraries read the very fp32 w the kernel reads (``baseline_weight="workload"``, the default: like for
+    like, as QuACK's own benchmark); ``"x"`` hands them w cast to x's dtype (the definition of runs recorded before
+    2026-12-08). Eager torch with the fp32 weight returns x's dtype and matches the float64 reference."""
+    import torch
+
+    from workloads.rmsnorm_baselines import _torch_views, rmsnorm_baselines
+
+    wl = RMSNorm("bf16")
+    assert wl.baseline_weight == "workload" and wl.options()["baseline_weight"] == "workload"
+    drawn = wl.make_inputs((5, 384), seed=3)
+    inputs = {**drawn, "x": drawn["x"].view(np.uint16)}  # bf16 as its uint16 bits, as CuPy holds it
+    x, w = _torch_views(inputs, "bf16")
+    assert x.dtype == torch.bfloat16 and w.dtype == torch.float32
+    assert w.data_ptr() == inputs["w"].ctypes.data  # the kernel's own buffer, no copy
+    assert _torch_views(inputs, "bf16", "x")[1].dtype == torch.bfloat16
+    notes: dict[str, str] = {}
+    fns = rmsnorm_baselines(inputs, (5, 384), "bf16", wl.eps, ("torch",), notes)
+    y = fns["torch"]()
+    assert y.dtype == torch.bfloat16 and not notes
+    ref = wl.reference(drawn)["y"]
+    got = y.float().numpy().astype(np.float64)
+    assert np.allclose(got, ref, rtol=1e-2, atol=1e-2)
+    # the "x" definition rounds w to bf16 first: a different (less exact) result on the same inputs
+    y_x = rmsnorm_baselines(inputs, (5, 384), "bf16", wl.eps, ("torch",), {}, weight="x")["torch"]()
+    assert not torch.equal(y, y_x)
+    assert RMSNorm("bf16", baseline_weight="x").spec()["baseline_weight"] == "x"
+    with pytest.raises(ValueError, match="baseline_weight='fp16': must be one of workload, x"):
+        RMSNorm("bf16", baseline_weight="fp16")

@@ -272,6 +272,13 @@ class RMSNorm(Workload):
     def options(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "eps": self.eps, "baseline_weight": self.baseline_weight}
 
+    @property
+    def library_inputs(self) -> str:
+        """How the library baselines get w, for the objective's definition (``evaluators.objective``)."""
+        if self.baseline_weight == "workload":
+            return "the libraries read the kernel's own fp32 w (baseline_weight=workload)"
+        return f"the libraries read w cast to {self.dtype} (baseline_weight=x; the kernel reads fp32 w)"
+
     def __repr__(self) -> str:
         return f"RMSNorm(dtype={self.dtype!r}, eps={self.eps}, baseline_weight={self.baseline_weight!r})"
 
