@@ -18,8 +18,9 @@ Provenance (a flow-insensitive fixed point over every definition of each registe
 - pointer roots ``P``: ``ld.param`` resolved by **byte offset** against the entry's parameter layout (PTX ISA
   "Kernel Function Parameters": each ``.param`` at the next multiple of its alignment, its natural size unless
   ``.align`` says otherwise), never by the symbol named, so ``[y_param+-16]`` is ``x``; ``mov`` of a module
-  variable; carried through ``mov``, ``cvta``, 64-bit ``cvt``, ``add``, ``mapa``, ``selp``'s value operands and
-  the addend of ``mad``. ``a - b`` is an offset (no root) only when ``a`` and ``b`` are both pointer-valued
+  variable; ``alloca``'s result (PTX ISA "Stack Manipulation Instructions: alloca": a per-thread ``.local``
+  buffer, rooted as ``alloca_roots`` names it, one root per ``alloca`` instruction); carried through ``mov``,
+  ``cvta``, 64-bit ``cvt``, ``add``, ``mapa``, ``selp``'s value operands and the addend of ``mad``. ``a - b`` is an offset (no root) only when ``a`` and ``b`` are both pointer-valued
   with the same single root; ``p - (p & 15)`` keeps ``p``'s root. Otherwise a root subtracted is kept
   **negated** (``-y``; so are the roots of ``neg`` and ``not``, PTX ISA "Integer Arithmetic Instructions: neg",
   "Logic and Shift Instructions: not": ~a = -a - 1): ``x - y`` has ``{x, -y}``, and ``y + (c - y)`` has
@@ -243,6 +244,14 @@ def _type_bits(ins: Instruction) -> list[int]:
     return [TYPE_BITS[m] for m in ins.modifiers if m in TYPE_BITS]
 
 
+def alloca_roots(fn) -> dict[int, str]:
+    """id(instruction) -> root of each ``alloca`` of ``fn`` (``"s:alloca:<function>:<k>"``, the k-th in textual
+    order): the per-thread ``.local`` buffer it returns, for the race lint's ``.local`` rules as if it were a
+    ``.local`` variable (no PTX identifier holds a ``:``, so no variable's root collides with one)."""
+    allocas = [loc.stmt for loc in walk(fn) if isinstance(loc.stmt, Instruction) and loc.stmt.opcode == "alloca"]
+    return {id(ins): f"s:alloca:{fn.name}:{k}" for k, ins in enumerate(allocas)}
+
+
 class _Analysis:
     """Roots of every register of one entry (module docstring), computed by fixed-point sweeps."""
 
@@ -262,6 +271,7 @@ class _Analysis:
         self.param_roots = param_roots
         self.val: dict[str, tuple[frozenset, frozenset, frozenset]] = {}
         self.memory: frozenset[str] = memory  # roots of every value the kernel stores to memory
+        self.allocas = alloca_roots(fn)
 
     # ------------------------------------------------------------------------------------------ operands
     def value(self, op) -> tuple[frozenset, frozenset, frozenset]:
@@ -381,6 +391,8 @@ class _Analysis:
         if op in ("ld", "ldu") and "param" in mods and isinstance(addr, Address):
             n = len(ins.operands[0].elements) if isinstance(ins.operands[0], Vector) else 1
             return self.load_param(ins, addr, n)
+        if op == "alloca" and id(ins) in self.allocas:  # a fresh per-thread .local buffer
+            return (frozenset({self.allocas[id(ins)]}), _EMPTY, _EMPTY)
         if addr is not None or op in _READS_MEMORY:
             # a value read from memory: whatever the kernel stored there, and nothing vouches for it as an
             # address on its own
@@ -454,7 +466,7 @@ class _Analysis:
                 d = [*d, CARRY]
             k = len(plan)
             srcs = sources(ins) + ([CARRY] if ins.opcode in _READS_CARRY else [])
-            special = (_address(ins) is not None or ins.opcode in _READS_MEMORY
+            special = (_address(ins) is not None or ins.opcode in _READS_MEMORY or ins.opcode == "alloca"
                        or any(isinstance(o, (Symbol, Vector, OffsetExpr, ArrayElement)) for o in ins.operands))
             plan.append((ins, d, srcs, special))
             for r in srcs:

@@ -202,6 +202,7 @@ from evaluators.input_stores import (
     Provenance,
     _pos,
     _vouchers,
+    alloca_roots,
     destination_space,
     first_finding,
     provenance,
@@ -683,10 +684,11 @@ def _global_variables(kernel: Kernel) -> frozenset[str]:
 
 
 def _local_variables(kernel: Kernel, fn) -> frozenset[str]:
-    """Roots (``"s:<name>"``) of the ``.local`` variables ``fn`` may name: the module's and its own (any scope)."""
+    """Roots (``"s:<name>"``) of the ``.local`` variables ``fn`` may name: the module's and its own (any scope), and
+    the buffers its ``alloca`` instructions return (``input_stores.alloca_roots``: judged as ``.local`` variables)."""
     names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "local"}
     names |= {loc.stmt.name for loc in walk(fn) if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space == "local"}
-    return frozenset("s:" + n for n in names)
+    return frozenset("s:" + n for n in names) | frozenset(alloca_roots(fn).values())
 
 
 def _access_bytes(ins: Instruction) -> int | None:
@@ -721,6 +723,7 @@ def _local_offsets(fn, local: frozenset[str]) -> dict[str, tuple[str, int]]:
     for ins in flat_instructions(fn):
         for r in destinations(ins):
             defs.setdefault(r, []).append(ins)
+    allocas = alloca_roots(fn)
     out: dict[str, tuple[str, int]] = {}
 
     def base(op) -> tuple[str, int] | None:
@@ -740,6 +743,8 @@ def _local_offsets(fn, local: frozenset[str]) -> dict[str, tuple[str, int]]:
                 v = _param_pointer(d, fn) if d.predicate is None else None
                 if v is not None:
                     pass
+                elif d.opcode == "alloca" and d.predicate is None and id(d) in allocas:
+                    v = (allocas[id(d)], 0)  # the start of the buffer it returns
                 elif d.opcode in ("mov", "cvta") and len(ops) == 1 and isinstance(ops[0], Register) \
                         and ops[0].name == reg and d.predicate is None:
                     continue  # `cvta.to.local %rd1, %rd1`: the same location, relabelled
@@ -1206,10 +1211,13 @@ def _variables(kernel: Kernel, prov: Provenance, spaces: tuple[str, ...]) -> fro
     cache = prov.__dict__.setdefault("_race_lint_variables", {})
     if (id(kernel), spaces) not in cache:
         names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space in spaces}
+        allocas: set[str] = set()
         for f in prov.functions:
             names |= {loc.stmt.name for loc in walk(f)
                       if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space in spaces}
-        cache[(id(kernel), spaces)] = frozenset("s:" + n for n in names)
+            if "local" in spaces:
+                allocas |= set(alloca_roots(f).values())
+        cache[(id(kernel), spaces)] = frozenset("s:" + n for n in names) | frozenset(allocas)
     return cache[(id(kernel), spaces)]
 
 

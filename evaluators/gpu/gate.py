@@ -104,8 +104,11 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # the loop's value reaches it (a copy that writes the same registers again first); rule 3 an allow-list of the special registers
 # the launch and the ABI fix (rt14_envreg_dodge: %envreg<32> was on no list); rule 5's register form, a register
 # read that no earlier path writes and a call's return value its callee never stores (rt14_register_state,
-# rt14_unset_retval_state).
-GATE_VERSION = 16
+# rt14_unset_retval_state). 17: the buffer an ``alloca`` returns is a ``.local`` root of its own
+# (``input_stores.alloca_roots``), judged by rule 5's ``.local`` form like a ``.local`` variable (round 14's false
+# rejection of rt14_honest_alloca_scratch closed; rt14_alloca_state still rejected, now as a read of bytes no
+# store wrote).
+GATE_VERSION = 17
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
 GUARD_ELEMENTS = 4096
