@@ -3,9 +3,10 @@
 ``export_best(store, archive, out_dir)`` writes, for the best elite overall (name ``best``) and for the elite of
 every archive cell (name ``cell_<i>_<j>_...``):
 
-- ``<name>.ptx``: the module text as stored;
-- ``<name>.cubin``: the stored cubin, else compiled now with ``evaluators.toolchain.compile_ptx`` for ``arch``
-  (when ptxas refuses or is missing, the card says why and no cubin is written);
+- ``<name>.ptx``: the module as the gate judged it (``judged_ptx``: the canonical print of the stored text, which
+  keeps comments and debug directives that ptxas may read otherwise than the parser);
+- ``<name>.cubin``: the stored cubin, else that text compiled now with ``evaluators.toolchain.compile_ptx`` for
+  ``arch`` (when ptxas refuses or is missing, the card says why and no cubin is written);
 - ``<name>.json``: the card, see ``card_for``;
 
 plus ``index.json`` listing every exported kernel with its objective and cell, and the launcher
@@ -195,13 +196,28 @@ def _ptx_target(ptx: str) -> str | None:
         return None
 
 
-def _cubin_for(row: CandidateRow, arch: str | None) -> tuple[bytes | None, str | None]:
+def judged_ptx(ptx: str) -> str:
+    """The text the gate compiled for a stored module: its canonical print (``Kernel.canonical_ptx``; the pool
+    compiles a Kernel, ``evaluators.toolchain.compile_ptx``, never its stored text). The stored text keeps trivia
+    and debug directives as written, and ptxas may read them otherwise than the parser: instructions after a
+    ``.loc`` on its line, a ``/*`` there opening a comment (red-team round 15, ``rt15_loc_hidden_store``,
+    ``rt15_loc_phantom_init``); shipping the stored text would ship code no check saw. ParseError when the text
+    does not parse (a stored row always did)."""
+    from population.parser import parse_module
+    from population.printer import print_module
+
+    return print_module(parse_module(ptx, filename="stored.ptx"), canonical=True)
+
+
+def _cubin_for(row: CandidateRow, text: str | None, arch: str | None) -> tuple[bytes | None, str | None]:
     if row.cubin:
         return row.cubin, None
+    if text is None:
+        return None, "the stored text does not parse: no judged text to compile"
     try:
         from evaluators.toolchain import compile_ptx
 
-        return compile_ptx(row.ptx, arch).cubin, None
+        return compile_ptx(text, arch).cubin, None
     except Exception as e:  # CompileError, ToolchainNotFound: the card records why there is no cubin
         return None, f"{type(e).__name__}: {e}"
 
@@ -210,12 +226,19 @@ def export_kernel(row: CandidateRow, out_dir: Path, name: str, **card_kw: Any) -
     """Write ``<name>.ptx``, ``<name>.cubin`` and ``<name>.json`` for one row (see ``card_for`` for card_kw)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     arch = card_kw.get("arch") or _ptx_target(row.ptx)
+    try:
+        judged: str | None = judged_ptx(row.ptx)
+        form = "canonical print of the stored text (what the gate compiled)"
+    except Exception as e:  # ParseError: only the stored cubin, if any, is shipped as judged
+        judged, form = None, f"stored text, which does not parse ({type(e).__name__}: {str(e)[:160]})"
+    text = judged if judged is not None else row.ptx
     ptx_path = out_dir / f"{name}.ptx"
-    ptx_path.write_text(row.ptx)
-    cubin, err = _cubin_for(row, arch)
+    ptx_path.write_text(text)
+    cubin, err = _cubin_for(row, judged, arch)
     cubin_path = None
     card = card_for(row, name=name, **{**card_kw, "arch": arch})
-    card["ptx_sha256"] = hashlib.sha256(row.ptx.encode()).hexdigest()
+    card["ptx_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    card["ptx_form"] = form
     if cubin is not None:
         cubin_path = out_dir / f"{name}.cubin"
         cubin_path.write_bytes(cubin)

@@ -42,7 +42,7 @@ def test_export_best_and_cells(tmp_path, workload):
     assert [k.name for k in done] == ["best", "cell_0_7", "cell_1_5"]
     best = done[0]
     assert best.candidate_id == good.id
-    assert best.ptx_path.read_text() == seed.ptx
+    assert best.ptx_path.read_text() == seed.canonical_ptx  # the text the gate compiled (judged_ptx)
     assert best.cubin_path.read_bytes()[:4] == b"\x7fELF"
     card = json.loads(best.card_path.read_text())
     assert card["objective"] == 1.37 and card["identity"] == seed.identity
