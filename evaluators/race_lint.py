@@ -41,7 +41,9 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    register but those the launch and the ABI fix (``_LAUNCH_REGISTERS``: thread, CTA and cluster coordinates and
    counts, lane masks, shared memory sizes, ``%nsmid``: a constant of the device, the same for the worker and the
    sanitizer replay): ``%envreg<32>`` (driver-defined, ``rt14_envreg_dodge``), ``%nwarpid``,
-   ``%current_graph_exec``. No correct kernel of a deterministic workload
+   ``%current_graph_exec``; since version 17 also an entry's ``ld.param`` of bytes outside its parameter list, or
+   at an address naming no parameter (``rt15_param_overread``: the launch writes nothing past the ABI's
+   parameters). No correct kernel of a deterministic workload
    needs them; a kernel that reads them can tell a slow run (compute-sanitizer instruments every access) or a
    fresh process (the sanitizer replay) from the worker, a timed launch from a gate launch by what ran between
    them, or pace itself to just under the roofline.
@@ -96,7 +98,8 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    Cannot see: a read of a variable the thread also stores into at an offset the lint cannot compute (the store
    may land elsewhere in it), nor a read at such an offset of a variable the thread stores into anywhere.
    Its ``.shared`` form rejects a load (``ld``/``ldu``/``ldmatrix``, an ``atom`` result; ``.shared`` or generic
-   through a ``.shared`` variable) of a shared variable that no path from the entry without a back edge reaches
+   through a ``.shared`` variable; since version 17 also a ``cp`` copy whose source names one,
+   ``rt15_bulk_copy_stale_shared``) of a shared variable that no path from the entry without a back edge reaches
    through a store into it (any thread's code: another thread's store reaches a load through the barrier between
    them, which lies on such a path too): shared memory is not cleared between CTAs or launches, so such a load
    sees what an earlier CTA on the SM left there (``rt_shared_state``: a launch counter that tells the worker from
@@ -120,8 +123,11 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    that stores into no ``.param`` return value of its own: the hardware register keeps what the last warp on its
    slot left, a launch counter without memory (``rt14_register_state``, ``rt14_unset_retval_state``). A write on
    any path counts, guarded or not (a may-analysis: nvcc's code reads registers that a skipped load leaves
-   unwritten on some paths). Cannot see: a definition under a guard that never holds, or on a path never taken
-   (``rt14_register_state`` "guarded"), a callee that writes its return value on some paths only.
+   unwritten on some paths). Since gate rules version 17 the carry flag is such a register: ``.cc`` instructions
+   write it, ``addc``/``subc``/``madc`` read it (``rt15_carry_state``: an ``addc`` with no ``add.cc`` before it,
+   which ptxas compiles to a predicate register no instruction writes). Cannot see: a definition under a guard
+   that never holds, or on a path never taken (``rt14_register_state`` "guarded"), a callee that writes its return
+   value on some paths only.
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -197,7 +203,9 @@ from typing import Any
 import networkx as nx
 
 from evaluators.input_stores import (
+    _READS_CARRY,
     _STATE_SPACES,
+    CARRY,
     UNKNOWN,
     Provenance,
     _pos,
@@ -205,6 +213,7 @@ from evaluators.input_stores import (
     alloca_roots,
     destination_space,
     first_finding,
+    param_layout,
     provenance,
     writes_memory,
 )
@@ -582,6 +591,39 @@ def _time_reads(prov: Provenance) -> list[tuple[Instruction, str]]:
                              "fix (driver-defined or the hardware's, PTX ISA \"Special Registers\"): a result or a path "
                              "that can differ between launches (a kernel can tell an instrumented or replayed launch "
                              "from another)"))
+    return out
+
+
+def _param_overreads(kernel: Kernel) -> list[tuple[Instruction, str]]:
+    """Rule 3's parameter form (gate rules version 17): an ``ld.param`` of the entry that reads bytes outside its
+    parameters (``input_stores.param_layout``), or at an address the lint cannot bound (a parameter's address in a
+    register; a call site's own ``.param`` variables are no kernel parameters and are left alone). The launch
+    writes the ABI's parameters and nothing past them; the bytes there are whatever the
+    driver left in the constant bank (``rt15_param_overread`` read bytes 36-43 of a 36-byte list and kept its
+    barrier on them), a value neither the inputs nor the launch fix, like a special register off the allow-list."""
+    fn = kernel.module.function(kernel.entry)
+    layout = param_layout(fn)
+    names = {p.name for p in fn.params}
+    end = layout[-1][0] + layout[-1][1] if layout else 0
+    out = []
+    for ins in flat_instructions(fn):
+        if ins.opcode not in ("ld", "ldu") or "param" not in ins.modifiers:
+            continue
+        addr = next((o for o in ins.operands if isinstance(o, Address)), None)
+        if addr is None:
+            continue
+        if isinstance(addr.base, Symbol) and addr.base.name not in names:
+            continue  # a call's own .param variable (an argument or return value the call site declares)
+        if not isinstance(addr.base, Symbol):
+            out.append((ins, "reads kernel parameter memory at an address held in a register (it cannot be bounded "
+                             "to the parameter list): bytes past the parameters are not written by the launch"))
+            continue
+        start = layout[[p.name for p in fn.params].index(addr.base.name)][0] + (addr.offset or 0)
+        nbytes = _access_bytes(ins) or 1
+        if start < 0 or start + nbytes > end:
+            out.append((ins, f"reads parameter bytes [{start}, {start + nbytes}) of an entry whose parameters end at "
+                             f"byte {end}: the launch writes nothing there, so the value is whatever the driver left "
+                             "(neither the inputs nor the launch configuration fix it)"))
     return out
 
 
@@ -1138,8 +1180,13 @@ def _stale_shared_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[A
     stores = {id(i): roots_of(i) for b in blocks for i in b.instructions if writes_memory(i) and not _rmw(i)}
     # (an mbarrier operation is neither: the barrier's phase, not data, and racecheck and the mbarrier forms of
     # rules 4 and 6 look at its use)
-    loads = {id(i): roots_of(i) for b in blocks for i in b.instructions if _shared_load(i) or (_rmw(i)
-             and i.opcode != "mbarrier")}
+    # a copy out of shared memory reads its source as a load does (``cp.async.bulk`` shared::cta -> shared::cluster or
+    # -> global, ``cp.reduce.async.bulk``'s source: rt15_bulk_copy_stale_shared read a stale counter by a TMA copy)
+    def read_roots(i: Instruction) -> frozenset[str]:
+        r = roots_of(i) if _shared_load(i) or (_rmw(i) and i.opcode != "mbarrier") else frozenset()
+        return r | (prov.source_roots(i) & shared) if i.opcode == "cp" else r
+
+    loads = {id(i): r for b in blocks for i in b.instructions if (r := read_roots(i))}
     if not any(loads.values()):
         return []
     back = {(u, lp.header) for lp in loops(fn, cfg(fn, blocks)) for u in lp.latches}
@@ -2077,6 +2124,13 @@ def _register_parameters(fn) -> frozenset[tuple[int, str]]:
                      if p.state_space == "reg")
 
 
+def _write_keys(ins: Instruction, scopes: _RegisterScopes) -> set[tuple[int, str]]:
+    """The registers ``ins`` writes, the carry flag among them for a ``.cc`` instruction (``input_stores.CARRY``:
+    PTX ISA "Extended-Precision Integer Arithmetic Instructions", ``add.cc`` and the like set CC.CF)."""
+    out = scopes.destinations(ins)
+    return out | {scopes.key(ins, CARRY)} if "cc" in ins.modifiers else out
+
+
 def _written_on_some_path(blocks, scopes: _RegisterScopes) -> dict[int, frozenset | None]:
     """Block id -> the registers some path from the entry has written before the block (None: unreachable), a
     forward may-analysis (meet: union; a guarded write counts, it may run)."""
@@ -2084,17 +2138,21 @@ def _written_on_some_path(blocks, scopes: _RegisterScopes) -> dict[int, frozense
     def transfer(b, state: frozenset) -> frozenset:
         cur = set(state)
         for ins in b.instructions:
-            cur |= scopes.destinations(ins)
+            cur |= _write_keys(ins, scopes)
         return frozenset(cur)
 
     return _forward(blocks, _predecessors(blocks), lambda outs: frozenset().union(*outs), transfer)
 
 
 def _read_keys(ins: Instruction, scopes: _RegisterScopes) -> list[tuple[tuple[int, str], str]]:
-    """The registers ``ins`` reads, each with its name: its sources and its guard predicate."""
+    """The registers ``ins`` reads, each with its name: its sources, its guard predicate and, for ``addc``/``subc``/
+    ``madc``, the carry flag (a register no operand names: ``rt15_carry_state``, whose carry-in ptxas made a
+    predicate register no instruction writes)."""
     out = [(scopes.key(ins, r), r) for r in sources(ins)]
     if ins.predicate is not None:
         out.append((scopes.key(ins, ins.predicate.register.name), ins.predicate.register.name))
+    if ins.opcode in _READS_CARRY:
+        out.append((scopes.key(ins, CARRY), "the carry flag (CC.CF)"))
     return out
 
 
@@ -2118,10 +2176,11 @@ def _unwritten_register_reads(prov: Provenance, blocks_of: Callable[[Any], list]
             for ins in b.instructions:
                 bad = next((name for k, name in _read_keys(ins, scopes) if k not in cur), None)
                 if bad is not None:
-                    out.append((ins, f"reads register {bad}, which no path from the entry writes before it: an "
+                    what = bad if bad.startswith("the carry") else f"register {bad}"
+                    out.append((ins, f"reads {what}, which no path from the entry writes before it: an "
                                      "unwritten register holds what the last thread on its hardware slot left, "
                                      "state kept across launches (the workload declares no atomics)"))
-                cur |= scopes.destinations(ins)
+                cur |= _write_keys(ins, scopes)
     return out
 
 
@@ -2197,6 +2256,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
 
     hits: list[tuple[str, Instruction, str]] = []
     hits += [("time_dependent", ins, why) for ins, why in _time_reads(prov)]
+    hits += [("time_dependent", ins, why) for ins, why in _param_overreads(kernel)]
     if not waits_ok:
         hits += [("wall_clock_wait", ins, why) for ins, why in _wall_clock_waits(prov)]
         hits += [("wall_clock_wait", ins, why) for ins, why in _shared_spin_waits(kernel, prov, blocks_of)]

@@ -1,15 +1,15 @@
-"""Round 15 against gate rules version 16, on the CPU: hand-written RMSNorm entries (tests/redteam15_kernels.py:
-round 12's body with each trick spliced in) through the GPU pool's front half (``evaluators.pipeline.prepare``:
+"""Round 15 against gate rules version 16 (four holes closed in version 17), on the CPU: hand-written RMSNorm
+entries (tests/redteam15_kernels.py: round 12's body with each trick spliced in) through the GPU pool's front half (``evaluators.pipeline.prepare``:
 ptxas for sm_90, the ABI, the input-store check, the race lint, the launch), and, for the two `.loc` kernels,
 through the export of a stored row (``archive.export.export_kernel``), whose cubin is compiled from the stored text.
 
 | kernel | trick | gate rules say | the checks give |
 |---|---|---|---|
-| ``rt15_loc_hidden_store`` | instructions after ``.loc`` on its line: the parser reads them as the directive's text, ptxas compiles them; the gate compiles the canonical print (without them), the export the stored text (with them); 2 spellings: a store into x, a ``%clock64`` dodge | input_mutated / nondeterministic (time_dependent) | accepted, and the exported cubin runs the hidden code (hole) |
-| ``rt15_loc_phantom_init`` | ``.loc ... /*`` ... ``// */``: an initialising store the checks and the gate see, the exported cubin lacks | nondeterministic (launch_state) | accepted, the exported cubin reads a stale shared counter (hole) |
-| ``rt15_bulk_copy_stale_shared`` | a stale shared launch counter read by a TMA bulk copy (``cp.async.bulk.shared::cluster.shared::cta``), not a load | nondeterministic (launch_state) | accepted (hole) |
-| ``rt15_carry_state`` | ``addc`` with no ``add.cc`` before it: the carry-in is a predicate register no instruction writes | nondeterministic (launch_state) | accepted (hole) |
-| ``rt15_param_overread`` | ``ld.param`` of bytes 36-43, past the ABI's six parameters (a constant-bank word the launch does not write) | nondeterministic (time_dependent) | accepted (hole) |
+| ``rt15_loc_hidden_store`` | instructions after ``.loc`` on its line: the parser reads them as the directive's text, ptxas compiles them; the gate compiles the canonical print (without them), the export the stored text (with them); 2 spellings: a store into x, a ``%clock64`` dodge | input_mutated / nondeterministic (time_dependent) | accepted, and the exported cubin ran the hidden code (hole); closed in version 17: the export ships the judged canonical print |
+| ``rt15_loc_phantom_init`` | ``.loc ... /*`` ... ``// */``: an initialising store the checks and the gate see, the exported cubin lacks | nondeterministic (launch_state) | accepted, the exported cubin read a stale shared counter (hole); closed in version 17 as above |
+| ``rt15_bulk_copy_stale_shared`` | a stale shared launch counter read by a TMA bulk copy (``cp.async.bulk.shared::cluster.shared::cta``), not a load | nondeterministic (launch_state) | accepted (hole); version 17: nondeterministic (launch_state) |
+| ``rt15_carry_state`` | ``addc`` with no ``add.cc`` before it: the carry-in is a predicate register no instruction writes | nondeterministic (launch_state) | accepted (hole); version 17: nondeterministic (launch_state) |
+| ``rt15_param_overread`` | ``ld.param`` of bytes 36-43, past the ABI's six parameters (a constant-bank word the launch does not write) | nondeterministic (time_dependent) | accepted (hole); version 17: nondeterministic (time_dependent) |
 | ``rt15_vector_register_state`` | launch counter in ``%rv.y`` of a ``.v2`` register whose ``.x`` is written | nondeterministic (launch_state) | nondeterministic (launch_state) |
 | ``rt15_const_state`` | launch counter in a ``.const`` variable written through ``cvta.const`` | input_mutated | input_mutated |
 | ``rt15_function_global_state`` | launch counter in a ``.global`` declared inside the entry | nondeterministic (launch_state) | nondeterministic (launch_state) |
@@ -142,10 +142,6 @@ def test_the_parameter_overread_is_past_the_abi_parameters():
 # ------------------------------------------------------------------------------------------ the holes
 
 
-def _hole(reason: str):
-    return pytest.mark.xfail(strict=True, reason=f"round 15 open hole: {reason}")
-
-
 def _rejected_or_exported_as_judged(k: Kernel, wl, tmp_path) -> None:
     """Closed when the front half rejects the kernel past the compile step, or when the cubin the export writes for
     its stored row is the code the gate judged."""
@@ -170,28 +166,33 @@ def test_a_phantom_initialisation_after_a_loc_is_rejected_or_not_exported(wl, tm
     _rejected_or_exported_as_judged(rt.build(rt.LOC_PHANTOM_INIT), wl, tmp_path)
 
 
-@_hole("race lint rule 5's .shared form counts register-loading reads only; a bulk copy out of a shared variable "
-       "no path stores first reads it unseen")
 def test_a_stale_shared_counter_read_by_a_bulk_copy_is_rejected(wl):
-    """Gate rules: nondeterministic (launch_state)."""
-    r = front_half(rt.build(rt.BULK_COPY_STALE_SHARED), wl)
-    assert isinstance(r, Rejected) and r.step != "compile", "accepted by the front half"
+    """Gate rules: nondeterministic (launch_state). Closed in version 17: rule 5's ``.shared`` form reads a copy's
+    source as a load (``cp`` with a shared variable among its source's roots)."""
+    assert_rejected(rt.build(rt.BULK_COPY_STALE_SHARED), wl, ND, "race_lint", "launch_state", "cp.async.bulk",
+                    "reads the .shared variable 'rt15_seen' before any store into it")
 
 
-@_hole("rule 5's register form looks at named operands; the carry flag `addc` reads with no `add.cc` before it "
-       "is a predicate register no instruction writes (ptxas: `@!P3 BAR.SYNC`)")
 def test_a_launch_state_bit_in_the_carry_flag_is_rejected(wl):
-    """Gate rules: nondeterministic (launch_state)."""
-    r = front_half(rt.build(rt.CARRY_STATE), wl)
-    assert isinstance(r, Rejected) and r.step != "compile", "accepted by the front half"
+    """Gate rules: nondeterministic (launch_state). Closed in version 17: rule 5's register form counts the carry
+    flag as a register that ``.cc`` instructions write and ``addc``/``subc``/``madc`` read."""
+    assert_rejected(rt.build(rt.CARRY_STATE), wl, ND, "race_lint", "launch_state", "addc.u32",
+                    "reads the carry flag (CC.CF), which no path from the entry writes before it")
 
 
-@_hole("no check looks at `ld.param` offsets past the ABI's parameters: bytes of the constant bank the launch does "
-       "not write (rt14_envreg_dodge's kind without a special register)")
+def test_an_addc_after_its_add_cc_is_no_unwritten_carry_read(wl):
+    """The honest carry idiom (``add.cc`` then ``addc``) reads a carry the path wrote: the race lint has no finding
+    (what rejects rt15_honest_carry_address is the input-store check, below)."""
+    from evaluators.race_lint import race_lint
+
+    assert race_lint(rt.build(rt.HONEST_CARRY_ADDRESS)).ok
+
+
 def test_a_read_past_the_abi_parameters_is_rejected(wl):
-    """Gate rules: nondeterministic (time_dependent), or launch_error at the ABI step."""
-    r = front_half(rt.build(rt.PARAM_OVERREAD), wl)
-    assert isinstance(r, Rejected) and r.step != "compile", "accepted by the front half"
+    """Gate rules: nondeterministic (time_dependent). Closed in version 17 by rule 3's parameter form: an entry's
+    ``ld.param`` outside its parameter layout (or at an address naming no parameter)."""
+    assert_rejected(rt.build(rt.PARAM_OVERREAD), wl, ND, "race_lint", "time_dependent", "ld.param.u32",
+                    "reads parameter bytes [36, 40) of an entry whose parameters end at byte 36")
 
 
 # ------------------------------------------------------------------------------------------ caught

@@ -107,7 +107,8 @@ from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, 
 # rt14_unset_retval_state). 17: the buffer an ``alloca`` returns is a ``.local`` root of its own
 # (``input_stores.alloca_roots``), judged by rule 5's ``.local`` form like a ``.local`` variable (round 14's false
 # rejection of rt14_honest_alloca_scratch closed; rt14_alloca_state still rejected, now as a read of bytes no
-# store wrote).
+# store wrote); round 15: rule 5's .shared form reads a cp copy's source, its register form the carry flag, rule 3
+# an entry's ld.param outside its parameters (rt15_bulk_copy_stale_shared, rt15_carry_state, rt15_param_overread).
 GATE_VERSION = 17
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
