@@ -187,11 +187,17 @@ def measured_against(meta: dict[str, Any], workload: Any = None, *, estimate: bo
 
 
 def _ptx_target(ptx: str) -> str | None:
-    """The ``.target`` the PTX names (``sm_90a``), None when it names none."""
+    """The ``.target`` of the module as the gate judged it (``judged_ptx``: a ``.target`` in a comment or in text
+    the parser reads otherwise than ptxas decides nothing, red-team round 16 ``rt16_comment_target_export``),
+    ``sm_90a``; None when it names none."""
     from evaluators.toolchain import module_target
 
     try:
-        return module_target(ptx)
+        text = judged_ptx(ptx)
+    except Exception:  # ParseError: the stored text, comments skipped (module_target)
+        text = ptx
+    try:
+        return module_target(text)
     except ValueError:
         return None
 

@@ -388,7 +388,7 @@ class _Analysis:
         op, mods = ins.opcode, ins.modifiers
         srcs = ins.operands[1:]
         addr = _address(ins)
-        if op in ("ld", "ldu") and "param" in mods and isinstance(addr, Address):
+        if op in ("ld", "ldu") and "param" in ins.base_modifiers and isinstance(addr, Address):
             n = len(ins.operands[0].elements) if isinstance(ins.operands[0], Vector) else 1
             return self.load_param(ins, addr, n)
         if op == "alloca" and id(ins) in self.allocas:  # a fresh per-thread .local buffer

@@ -74,7 +74,7 @@ def ptx_stats(kernel: Any) -> dict[str, float]:
             out["shared_loads"] += 1
         if op == "st" and "shared" in mods:
             out["shared_stores"] += 1
-        out["param_loads"] += op == "ld" and "param" in mods
+        out["param_loads"] += op == "ld" and "param" in ins.base_modifiers
         out["vector_loads"] += op == "ld" and any(m in ("v2", "v4", "v8") for m in mods)
         out["vector_stores"] += op == "st" and any(m in ("v2", "v4", "v8") for m in mods)
         out["policy_loads"] += op in ("ld", "st") and "L2::cache_hint" in mods

@@ -439,7 +439,7 @@ def _through_memory(load: Instruction, body: list[Instruction], prov: Provenance
     returns keeps its dependence on the read it copies (gate rules version 10; version 9 traced registers only)."""
     regs: list[str] = []
     addr = next((o for o in load.operands if isinstance(o, Address)), None)
-    if "param" not in load.modifiers:
+    if "param" not in load.base_modifiers:
         if "const" in load.modifiers or "nc" in load.modifiers:  # read-only while the kernel runs
             return regs, None
         roots = prov.address_roots(load)
@@ -607,7 +607,7 @@ def _param_overreads(kernel: Kernel) -> list[tuple[Instruction, str]]:
     end = layout[-1][0] + layout[-1][1] if layout else 0
     out = []
     for ins in flat_instructions(fn):
-        if ins.opcode not in ("ld", "ldu") or "param" not in ins.modifiers:
+        if ins.opcode not in ("ld", "ldu") or "param" not in ins.base_modifiers:
             continue
         addr = next((o for o in ins.operands if isinstance(o, Address)), None)
         if addr is None:
@@ -746,7 +746,7 @@ def _param_pointer(d: Instruction, fn) -> tuple[str, int] | None:
     """("a:<i>", 0) when ``d`` loads the whole of ``fn``'s ``.param`` i (a called function's pointer parameter:
     ``ld.param.u64 %rd1, [f_param_0]``), else None. Entries' parameters are the kernel's arguments, no such base."""
     addr = next((o for o in d.operands if isinstance(o, Address)), None)
-    if fn.is_entry or d.opcode != "ld" or "param" not in d.modifiers or addr is None or addr.offset \
+    if fn.is_entry or d.opcode != "ld" or "param" not in d.base_modifiers or addr is None or addr.offset \
             or not isinstance(addr.base, Symbol) or len(destinations(d)) != 1:
         return None
     i = next((k for k, q in enumerate(fn.params) if q.name == addr.base.name), None)
@@ -941,7 +941,7 @@ def _call_arguments(fn) -> dict[int, list]:
     out: dict[int, list] = {}
     for ins in flat_instructions(fn):
         addr = next((o for o in ins.operands if isinstance(o, Address)), None)
-        if ins.opcode == "st" and "param" in ins.modifiers and addr is not None and isinstance(addr.base, Symbol) \
+        if ins.opcode == "st" and "param" in ins.base_modifiers and addr is not None and isinstance(addr.base, Symbol) \
                 and not addr.offset and len(ins.operands) == 2:
             stored[addr.base.name] = ins.operands[1]
         elif ins.opcode == "call":
@@ -1434,7 +1434,7 @@ def _global_exchanges(prov: Provenance, blocks_of: Callable[[Any], list]) -> lis
     def reads_of(f) -> dict[int, tuple[Instruction, frozenset[str]]]:
         r = {id(ins): (ins, prov.address_roots(ins)) for b in blocks_of(f) for ins in b.instructions
              if _loads_registers(ins) and ins.opcode != "atom" and destination_space(ins) in ("global", "generic")
-             and "param" not in ins.modifiers}
+             and "param" not in ins.base_modifiers}
         # a copy out of global memory (cp.async, cp.async.bulk into shared memory) reads its source
         r.update({id(ins): (ins, prov.source_roots(ins)) for b in blocks_of(f) for ins in b.instructions
                   if ins.opcode == "cp" and _copy_source_space(ins) == "global" and prov.source_roots(ins)})
@@ -2192,7 +2192,7 @@ def _writes_return(callee) -> bool:
     if len(rets) < len(callee.return_params or []):
         return True
     for ins in flat_instructions(callee):
-        if ins.opcode == "st" and "param" in ins.modifiers:
+        if ins.opcode == "st" and "param" in ins.base_modifiers:
             a = next((o for o in ins.operands if isinstance(o, Address)), None)
             if a is not None and isinstance(a.base, Symbol) and a.base.name in rets:
                 return True
@@ -2226,7 +2226,7 @@ def _unwritten_return_loads(kernel: Kernel, prov: Provenance) -> list[tuple[Inst
                 if callee is not None and callee.return_params \
                         and not _writes_return(callee):
                     pending.update({r: name for r in rets})
-            elif ins.opcode == "ld" and "param" in ins.modifiers:
+            elif ins.opcode == "ld" and "param" in ins.base_modifiers:
                 a = next((o for o in ins.operands if isinstance(o, Address)), None)
                 if a is not None and isinstance(a.base, Symbol) and a.base.name in pending:
                     out.append((ins, f"reads the return value {a.base.name} of {pending[a.base.name]}, which stores "

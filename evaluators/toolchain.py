@@ -126,6 +126,18 @@ _versions: dict[str, str] = {}
 _isa_versions: dict[str, tuple[int, int] | None] = {}
 _targets: dict[str, frozenset[str]] = {}
 _VERSION_LINE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
+# A string literal (kept: ``.file 1 "a//b.cu"``), a block comment or a line comment (PTX ISA "Comments": C/C++ style).
+_COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|/\*.*?\*/|//[^\n]*', re.DOTALL)
+
+
+def _code_only(text: str) -> str:
+    """``text`` with its comments blanked (newlines kept, so line numbers still hold): the text a directive lookup
+    by regex must read, as ptxas does (red-team round 16, ``rt16_comment_target_export``: a ``.target sm_100a`` in
+    a block comment before the real header decided the export's ptxas target)."""
+    if "/" not in text:
+        return text
+    return _COMMENT_RE.sub(lambda m: m.group(0) if m.group(0).startswith('"') else re.sub(r"[^\n]", " ", m.group(0)),
+                           text)
 
 
 def ptx_isa_version(ptxas: Path | None = None) -> tuple[int, int] | None:
@@ -190,7 +202,7 @@ def ptxas_candidates() -> list[Path]:
 
 def ptx_version_of(text: str) -> tuple[int, int] | None:
     """The ``.version`` a PTX module declares, e.g. (9, 4), or None when it has no ``.version`` line."""
-    m = _VERSION_LINE.search(text)
+    m = _VERSION_LINE.search(_code_only(text))
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -217,7 +229,7 @@ def select_ptxas(text: str, arch: str) -> tuple[Path, str | None]:
             note = (f"the module's .version {want[0]}.{want[1]} is newer than {default} reads "
                     f"(PTX ISA {have[0]}.{have[1]}): compiled with {cand} ({ptxas_version(cand)})")
             return cand, note
-    line = text.count("\n", 0, _VERSION_LINE.search(text).start()) + 1  # type: ignore[union-attr]
+    line = text.count("\n", 0, _VERSION_LINE.search(_code_only(text)).start()) + 1  # type: ignore[union-attr]
     raise PTXVersionUnsupported(
         message=(f".version {want[0]}.{want[1]} is newer than any installed ptxas reads for {arch}; tried: "
                  + "; ".join(tried) + ". Install a newer CUDA toolkit (or Triton, which ships its own ptxas), "
@@ -419,8 +431,8 @@ _TARGET_RE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
 
 def module_target(text: str) -> str:
     """The ``sm_XY`` target named by the PTX text's ``.target`` directive (``.target sm_90a, debug`` ->
-    ``sm_90a``). ValueError when the module has none (a ``compute_XY``-only or missing target)."""
-    m = _TARGET_RE.search(text)
+    ``sm_90a``; comments skipped). ValueError when the module has none (a ``compute_XY``-only or missing target)."""
+    m = _TARGET_RE.search(_code_only(text))
     if m is None:
         raise ValueError("the PTX module has no .target sm_XY directive; pass arch= (GPUSpec.arch)")
     return m.group(1)

@@ -226,7 +226,7 @@ def _roots(reg: str, du, pointer_params: set[str], memo: dict[str, frozenset[str
             found |= memo[r]
             continue
         for ins in du.defs_of(r):
-            if ins.opcode == "ld" and "param" in ins.modifiers:
+            if ins.opcode == "ld" and "param" in ins.base_modifiers:
                 for op in ins.operands:
                     if isinstance(op, Address) and isinstance(op.base, Symbol) and op.base.name in pointer_params:
                         found.add(op.base.name)
@@ -366,7 +366,7 @@ def _value_key(reg: str, du, memo: dict[str, str], depth: int = 0) -> str:
     key = reg
     if len(defs) == 1 and depth < 8:
         ins = defs[0]
-        if ins.opcode == "ld" and "param" in ins.modifiers:
+        if ins.opcode == "ld" and "param" in ins.base_modifiers:
             sym = next((op.base.name for op in ins.operands if isinstance(op, Address) and isinstance(op.base, Symbol)),
                        None)
             key = f"param:{sym}" if sym else reg

@@ -102,7 +102,7 @@ class UniformValues:
         typ = _type_of(ins)
         srcs = ins.operands[1:]
         if op == "ld":
-            if "param" not in mods:
+            if "param" not in ins.base_modifiers:
                 return None
             a = srcs[0] if srcs else None
             if isinstance(a, Address) and isinstance(a.base, Symbol) and not a.offset:

@@ -227,6 +227,14 @@ class Instruction:
     def full_opcode(self) -> str:
         return ".".join((self.opcode, *self.modifiers))
 
+    @property
+    def base_modifiers(self) -> tuple[str, ...]:
+        """``modifiers`` with any ``::`` sub-qualifier dropped (``param::entry`` -> ``param``, ``shared::cta`` ->
+        ``shared``, ``L2::cache_hint`` -> ``L2``): what a check asks when it asks for a state space. PTX ISA 8.3
+        spells a kernel's parameters ``.param::entry`` and a function's ``.param::func``; a test of
+        ``"param" in modifiers`` missed them (red-team round 16: ``rt16_param_entry_overread``)."""
+        return tuple(m.split("::", 1)[0] for m in self.modifiers)
+
 
 @dataclass
 class Label:

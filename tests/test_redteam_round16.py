@@ -1,4 +1,5 @@
-"""Round 16 against gate rules version 17, on the CPU: hand-written RMSNorm entries (tests/redteam16_kernels.py:
+"""Round 16 against gate rules version 17 (every hole and false rejection closed in the same version before it was
+shipped), on the CPU: hand-written RMSNorm entries (tests/redteam16_kernels.py:
 round 12's body with each trick spliced in) through the GPU pool's front half (``evaluators.pipeline.prepare``:
 ptxas for sm_90, the ABI, the input-store check, the race lint, the launch), and, for ``rt16_comment_target_export``,
 through the export of a stored row (``archive.export.export_kernel``).
@@ -18,8 +19,11 @@ through the export of a stored row (``archive.export.export_kernel``).
 Each hole is one change away from a form the checks catch (``redteam16_kernels.HOLES_CAUGHT``, a plain test each):
 the ``ld.param`` spelling, a line comment. Each false rejection is one change away from an accepted twin
 (``CONTROL_TWINS``). A hole's test asserts what closes it, whatever status a fix gives: a rejection past the
-compile step (for the export: a cubin that is the code the gate judged), so it turns red when fixed. Machine code
+compile step (for the export: a cubin that is the code the gate judged), so it turned red when fixed. Machine code
 was compared byte for byte (ptxas 13.0, the entry's ``.text`` section); nothing was run on a GPU.
+Closed by kind (plain tests now): every check asks for a state space in ``Instruction.base_modifiers``
+(``param::entry`` -> ``param``: the two holes and the two false rejections), and the export takes its ptxas target
+from the judged text while ``evaluators.toolchain.module_target`` and the ``.version`` lookup skip comments.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import pytest
 from archive.export import _ptx_target, export_kernel
 from archive.store import CandidateRow
 from evaluators.input_stores import param_layout
-from evaluators.pipeline import Prepared, Rejected
+from evaluators.pipeline import Prepared
 from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
 from population.cfg import flat_instructions
@@ -44,14 +48,6 @@ ND = Status.NONDETERMINISTIC
 
 ALL = {**rt.HOLES, **{f"{k} (caught twin)": v for k, v in rt.HOLES_CAUGHT.items()}, **rt.CAUGHT, **rt.CONTROLS,
        **{f"{k} (twin)": v for k, v in rt.CONTROL_TWINS.items()}}
-
-
-def _hole(reason: str):
-    return pytest.mark.xfail(strict=True, reason=f"round 16 open hole: {reason}")
-
-
-def _false_rejection(reason: str):
-    return pytest.mark.xfail(strict=True, reason=f"round 16 false rejection: {reason}")
 
 
 @pytest.fixture(scope="module")
@@ -143,39 +139,37 @@ def test_the_overread_is_past_the_abi_parameters():
     assert "ld.param::entry.u32 %r20, [rmsnorm_param_5+4]" in k.ptx
 
 
-def test_the_export_takes_its_target_from_a_comment_of_the_stored_text():
+def test_the_export_takes_its_target_from_the_judged_text_not_a_comment():
     """The mechanism of rt16_comment_target_export: the stored text keeps the comment, the judged text (the
-    canonical print) does not, and the export's target comes from the stored one."""
+    canonical print) does not; the export's target came from the stored one by a line regex, which matched the
+    commented ``.target``. Since version 17 the target is the judged text's (``archive.export._ptx_target``) and
+    ``evaluators.toolchain.module_target`` skips comments."""
+    from evaluators.toolchain import module_target
+
     k = rt.build(rt.COMMENT_TARGET_EXPORT)
     assert k.ptx.startswith(rt.COMMENT_TARGET) and rt.COMMENT_TARGET not in k.canonical_ptx
-    assert _ptx_target(k.ptx) == "sm_100a" and _ptx_target(k.canonical_ptx) == "sm_90"
+    assert _ptx_target(k.ptx) == "sm_90" == _ptx_target(k.canonical_ptx) == module_target(k.ptx)
 
 
 # ------------------------------------------------------------------------------------------ the holes
 
 
-@_hole("rule 3's parameter form (race_lint._param_overreads) asks `\"param\" in ins.modifiers`; the PTX ISA 8.3 "
-       "spelling ld.param::entry keeps `param::entry` as one modifier, so the read of bytes 36-43 past the ABI "
-       "is not looked at")
 def test_a_read_past_the_abi_parameters_spelled_param_entry_is_rejected(wl):
-    """Gate rules: nondeterministic (time_dependent)."""
-    r = front_half(rt.build(rt.PARAM_ENTRY_OVERREAD), wl)
-    assert isinstance(r, Rejected) and r.step != "compile", "accepted by the front half"
+    """Gate rules: nondeterministic (time_dependent). Closed in version 17: every check asks for a state space in
+    ``Instruction.base_modifiers`` (``param::entry`` -> ``param``)."""
+    assert_rejected(rt.build(rt.PARAM_ENTRY_OVERREAD), wl, ND, "race_lint", "time_dependent", "ld.param::entry.u32",
+                    "reads parameter bytes [36, 40)")
 
 
-@_hole("rule 5's return-value form matches `ld` with \"param\" among its modifiers; ld.param::func of a return "
-       "value the callee never stores reads the last warp's register unseen")
 def test_an_unset_return_value_read_by_ld_param_func_is_rejected(wl):
-    """Gate rules: nondeterministic (launch_state)."""
-    r = front_half(rt.build(rt.PARAM_FUNC_UNSET_RETVAL), wl)
-    assert isinstance(r, Rejected) and r.step != "compile", "accepted by the front half"
+    """Gate rules: nondeterministic (launch_state). Closed in version 17 as above."""
+    assert_rejected(rt.build(rt.PARAM_FUNC_UNSET_RETVAL), wl, ND, "race_lint", "launch_state", "ld.param::func.b32",
+                    "reads the return value retval0 of rt16_none, which stores none")
 
 
-@_hole("archive.export.export_kernel takes the ptxas target from the stored text (`_ptx_target(row.ptx)`, a "
-       "line regex that matches a `.target` inside a block comment) when no arch is given: the exported cubin is "
-       "sm_100a code the gate never compiled")
 def test_a_target_named_in_a_comment_is_not_what_the_export_compiles_for(wl, tmp_path):
-    """Gate rules: the export ships the code the gate judged (the judged text compiled for the gate's arch)."""
+    """Gate rules: the export ships the code the gate judged (the judged text compiled for the gate's arch).
+    Closed in version 17: the target comes from the judged text."""
     k = rt.build(rt.COMMENT_TARGET_EXPORT)
     assert_accepted(k, wl)
     exported, gated = _exported_cubin(k, tmp_path), _gated_cubin(k)
@@ -235,14 +229,9 @@ def test_the_honest_controls_twins_are_accepted(name, wl):
     assert_accepted(rt.build(rt.CONTROL_TWINS[name]), wl)
 
 
-@_false_rejection("the input-store check resolves kernel parameters only for `ld.param` (\"param\" in the "
-                  "modifiers): y's pointer loaded by ld.param::entry counts as loaded from memory and vouches for "
-                  "no store")
 def test_an_honest_kernel_loading_its_parameters_with_ld_param_entry_is_accepted(wl):
     assert_accepted(rt.build(rt.HONEST_PARAM_ENTRY), wl)
 
 
-@_false_rejection("rule 5's return-value form takes a callee's `st.param::func` into its return value for no "
-                  "store (it asks for \"param\" among the modifiers) and rejects the caller's read of it")
 def test_an_honest_helper_spelled_with_param_func_is_accepted(wl):
     assert_accepted(rt.build(rt.HONEST_PARAM_FUNC_HELPER), wl)

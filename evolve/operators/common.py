@@ -281,7 +281,7 @@ def pointer_roots(fn: Function, reg: str, defs: dict[str, list[Instruction]] | N
         for ins in defs.get(r, []):
             if ins.opcode in ("ld", "ldu"):
                 addr = address_operand(ins)
-                if "param" in ins.modifiers and addr is not None and isinstance(addr.base, Symbol):
+                if "param" in ins.base_modifiers and addr is not None and isinstance(addr.base, Symbol):
                     p = params.get(addr.base.name)
                     if p is None or p.type in POINTER_PARAM_TYPES:
                         roots.add(addr.base.name)
