@@ -30,6 +30,17 @@ def assert_rejected(kernel: Kernel, wl: Workload, status: Status, step: str, *pi
     return r
 
 
+def assert_assembles_and_launches(kernel: Kernel, wl: Workload) -> None:
+    """What guards a round's xfails: ptxas for sm_90 compiles ``kernel``, and without the static checks the front
+    half gets through the ABI and the launch, so a kernel the checks pass is one the GPU pool would benchmark."""
+    from evaluators.toolchain import compile_ptx
+
+    compiled = compile_ptx(kernel, "sm_90")
+    assert compiled.cubin[:4] == b"\x7fELF" and kernel.entry in compiled.resources
+    p = front_half(kernel, wl, check_stores=False)
+    assert isinstance(p, Prepared), (p.step, p.reason)
+
+
 def assert_accepted(kernel: Kernel, wl: Workload) -> Prepared:
     """The front half accepts ``kernel``."""
     r = front_half(kernel, wl)

@@ -27,21 +27,18 @@ was run on a GPU (what the hardware leaves in a predicate register or past the p
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
-from archive.export import export_kernel
-from archive.store import CandidateRow
 from evaluators.input_stores import param_layout
-from evaluators.pipeline import Prepared, Rejected
+from evaluators.pipeline import Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
 from population.ast import Address, Register
 from population.cfg import flat_instructions
 from population.kernel import Kernel
 from tests import redteam15_kernels as rt
-from tests.front_half import assert_accepted, assert_rejected, front_half
+from tests.cubins import exported_cubin, gated, text_section
+from tests.front_half import assert_accepted, assert_assembles_and_launches, assert_rejected, front_half
 from workloads.rmsnorm import RMSNorm
 
 ND = Status.NONDETERMINISTIC
@@ -57,46 +54,19 @@ def wl():
     return RMSNorm("bf16")
 
 
-def _text_section(cubin: bytes, entry: str = "rmsnorm") -> bytes:
-    """The machine code of ``entry`` in an ELF64 cubin (its ``.text.<entry>`` section)."""
-    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-
-    def header(i: int) -> tuple:
-        return struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
-
-    names = header(shstrndx)[4]
-    for i in range(shnum):
-        h = header(i)
-        start = names + h[0]
-        if cubin[start:cubin.index(b"\0", start)] == f".text.{entry}".encode():
-            return cubin[h[4]:h[4] + h[5]]
-    raise KeyError(f".text.{entry}")
-
-
 def _gated(k: Kernel) -> bytes:
-    """The entry's machine code as the gate compiles it (``compile_ptx`` of the Kernel: its canonical print)."""
-    return _text_section(compile_ptx(k, "sm_90").cubin)
+    return gated(k)
 
 
 def _exported(k: Kernel, tmp_path) -> bytes:
-    """The entry's machine code in the cubin ``archive.export`` writes for the kernel's stored row (the engine's
-    rows hold ``Kernel.ptx`` and no cubin: ``CandidateRow.from_eval``)."""
-    row = CandidateRow(identity=k.identity, status="ok", entry=k.entry, ptx=k.ptx, launch=k.launch.to_json(), id=1)
-    ex = export_kernel(row, tmp_path, "best")
-    assert ex.cubin_path is not None, "no cubin exported"
-    return _text_section(ex.cubin_path.read_bytes())
+    """The entry's machine code in the cubin ``archive.export`` writes for the kernel's stored row."""
+    return text_section(exported_cubin(k, tmp_path))
 
 
 @pytest.mark.parametrize("name", list(ALL))
 def test_every_kernel_assembles_for_sm_90_and_launches(name, wl):
-    """Guards the xfails below: ptxas for sm_90 compiles every kernel, and without the static checks the front
-    half gets through the ABI and the launch, so a kernel the checks pass is one the GPU pool would benchmark."""
-    k = rt.build(ALL[name])
-    compiled = compile_ptx(k, "sm_90")
-    assert compiled.cubin[:4] == b"\x7fELF" and k.entry in compiled.resources
-    p = front_half(k, wl, check_stores=False)
-    assert isinstance(p, Prepared), (p.step, p.reason)
+    """Guards the xfails below (tests.front_half.assert_assembles_and_launches)."""
+    assert_assembles_and_launches(rt.build(ALL[name]), wl)
 
 
 # ------------------------------------------------------------------------------------------ what ptxas reads
@@ -117,7 +87,7 @@ def test_ptxas_compiles_the_instructions_after_a_loc(spelling):
     is byte for byte that of the same instructions on lines of their own, the twin the checks reject."""
     k = rt.build(rt.LOC_HIDDEN_SPELLINGS[spelling])
     twin = rt.build(rt.LOC_HIDDEN_SPELLINGS_CAUGHT[spelling])
-    assert _text_section(compile_ptx(k.ptx, "sm_90").cubin) == _gated(twin)
+    assert text_section(compile_ptx(k.ptx, "sm_90").cubin) == _gated(twin)
 
 
 def test_ptxas_skips_the_lines_a_loc_comment_opens():
@@ -125,7 +95,7 @@ def test_ptxas_skips_the_lines_a_loc_comment_opens():
     initialisation, byte for byte; with the phantom lines uncommented the code differs (they are real code)."""
     k = rt.build(rt.LOC_PHANTOM_INIT)
     twin = rt.build(rt.LOC_PHANTOM_INIT_CAUGHT)
-    assert _text_section(compile_ptx(k.ptx, "sm_90").cubin) == _gated(twin)
+    assert text_section(compile_ptx(k.ptx, "sm_90").cubin) == _gated(twin)
     uncommented = rt.build(dict(rt.LOC_PHANTOM_INIT, pre=rt.LOC_PHANTOM_INIT["pre"].replace(
         "\t.loc 1 7 0 /*\n", "").replace("\t// */\n", "")))
     assert _gated(uncommented) != _gated(twin)

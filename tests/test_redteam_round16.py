@@ -28,20 +28,15 @@ from the judged text while ``evaluators.toolchain.module_target`` and the ``.ver
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
-from archive.export import _ptx_target, export_kernel
-from archive.store import CandidateRow
+from archive.export import _ptx_target
 from evaluators.input_stores import param_layout
-from evaluators.pipeline import Prepared
-from evaluators.toolchain import compile_ptx
 from evaluators.types import Status
 from population.cfg import flat_instructions
-from population.kernel import Kernel
 from tests import redteam16_kernels as rt
-from tests.front_half import assert_accepted, assert_rejected, front_half
+from tests.cubins import elf_flags, exported_cubin, gated, gated_cubin, text_section
+from tests.front_half import assert_accepted, assert_assembles_and_launches, assert_rejected
 from workloads.rmsnorm import RMSNorm
 
 ND = Status.NONDETERMINISTIC
@@ -55,56 +50,10 @@ def wl():
     return RMSNorm("bf16")
 
 
-def _text_section(cubin: bytes, entry: str = "rmsnorm") -> bytes:
-    """The machine code of ``entry`` in an ELF64 cubin (its ``.text.<entry>`` section)."""
-    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-
-    def header(i: int) -> tuple:
-        return struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
-
-    names = header(shstrndx)[4]
-    for i in range(shnum):
-        h = header(i)
-        start = names + h[0]
-        if cubin[start:cubin.index(b"\0", start)] == f".text.{entry}".encode():
-            return cubin[h[4]:h[4] + h[5]]
-    raise KeyError(f".text.{entry}")
-
-
-def _elf_flags(cubin: bytes) -> int:
-    """e_flags of an ELF64 cubin: the SM the machine code is for (0x6005a04 for sm_90 from ptxas 13.0)."""
-    return struct.unpack_from("<I", cubin, 0x30)[0]
-
-
-def _gated_cubin(k: Kernel) -> bytes:
-    """The cubin the gate runs: ``compile_ptx`` of the Kernel (its canonical print) for the H200's sm_90."""
-    return compile_ptx(k, "sm_90").cubin
-
-
-def _gated(k: Kernel) -> bytes:
-    return _text_section(_gated_cubin(k))
-
-
-def _exported_cubin(k: Kernel, tmp_path) -> bytes:
-    """The cubin ``archive.export`` writes for the kernel's stored row (``CandidateRow.from_eval``: ``Kernel.ptx``,
-    no cubin), with no arch passed, as ``export_best`` calls it for a store whose config names no
-    ``hardware.arch``."""
-    row = CandidateRow(identity=k.identity, status="ok", entry=k.entry, ptx=k.ptx, launch=k.launch.to_json(), id=1)
-    ex = export_kernel(row, tmp_path, "best")
-    assert ex.cubin_path is not None, "no cubin exported"
-    return ex.cubin_path.read_bytes()
-
-
 @pytest.mark.parametrize("name", list(ALL))
 def test_every_kernel_assembles_for_sm_90_and_launches(name, wl):
-    """Guards the xfails below: ptxas for sm_90 compiles every kernel, and without the static checks the front
-    half gets through the ABI and the launch, so a kernel the checks pass is one the GPU pool would benchmark."""
-    k = rt.build(ALL[name])
-    compiled = compile_ptx(k, "sm_90")
-    assert compiled.cubin[:4] == b"\x7fELF" and k.entry in compiled.resources
-    p = front_half(k, wl, check_stores=False)
-    assert isinstance(p, Prepared), (p.step, p.reason)
+    """Guards the xfails below (tests.front_half.assert_assembles_and_launches)."""
+    assert_assembles_and_launches(rt.build(ALL[name]), wl)
 
 
 # ------------------------------------------------------------------------------------------ what ptxas reads
@@ -114,12 +63,12 @@ def test_every_kernel_assembles_for_sm_90_and_launches(name, wl):
 def test_the_param_sub_qualifier_compiles_to_the_same_machine_code(name):
     """``ld.param::entry`` / ``ld.param::func`` are ``ld.param`` to ptxas: the hole's entry is byte for byte the
     machine code of its caught twin."""
-    assert _gated(rt.build(rt.HOLES[name])) == _gated(rt.build(rt.HOLES_CAUGHT[name]))
+    assert gated(rt.build(rt.HOLES[name])) == gated(rt.build(rt.HOLES_CAUGHT[name]))
 
 
 @pytest.mark.parametrize("name", list(rt.CONTROLS))
 def test_the_honest_spellings_compile_to_their_twins_machine_code(name):
-    assert _gated(rt.build(rt.CONTROLS[name])) == _gated(rt.build(rt.CONTROL_TWINS[name]))
+    assert gated(rt.build(rt.CONTROLS[name])) == gated(rt.build(rt.CONTROL_TWINS[name]))
 
 
 def test_the_parser_keeps_the_sub_qualifier_inside_one_modifier():
@@ -172,9 +121,9 @@ def test_a_target_named_in_a_comment_is_not_what_the_export_compiles_for(wl, tmp
     Closed in version 17: the target comes from the judged text."""
     k = rt.build(rt.COMMENT_TARGET_EXPORT)
     assert_accepted(k, wl)
-    exported, gated = _exported_cubin(k, tmp_path), _gated_cubin(k)
-    assert _elf_flags(exported) == _elf_flags(gated), "the exported cubin is for another SM than the gate's"
-    assert _text_section(exported) == _text_section(gated), "the exported cubin is not the code the gate judged"
+    exported, gated = exported_cubin(k, tmp_path), gated_cubin(k)
+    assert elf_flags(exported) == elf_flags(gated), "the exported cubin is for another SM than the gate's"
+    assert text_section(exported) == text_section(gated), "the exported cubin is not the code the gate judged"
 
 
 # ------------------------------------------------------------------------------------------ caught twins
@@ -193,9 +142,9 @@ def test_the_unset_return_value_spelled_ld_param_is_rejected(wl):
 def test_a_target_named_in_a_line_comment_is_exported_as_judged(wl, tmp_path):
     k = rt.build(rt.COMMENT_TARGET_EXPORT_CAUGHT)
     assert_accepted(k, wl)
-    exported = _exported_cubin(k, tmp_path)
-    assert _elf_flags(exported) == _elf_flags(_gated_cubin(k))
-    assert _text_section(exported) == _gated(k)
+    exported = exported_cubin(k, tmp_path)
+    assert elf_flags(exported) == elf_flags(gated_cubin(k))
+    assert text_section(exported) == gated(k)
 
 
 # ------------------------------------------------------------------------------------------ caught
