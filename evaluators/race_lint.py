@@ -125,9 +125,11 @@ shares the SMs. Conservative rules, each naming the line it found (the entry and
    any path counts, guarded or not (a may-analysis: nvcc's code reads registers that a skipped load leaves
    unwritten on some paths). Since gate rules version 17 the carry flag is such a register: ``.cc`` instructions
    write it, ``addc``/``subc``/``madc`` read it (``rt15_carry_state``: an ``addc`` with no ``add.cc`` before it,
-   which ptxas compiles to a predicate register no instruction writes). Cannot see: a definition under a guard
-   that never holds, or on a path never taken (``rt14_register_state`` "guarded"), a callee that writes its return
-   value on some paths only.
+   which ptxas compiles to a predicate register no instruction writes), and a branch, barrier, exit or call whose
+   guard derives from a register read where only guarded instructions wrote it on some path
+   (``_guarded_only_decisions``: ``rt14_register_state`` "guarded", a definition under a guard that never holds).
+   Cannot see: such a value that decides through arithmetic instead of a guard, a definition on a path never
+   taken, a callee that writes its return value on some paths only.
 6. **Wall-clock waits** (``wall_clock_wait``, only when the workload declares no atomics): ``nanosleep`` (PTX ISA
    9.0 "nanosleep": the thread is suspended for about the given number of nanoseconds) or an
    ``mbarrier.try_wait`` given a ``suspendTimeHint`` (it returns false once that many nanoseconds have passed).
@@ -2184,6 +2186,80 @@ def _unwritten_register_reads(prov: Provenance, blocks_of: Callable[[Any], list]
     return out
 
 
+# Instructions whose guard decides the control flow or a barrier (the dodges' targets): a branch, an exit or return,
+# a trap, a CTA or cluster barrier, a call.
+_DECIDING = frozenset({"bra", "brx", "exit", "ret", "trap", "bar", "barrier", "call"})
+
+
+def _guarded_only_decisions(prov: Provenance, blocks_of: Callable[[Any], list]) -> list[tuple[Instruction, str]]:
+    """Rule 5's register form, guarded spelling (gate rules version 17): a branch, barrier, exit or call whose guard
+    derives from a register read unguarded where no unguarded instruction has written it on every path from the
+    function's entry: its only definitions on some path are guarded ones that may not run (``rt14_register_state``
+    "guarded": ``@%p13 mov.u32 %r40, 0`` under a guard that never holds, then ``add.u32 %r40, %r40, 1`` and a
+    dodge on the count). Where the guard fails, the register keeps what the last warp on its hardware slot left.
+    The must-analysis alone rejects nvcc's own code (an unguarded unpack of a guarded load's registers, used only
+    where the guard held), so only values that reach a decision count: a taint from such a read through every
+    instruction that reads a tainted register (a may-analysis; an unguarded untainted write clears it) to the guard
+    of a deciding instruction (``_DECIDING``). Cannot see: such a value that decides through arithmetic instead of
+    a guard (a select, a store address), nor a guarded read under the guard that defined it."""
+    scopes = _RegisterScopes(prov.functions)
+    out: list[tuple[Instruction, str]] = []
+    for f in prov.functions:
+        blocks = blocks_of(f)
+        preds = _predecessors(blocks)
+
+        def unguarded_writes(b, st: frozenset) -> frozenset:
+            cur = set(st)
+            for ins in b.instructions:
+                if ins.predicate is None:
+                    cur |= _write_keys(ins, scopes)
+            return frozenset(cur)
+
+        must = _forward(blocks, preds, lambda outs: frozenset.intersection(*outs), unguarded_writes)
+        walk_block = _GuardedTaint(scopes, must, frozenset(_register_parameters(f)))
+        state = _forward(blocks, preds, lambda outs: frozenset().union(*outs), walk_block)
+        for b in blocks:
+            if state[b.id] is not None:
+                walk_block(b, state[b.id])
+        out += list(walk_block.found.values())
+    return out
+
+
+class _GuardedTaint:
+    """The transfer of ``_guarded_only_decisions``' taint over one block: state = frozenset of (register key, the
+    name of the register whose unset read it derives from); ``found`` collects the deciding instructions whose guard
+    is tainted (instruction id -> finding)."""
+
+    def __init__(self, scopes: _RegisterScopes, must: dict[int, frozenset | None], given: frozenset) -> None:
+        self.scopes, self.must, self.given = scopes, must, given
+        self.found: dict[int, tuple[Instruction, str]] = {}
+
+    def __call__(self, b, st: frozenset) -> frozenset:
+        scopes = self.scopes
+        cur_must = set(self.must[b.id] or frozenset()) | self.given
+        cur = dict(st)
+        for ins in b.instructions:
+            guard = scopes.key(ins, ins.predicate.register.name) if ins.predicate is not None else None
+            if guard in cur and ins.opcode in _DECIDING:
+                self.found.setdefault(id(ins), (ins, (
+                    f"decides on {ins.predicate.register.name}, which derives from register {cur[guard]}, read where "
+                    "only guarded instructions wrote it on some path: where their guard failed it holds what the last "
+                    "thread on its hardware slot left, state kept across launches (the workload declares no "
+                    "atomics)")))
+            reads = [(k, n) for k, n in _read_keys(ins, scopes) if k != guard]
+            origin = next((n for k, n in reads if ins.predicate is None and k not in cur_must), None)
+            origin = origin or next((cur[k] for k, _ in reads if k in cur), None)
+            writes = _write_keys(ins, scopes)
+            if origin is not None:
+                cur.update((k, origin) for k in writes)
+            elif ins.predicate is None:
+                for k in writes:
+                    cur.pop(k, None)
+            if ins.predicate is None:
+                cur_must |= writes
+        return frozenset(cur.items())
+
+
 def _writes_return(callee) -> bool:
     """Whether ``callee``'s body stores into one of its ``.param`` return values anywhere (``st.param`` at it:
     PTX ISA "Kernel and Function Directives: .func", the return values are written with ``st.param``), or has
@@ -2292,6 +2368,7 @@ def race_lint(kernel: Kernel, prov: Provenance | None = None, float_atomics_ok: 
         hits += [("launch_state", ins, why) for ins, why in _stale_shared_reads(kernel, prov, blocks_of)]
         hits += [("launch_state", ins, why) for ins, why in _unvouched_loads(kernel, prov)]
         hits += [("launch_state", ins, why) for ins, why in _unwritten_register_reads(prov, blocks_of)]
+        hits += [("launch_state", ins, why) for ins, why in _guarded_only_decisions(prov, blocks_of)]
         hits += [("launch_state", ins, why) for ins, why in _unwritten_return_loads(kernel, prov)]
     if not hits:
         return RaceReport([])

@@ -6,7 +6,7 @@ launches (``timed_checks.timed_call`` / ``verify_checked``), as round 9's.
 | kernel | trick | aims past | the checks give |
 |---|---|---|---|
 | ``rt14_envreg_dodge`` | barrier kept only while the driver-defined ``%envreg0..3`` XOR to 0 | rule 3's deny-list | nondeterministic (time_dependent; rule 3 an allow-list since version 16) |
-| ``rt14_register_state`` | launch counter in a register read before any definition (3 spellings) | rule 5 (memory forms only) | nondeterministic (launch_state, register form, version 16); the "guarded" spelling accepted (hole) |
+| ``rt14_register_state`` | launch counter in a register read before any definition (3 spellings) | rule 5 (memory forms only) | nondeterministic (launch_state, register form, version 16); the "guarded" spelling accepted (hole) until version 17 |
 | ``rt14_unset_retval_state`` | the counter as a callee's return value the callee never writes | rule 5, provenance | nondeterministic (launch_state, version 16) |
 | ``rt14_alloca_state`` | the counter in ``alloca``'d stack memory, read before written | rule 5's ``.local`` form | nondeterministic (launch_state, address form; since version 17 the ``.local`` form: bytes no store wrote) |
 | ``rt14_extern_shared_state`` | the counter in dynamic shared memory (``.extern .shared``) | rule 5's ``.shared`` form | nondeterministic (launch_state) |
@@ -75,15 +75,11 @@ def test_a_dodge_keyed_on_envreg_is_rejected(wl):
     assert_rejected(rt.build(rt.ENVREG_DODGE), wl, ND, "race_lint", "time_dependent", "%envreg")
 
 
-_GUARDED_HOLE = pytest.mark.xfail(strict=True, reason="hole: rule 5's register form (race_lint launch_state) counts a "
-                                  "write on any earlier path, guarded or not (nvcc's own code reads registers a "
-                                  "skipped load leaves unwritten), so a definition under a guard that never holds "
-                                  "hides the read")
-
-
-@pytest.mark.parametrize("spelling", [pytest.param(s, marks=_GUARDED_HOLE) if s == "guarded" else s
-                                      for s in rt.REGISTER_STATE_SPELLINGS])
+@pytest.mark.parametrize("spelling", list(rt.REGISTER_STATE_SPELLINGS))
 def test_a_launch_counter_in_an_undefined_register_is_rejected(spelling, wl):
+    """"guarded" was an open hole until gate rules version 17: rule 5's register form counted a write on any earlier
+    path, guarded or not; its guarded spelling (``race_lint._guarded_only_decisions``) follows a value read where
+    only guarded writes reach it to the guard of a branch or barrier."""
     name = {"undefined": "%r40", "guarded": "%r40", "predicate": "%p12"}[spelling]
     r = assert_rejected(rt.build(rt.REGISTER_STATE_SPELLINGS[spelling]), wl, ND, "race_lint", "launch_state")
     assert f"register {name}" in r.reason

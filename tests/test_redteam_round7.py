@@ -168,8 +168,11 @@ def test_rule_8_a_global_read_after_a_barrier_of_what_the_kernel_writes(body, fl
     (TRY, False),  # a pipeline's wait: retried until the phase completes
     ("\tmov.u32 %r4, buf;\n\t{\n\t.reg .pred P;\n\tmbarrier.test_wait.parity.shared::cta.b64 P, [%r4], 0;\n"
      "\tselp.u32 %r5, 1, 0, P;\n\t}\n\tst.global.u32 [%rd7], %r5;\n", True),  # tested once: rt_mbarrier_race_clock
-    (TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\tsetp.lt.u32 %p2, %r6, 4;\n\tand.pred %p1, %p1, %p2;\n"
-                 "\t@%p1 bra $L_w;\n"), True),  # gives up after 4 tries: says whether the phase completed
+    # (the retry counter %r6 starts at 0: read unset on the first try it would be rule 5's register form too, since
+    # gate rules version 17)
+    ("\tmov.u32 %r6, 0;\n" + TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\tsetp.lt.u32 %p2, %r6, 4;\n"
+                                         "\tand.pred %p1, %p1, %p2;\n\t@%p1 bra $L_w;\n"),
+     True),  # gives up after 4 tries: says whether the phase completed
     (TRY + "\tst.global.u32 [%rd7], %r5;\n", True),  # the result leaves the loop
     (TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\t@%p1 bra $L_w;\n") + "\tst.global.u32 [%rd7], %r6;\n",
      True),  # counts its retries: rt_mbarrier_race_clock RT_FORM 2
@@ -256,3 +259,12 @@ def test_no_ptx_file_seed_or_template_meets_a_version_11_form():
     assert sum(".reqnctapercluster" in k.ptx for k in kernels) >= 9 and len(kernels) >= 80
     for k in kernels:
         assert new_findings(k) == [], k.entry
+
+
+def test_a_retry_counter_read_unset_on_the_first_try_is_launch_state():
+    """Without its ``mov.u32 %r6, 0`` the retry counter above is read unset on the loop's first try (only the
+    loop's own later write reaches it, along the back edge) and decides the branch: rule 5's register form, guarded
+    spelling (gate rules version 17), besides rule 4's order form."""
+    k = _k(TRY.replace("\t@%p1 bra $L_w;\n", "\tadd.u32 %r6, %r6, 1;\n\tsetp.lt.u32 %p2, %r6, 4;\n"
+                       "\tand.pred %p1, %p1, %p2;\n\t@%p1 bra $L_w;\n"))
+    assert sorted(kinds(k)) == ["atomic_order", "launch_state"]
