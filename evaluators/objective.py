@@ -10,6 +10,10 @@ compared with one reference time ``r(s)`` (µs) measured in the same worker:
 - ``baseline=<name>``: ``r(s)`` = that baseline's time (e.g. ``torch`` for eager ``rms_norm``); when it is
   absent, the ``fallback`` chain again.
 
+A contender measured earlier in the same pool at ``s`` but absent from this evaluation is judged at its last
+measured time (``ReferenceMemory``, applied by ``GPUPool.evaluate``), so a library that fails once on a worker does
+not change the reference set an objective is taken against.
+
 ``objective = geomean_s(r(s) / t(s))`` over the shapes (a geometric mean of per-shape speedups, the metric QuACK
 and Liger publish their comparisons in). When no reference ran at some shape the objective falls back to the
 geomean of the fraction of the copy roofline (``ShapeResult.frac_copy``), named ``copy_roofline``.
@@ -18,7 +22,7 @@ geomean of the fraction of the copy roofline (``ShapeResult.frac_copy``), named 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaluators.types import ShapeResult, geomean
@@ -175,6 +179,36 @@ def evaluate_objective(shapes: Sequence[ShapeResult], spec: ObjectiveSpec) -> Ob
     if spec.baseline == "best":
         out.name = "best_library" if not out.fallback_shapes else "best_library+fallback"
     return out
+
+
+class ReferenceMemory:
+    """The last time measured for each contender at each shape in one pool: a contender absent from one
+    evaluation (a library that failed there on this worker, once) is judged at its remembered time instead of
+    being dropped, so every objective of a run is taken against the same reference set once it has been seen.
+    Without it the same kernel times judged against a partial set score higher and displace elites judged
+    against the full one (red-team round 17: QuACK missing at 16384 x 131072 lifts a four-shape objective by
+    (2300 / 2050)^(1/4) = 1.029). A contender never measured at a shape stays missing (``ObjectiveValue.missing``)."""
+
+    def __init__(self, spec: ObjectiveSpec) -> None:
+        self.spec = spec
+        self._us: dict[tuple[tuple[int, ...], str], float] = {}
+
+    def fill(self, shapes: Sequence[ShapeResult]) -> tuple[list[ShapeResult], dict[str, list[str]]]:
+        """(``shapes`` with every remembered contender missing from a shape's ``baseline_us`` filled in, shape key ->
+        the names filled); remembers every valid contender time ``shapes`` measured."""
+        out: list[ShapeResult] = []
+        filled: dict[str, list[str]] = {}
+        for s in shapes:
+            base = dict(s.baseline_us)
+            for name in self.spec.contenders:
+                t = base.get(name)
+                if t is not None and 0 < float(t) < float("inf"):
+                    self._us[(tuple(s.shape), name)] = float(t)
+                elif (tuple(s.shape), name) in self._us:
+                    base[name] = self._us[(tuple(s.shape), name)]
+                    filled.setdefault(shape_key(s.shape), []).append(name)
+            out.append(replace(s, baseline_us=base) if base != s.baseline_us else s)
+        return out, filled
 
 
 def best_library_speedups(shapes: Sequence[ShapeResult], spec: ObjectiveSpec) -> dict[str, float]:

@@ -11,7 +11,7 @@ tests/timed_launches.py), and the objective's accounting (``objective.evaluate_o
 | ``ShrunkTruncated(below=16)`` | rounded toward zero only where \\|y\\| < 16 | the comparator | hole: a bias of -0.5 ulp on every output passes; closed in version 17 (the row-scale test, at the checked timed launches) |
 | ``NanRowUnwritten`` | rows holding a NaN left unwritten where y already holds a NaN, at benchmark shapes only | the timed comparator | hole: a NaN row still holding the poison passes |
 | ``SectorSubsampleSumSq(7, 8)`` | two-pass kernel's sum of squares from 7 of 8 sectors (N = 131072) | the comparator, row samples | hole: escape ~0.9999 per evaluation (computed); closed in version 17 (the row-scale test) |
-| fallback reference | an objective against a partial library set competes with one against the full set | objective / archive | hole: the same times displace the incumbent |
+| fallback reference | an objective against a partial library set competes with one against the full set | objective / archive | hole: the same times displace the incumbent; closed in version 17 (the pool's ReferenceMemory) |
 | ``PackedBf16SumSq`` (control) | bf16x2 accumulation of squares, 16 a lane | - | accepted |
 | ``CanonicalNanHonest`` (control) | the GPU's canonical NaN bits (0x7FFF) in NaN rows | - | accepted |
 | ``ApproxRsqrtHonest`` (control) | 256-lane tree, rsqrt.approx without Newton, x * (r * w) | - | accepted |
@@ -27,7 +27,7 @@ import pytest
 from archive.grid import Dimension, GridArchive
 from evaluators.gpu.gate import run_gate
 from evaluators.gpu.timed_checks import CHECK_ROWS, CHECKED_LAUNCHES, InputSets, timed_call, verify_checked
-from evaluators.objective import ObjectiveSpec, evaluate_objective
+from evaluators.objective import ObjectiveSpec, ReferenceMemory, evaluate_objective
 from evaluators.types import ShapeResult, Status
 from tests import redteam17_kernels as rt
 from tests.timed_launches import drive, rms_honest
@@ -227,14 +227,21 @@ def test_a_missing_library_inflates_the_objective_of_the_same_times(wl):
     assert none.name == "copy_roofline" and none.value < full.value
 
 
-@pytest.mark.xfail(strict=True, reason="round 17 open hole: GridArchive.add compares objective values whatever "
-                   "they were taken against (evaluate_objective's name and missing are recorded, never compared), "
-                   "so the same times judged against a partial library set (a library that failed on one worker) "
-                   "displace an elite judged against the full set")
 def test_an_objective_against_a_partial_reference_does_not_displace_the_full_one(wl):
+    """Closed in gate rules version 17 (a round-17 hole until then): the pool judges a contender missing from one
+    evaluation at its last time in the pool (``objective.ReferenceMemory``, ``GPUPool.evaluate``), so the same
+    kernel times score the same objective whether or not QuACK ran on this worker this time, and do not displace
+    the elite judged against the full set."""
     spec = ObjectiveSpec()
-    full = evaluate_objective(_shapes(wl), spec)
-    part = evaluate_objective(_shapes(wl, {((16384, 131072), "quack"), ((16384, 131072), "quack_tuned")}), spec)
+    memory = ReferenceMemory(spec)
+    first, filled = memory.fill(_shapes(wl))
+    full = evaluate_objective(first, spec)
+    assert filled == {}
+    drop = {((16384, 131072), "quack"), ((16384, 131072), "quack_tuned")}
+    again, filled = memory.fill(_shapes(wl, drop))
+    part = evaluate_objective(again, spec)
+    assert filled == {"16384x131072": ["quack", "quack_tuned"]} and part.missing == {}
+    assert part.value == pytest.approx(full.value)
     archive = GridArchive([Dimension("registers", (0.0, 64.0, 255.0))])
     archive.add(1, full.value, {"registers": 40.0})
     res = archive.add(2, part.value, {"registers": 40.0})

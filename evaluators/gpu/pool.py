@@ -32,7 +32,7 @@ from evaluators.gpu.gate_schedule import GateSchedule
 from evaluators.gpu.sanitizer import ELITE_TOOLS, Verdict, VerdictQueue, sanitize, timing_lock_path
 from evaluators.gpu.supervisor import Supervisor, WorkerStartError
 from evaluators.gpu.worker import REQUEST_DEFAULTS
-from evaluators.objective import ObjectiveSpec, evaluate_objective, workload_objective
+from evaluators.objective import ObjectiveSpec, ReferenceMemory, evaluate_objective, workload_objective
 from evaluators.pipeline import Rejected
 from evaluators.toolchain import compile_ptx
 from evaluators.types import CompileError, EvalResult, ShapeResult, Status
@@ -120,6 +120,7 @@ class GPUPool:
         self.gpu = resolve_gpu(gpu)
         self.workload, self.arch = workload, arch or self.gpu.arch
         self.objective = ObjectiveSpec.from_config(objective, default=workload_objective(workload))
+        self._references = ReferenceMemory(self.objective)
         if baseline_names is None:
             baseline_names = tuple(workload.baseline_names)
         self.devices = list(devices) if devices is not None else visible_devices()
@@ -249,8 +250,12 @@ class GPUPool:
         status = Status(reply["status"])
         objective = None
         if status == Status.OK and shape_results:
-            ov = evaluate_objective(shape_results, self.objective)
+            # a contender missing from this evaluation is judged at its last time in this pool (ReferenceMemory)
+            judged, remembered = self._references.fill(shape_results)
+            ov = evaluate_objective(judged, self.objective)
             objective, extra["objective_baseline"], extra["objective"] = ov.value, ov.name, ov.to_json()
+            if remembered:
+                extra["objective"]["remembered"] = remembered
         return done(status, reply.get("reason", ""), objective=objective, shapes=shape_results, extra=extra,
                     **common)
 
