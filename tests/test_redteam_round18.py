@@ -1,0 +1,145 @@
+"""Round 18 against gate rules version 17's new mechanisms, on the CPU: emulated RMSNorm kernels
+(tests/redteam18_kernels.py) through the real gate (``gate.run_gate``) and checked timed launches
+(``timed_checks.timed_call`` / ``verify_checked``), the pool's ``objective.ReferenceMemory``, and PTX tricks through
+the GPU pool's front half (``evaluators.pipeline.prepare``). No code under attack is mocked.
+
+| kernel | trick | expected | outcome |
+|---|---|---|---|
+| ``rt18_alloca_unknown_offset_state`` | launch counter in an ``alloca`` buffer read at an offset the lint cannot compute | nondeterministic (launch_state) | hole (accepted) |
+| ``rt18_alloca_known_offset_state`` | the same at a constant offset | nondeterministic | caught |
+| ``rt18_uninit_mbarrier_state`` | an mbarrier never initialised, tested once | nondeterministic | caught (atomic_order) |
+| ``PerHalfScale`` | each half of a long row scaled by its own half's mean square | wrong_result | caught by the element test (the row-scale test is blind to it) |
+| (accounting) first evaluation | a library missing from the pool's first evaluation | the same objective as against the full set | hole |
+| ``DoubleRoundingHonest`` (control) | HF LlamaRMSNorm order: bf16(w * bf16(x * r)) | accepted | false rejection (row-scale test) |
+| ``KahanWarpTreeHonest`` (control) | Kahan per lane, butterfly + reversed warp order, rsqrt.approx, (x * w) * r | accepted | accepted |
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators.gpu.gate import run_gate
+from evaluators.objective import ObjectiveSpec, ReferenceMemory, evaluate_objective
+from evaluators.types import Status
+from tests import redteam18_kernels as rt
+from tests.front_half import assert_accepted, assert_assembles_and_launches, assert_rejected
+from tests.test_redteam_round17 import SMALL, _shapes, _timed
+from workloads.dtypes import row_scale_bad, to_float64
+from workloads.rmsnorm import RMSNorm
+
+ND = Status.NONDETERMINISTIC
+
+
+@pytest.fixture(scope="module")
+def wl():
+    return RMSNorm("bf16")
+
+
+# ------------------------------------------------------------------------------------------ static (PTX)
+
+
+@pytest.mark.parametrize("name", [*rt.HOLES, *rt.CAUGHT])
+def test_every_kernel_assembles_for_sm_90_and_launches(name, wl):
+    assert_assembles_and_launches(rt.build({**rt.HOLES, **rt.CAUGHT}[name]), wl)
+
+
+def test_an_alloca_counter_at_a_constant_offset_is_rejected(wl):
+    assert_rejected(rt.build(rt.ALLOCA_KNOWN_OFFSET_STATE), wl, ND, "race_lint", "launch_state", "offset 16",
+                    "alloca:rmsnorm:0")
+
+
+def test_an_uninitialised_mbarrier_tested_once_is_rejected(wl):
+    assert_rejected(rt.build(rt.UNINIT_MBARRIER_STATE), wl, ND, "race_lint", "atomic_order", "mbarrier.test_wait")
+
+
+@pytest.mark.parametrize("name", list(rt.HOLES))
+@pytest.mark.xfail(strict=True, reason="round 18 open hole: rule 5's .local form lets a load at an offset it cannot "
+                   "compute pass when any store into the alloca root exists (even one after the load), so a launch "
+                   "counter at bytes 16-19 of an alloca buffer, never stored before its read, is accepted")
+def test_an_alloca_counter_at_an_unknown_offset_is_rejected(name, wl):
+    assert_rejected(rt.build(rt.HOLES[name]), wl, ND, "race_lint", "launch_state")
+
+
+def test_the_unknown_offset_hole_is_accepted_today(wl):
+    """The mechanism of the hole above, asserted: both spellings get through the whole front half."""
+    for parts in rt.HOLES.values():
+        assert_accepted(rt.build(parts), wl)
+
+
+# ------------------------------------------------------------------------------------------ per-half scale
+
+
+def test_a_per_half_scale_is_blind_to_the_row_scale_test_but_caught_by_the_element_test(wl):
+    """Each half normalised by its own mean square: the halves' scale errors (~2e-3) cancel in A = sum(ref e), so
+    the row-scale test passes every row; the element test (atol 3e-2 + rtol + half an ulp) catches rows with large
+    |y| at the checked timed launches of N = 131072."""
+    shape = (32, 131072)
+    inputs = wl.make_inputs(shape, 7, "normal")
+    out = {"y": np.empty(shape, dtype=inputs["x"].dtype)}
+    rt.PerHalfScale()(inputs, out, shape, {"eps": 1e-6})
+    ref = wl.reference(inputs, np, {"eps": 1e-6})["y"]
+    got = to_float64(out["y"], "bf16")
+    assert not row_scale_bad(got, ref, "bf16").any()
+    x = to_float64(inputs["x"], "bf16")
+    h = shape[1] // 2
+    u = ((x[:, :h] ** 2).sum(1) - (x[:, h:] ** 2).sum(1)) / (x * x).sum(1)
+    assert float(np.std(u / 2)) > 1e-3  # each half's scale is off by about 2e-3: ten times the row test's bound
+    whys, _ = _timed(wl, rt.PerHalfScale(), (48, 131072), 2, [0], repeats=4)
+    assert whys[0] is not None and "out of tolerance" in whys[0] and "scale is off" not in whys[0], whys
+
+
+# ------------------------------------------------------------------------------------------ honest controls
+
+
+def test_kahan_and_a_butterfly_tree_pass_the_gate_and_the_long_row_checks(wl):
+    kernel = rt.KahanWarpTreeHonest()
+    for seed in (1, 2):
+        res = run_gate(wl, kernel, seed=seed, shapes=SMALL)
+        assert res.status == Status.OK, res.reason
+    whys, _ = _timed(wl, kernel, (48, 131072), 2, [0], repeats=4)
+    assert whys == [None]
+
+
+def test_double_rounding_keeps_every_element_within_tolerance(wl):
+    """The control's mechanism: every element passes the element test; only the row-scale test objects."""
+    shape = (64, 16384)
+    inputs = wl.make_inputs(shape, 4, "normal")
+    out = {"y": np.empty(shape, dtype=inputs["x"].dtype)}
+    rt.DoubleRoundingHonest()(inputs, out, shape, {"eps": 1e-6})
+    ref = wl.reference(inputs, np, {"eps": 1e-6})["y"]
+    got = to_float64(out["y"], "bf16")
+    from workloads.dtypes import half_ulp
+
+    assert (np.abs(got - ref) <= 3e-2 + 1e-3 * np.abs(ref) + half_ulp(ref, "bf16")).all()
+    assert row_scale_bad(got, ref, "bf16").mean() > 0.2  # measured: ~0.5 of the rows at N = 16384
+
+
+@pytest.mark.xfail(strict=True, reason="round 18 false rejection: the row-scale test models each output's rounding "
+                   "error as independent, but bf16(x * r) takes one of 128 relative errors per binade fixed by the "
+                   "row's r, so Hugging Face's bf16(w * bf16(x * r)) biases the row's scale by a few 1e-4 and is "
+                   "rejected at the gate (seeds 1, 2) and at every long-row checked launch")
+def test_hugging_face_double_rounding_passes_the_gate_and_the_checked_launches(wl):
+    kernel = rt.DoubleRoundingHonest()
+    for seed in (1, 2):
+        res = run_gate(wl, kernel, seed=seed, shapes=SMALL)
+        assert res.status == Status.OK, res.reason
+    whys, _ = _timed(wl, kernel, (384, 4096), 2, [0], repeats=4)
+    assert whys == [None], whys
+
+
+# ------------------------------------------------------------------------------------------ ReferenceMemory
+
+
+@pytest.mark.xfail(strict=True, reason="round 18 open hole: objective.ReferenceMemory remembers only what this pool "
+                   "has measured, so when QuACK fails at 16384 x 131072 in the pool's first evaluation the candidate "
+                   "is judged against torch.compile there (1.029x) and later ones with the same times cannot displace it")
+def test_a_library_missing_from_the_first_evaluation_does_not_inflate_the_objective(wl):
+    spec = ObjectiveSpec()
+    memory = ReferenceMemory(spec)
+    drop = {((16384, 131072), "quack"), ((16384, 131072), "quack_tuned")}
+    first, _ = memory.fill(_shapes(wl, drop))
+    inflated = evaluate_objective(first, spec)
+    later, _ = memory.fill(_shapes(wl))
+    full = evaluate_objective(later, spec)
+    assert inflated.value == pytest.approx(full.value), (inflated.value, full.value, inflated.missing)
