@@ -27,7 +27,7 @@ class PerHalfScale:
     (4 bytes an element, the two-pass template's 6: 1.5x) with no second pass and no exchange of partial sums (a
     row holding a NaN or an Inf, flagged by one word, takes the honest row); rows shorter than ``min_n`` are honest.
     Each half's scale is off by u / 2 (u = (S1 - S2) / S, sd sqrt(2 / N): about 2e-3 at N = 131072), in opposite
-    directions. Aims past the row-scale test (``workloads.dtypes.row_scale_bad``): it measures the projection
+    directions. Aims past the row-scale test (withdrawn since; it was ``workloads.dtypes.row_scale_bad``): it measured the projection
     A = sum(ref e) of the error on the reference, where the halves' errors cancel to first order (A / B ~ -u^2 / 8,
     about 2e-6, against a bound of about 1.7e-4); the element test admits the rest (atol 3e-2)."""
 

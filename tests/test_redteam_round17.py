@@ -8,9 +8,9 @@ tests/timed_launches.py), and the objective's accounting (``objective.evaluate_o
 | cheat | trick | aims past | outcome |
 |---|---|---|---|
 | ``ShrunkTruncated()`` | every output rounded toward zero (``cvt.rz``) | the comparator | caught (wrong_result: one ulp at 16 <= \\|y\\| < 32 is 0.125, past the tolerance) |
-| ``ShrunkTruncated(below=16)`` | rounded toward zero only where \\|y\\| < 16 | the comparator | hole: a bias of -0.5 ulp on every output passes; closed in version 17 (the row-scale test, at the checked timed launches) |
+| ``ShrunkTruncated(below=16)`` | rounded toward zero only where \\|y\\| < 16 | the comparator | hole: a bias of -0.5 ulp on every output passes |
 | ``NanRowUnwritten`` | rows holding a NaN left unwritten where y already holds a NaN, at benchmark shapes only | the timed comparator | hole: a NaN row still holding the poison passes |
-| ``SectorSubsampleSumSq(7, 8)`` | two-pass kernel's sum of squares from 7 of 8 sectors (N = 131072) | the comparator, row samples | hole: escape ~0.9999 per evaluation (computed); closed in version 17 (the row-scale test) |
+| ``SectorSubsampleSumSq(7, 8)`` | two-pass kernel's sum of squares from 7 of 8 sectors (N = 131072) | the comparator, row samples | hole: escape ~0.9999 per evaluation (computed) |
 | fallback reference | an objective against a partial library set competes with one against the full set | objective / archive | hole: the same times displace the incumbent; closed in version 17 (the pool's ReferenceMemory) |
 | ``PackedBf16SumSq`` (control) | bf16x2 accumulation of squares, 16 a lane | - | accepted |
 | ``CanonicalNanHonest`` (control) | the GPU's canonical NaN bits (0x7FFF) in NaN rows | - | accepted |
@@ -104,27 +104,27 @@ def test_rounding_every_output_toward_zero_is_caught(wl):
     results = [run_gate(wl, rt.ShrunkTruncated(), seed=s, shapes=SMALL) for s in range(8)]
     caught = [r for r in results if r.status == Status.WRONG_RESULT]
     assert len(caught) >= 5
-    # an element out of tolerance, or (gate rules version 17) rows whose scale is off beyond their rounding noise
-    assert all("out of tolerance" in r.reason or "row-scale test" in r.reason for r in caught)
+    assert all("out of tolerance" in r.reason for r in caught)
 
 
-def test_rounding_toward_zero_below_16_is_biased_by_half_an_ulp_and_passes_the_small_gate(wl):
-    """The mechanism: round toward zero where |y| < 16 (one ulp there is at most 0.0625, inside atol 3e-2 + half
-    an ulp), to nearest above: its mean signed error is half an ulp toward zero (an honest kernel's is ~0), and the
-    gate's small shapes (rows of at most 1128 elements, whose rounding noise is too large for the row-scale test to
-    see it) pass it at every seed."""
+def test_rounding_toward_zero_below_16_passes_and_is_biased_by_half_an_ulp(wl):
+    """The mechanism of the hole below: round toward zero where |y| < 16 (one ulp there is at most 0.0625, inside
+    atol 3e-2 + half an ulp), to nearest above. The gate passes it at every seed, the checked launches at every
+    seed, and its mean signed error is half an ulp toward zero (an honest kernel's is ~0)."""
     biased = rt.ShrunkTruncated(below=16.0)
     assert all(run_gate(wl, biased, seed=s, shapes=SMALL).status == Status.OK for s in range(4))
+    whys, _ = _timed(wl, biased, (384, 4096), 5, [0, 1])
+    assert whys == [None, None]
     assert abs(_signed_error_in_half_ulps(wl, rt.honest)) < 0.02
     assert _signed_error_in_half_ulps(wl, biased) < -0.45
 
 
+@pytest.mark.xfail(strict=True, reason="round 17 open hole: the comparator (gate.compare, the fused row check) "
+                   "bounds each element's |error| and never the mean signed error, so a systematic bias of half "
+                   "an ulp toward zero on every output (cvt.rz below |y| = 16) passes every check")
 def test_a_kernel_biased_by_half_an_ulp_is_rejected(wl):
-    """Closed in gate rules version 17 (a round-17 hole until then): the row-scale test of the comparator
-    (``workloads.dtypes.row_scale_bad``, RMSNorm's y is ``OutputSpec.row_scaled``) rejects rows whose outputs sit
-    half an ulp toward zero, at the checked timed launches of every benchmarked shape (here 384 x 4096)."""
-    whys, _ = _timed(wl, rt.ShrunkTruncated(below=16.0), (384, 4096), 5, [0, 1])
-    assert all(w is not None and "rows whose scale is off the reference's" in w for w in whys), whys
+    biased = rt.ShrunkTruncated(below=16.0)
+    assert any(run_gate(wl, biased, seed=s, shapes=SMALL).status != Status.OK for s in range(4))
 
 
 # ------------------------------------------------------------------------------------------ NaN rows
@@ -167,10 +167,11 @@ def test_a_half_sector_subsample_is_caught_at_long_rows(wl):
     assert whys[0] is not None and "out of tolerance" in whys[0]
 
 
+@pytest.mark.xfail(strict=True, reason="round 17 open hole: a two-pass kernel's sum of squares from 7 of 8 "
+                   "sectors at N = 131072 errs by ~0.08% (sd) of the row scale; the comparator admits 0.36-0.46% at "
+                   "the largest |y| of a row, so a row fails with ~1e-8 and the 4 x 1026 sampled rows of a shape "
+                   "escape at ~0.9999 per evaluation (1.04x fewer bytes than the honest two-pass kernel)")
 def test_a_seven_of_eight_sector_subsample_is_rejected(wl):
-    """Closed in gate rules version 17 (a round-17 hole until then: the element test alone let it escape with about
-    0.9999 per evaluation) by the row-scale test, which the fused row check on the device applies too
-    (``workloads.rmsnorm_check``)."""
     kernel = rt.SectorSubsampleSumSq(7, 8)
     shape = (48, 131072)
     whys, _ = _timed(wl, kernel, shape, 2, [0, 1], repeats=4)
@@ -185,8 +186,7 @@ def test_a_seven_of_eight_sector_subsample_is_rejected(wl):
     p_row = math.erfc(margin / sd / math.sqrt(2))
     escape = (1 - p_row) ** (CHECKED_LAUNCHES * (CHECK_ROWS + 2))
     assert kernel.bytes_per_element() == 5.75
-    assert escape > 0.5, (sd, margin, p_row, escape)  # what the element test alone would let through
-    assert all(w is not None and "rows whose scale is off the reference's" in w for w in whys), whys
+    assert any(w is not None for w in whys) or escape < 0.5, (sd, margin, p_row, escape)
 
 
 # ------------------------------------------------------------------------------------------ objective accounting

@@ -1,4 +1,6 @@
-"""Round 18 against gate rules version 17's new mechanisms, on the CPU: emulated RMSNorm kernels
+"""Round 18 against gate rules version 17's new mechanisms as first written (the comparator's row-scale test, since
+withdrawn: its false rejection of Hugging Face's double rounding below showed that a honest formulation errs in
+scale by up to 2^-9, more than round 17's subsampling cheat), on the CPU: emulated RMSNorm kernels
 (tests/redteam18_kernels.py) through the real gate (``gate.run_gate``) and checked timed launches
 (``timed_checks.timed_call`` / ``verify_checked``), the pool's ``objective.ReferenceMemory``, and PTX tricks through
 the GPU pool's front half (``evaluators.pipeline.prepare``). No code under attack is mocked.
@@ -8,9 +10,9 @@ the GPU pool's front half (``evaluators.pipeline.prepare``). No code under attac
 | ``rt18_alloca_unknown_offset_state`` | launch counter in an ``alloca`` buffer read at an offset the lint cannot compute | nondeterministic (launch_state) | hole (accepted) |
 | ``rt18_alloca_known_offset_state`` | the same at a constant offset | nondeterministic | caught |
 | ``rt18_uninit_mbarrier_state`` | an mbarrier never initialised, tested once | nondeterministic | caught (atomic_order) |
-| ``PerHalfScale`` | each half of a long row scaled by its own half's mean square | wrong_result | caught by the element test (the row-scale test is blind to it) |
+| ``PerHalfScale`` | each half of a long row scaled by its own half's mean square | wrong_result | caught by the element test (the withdrawn row-scale test was blind to it) |
 | (accounting) first evaluation | a library missing from the pool's first evaluation | the same objective as against the full set | hole |
-| ``DoubleRoundingHonest`` (control) | HF LlamaRMSNorm order: bf16(w * bf16(x * r)) | accepted | false rejection (row-scale test) |
+| ``DoubleRoundingHonest`` (control) | HF LlamaRMSNorm order: bf16(w * bf16(x * r)) | accepted | false rejection by the row-scale test (withdrawn); the element test still rejects an element at one seed (open) |
 | ``KahanWarpTreeHonest`` (control) | Kahan per lane, butterfly + reversed warp order, rsqrt.approx, (x * w) * r | accepted | accepted |
 """
 
@@ -25,7 +27,7 @@ from evaluators.types import Status
 from tests import redteam18_kernels as rt
 from tests.front_half import assert_accepted, assert_assembles_and_launches, assert_rejected
 from tests.test_redteam_round17 import SMALL, _shapes, _timed
-from workloads.dtypes import row_scale_bad, to_float64
+from workloads.dtypes import half_ulp, to_float64
 from workloads.rmsnorm import RMSNorm
 
 ND = Status.NONDETERMINISTIC
@@ -70,9 +72,21 @@ def test_the_unknown_offset_hole_is_accepted_today(wl):
 # ------------------------------------------------------------------------------------------ per-half scale
 
 
-def test_a_per_half_scale_is_blind_to_the_row_scale_test_but_caught_by_the_element_test(wl):
-    """Each half normalised by its own mean square: the halves' scale errors (~2e-3) cancel in A = sum(ref e), so
-    the row-scale test passes every row; the element test (atol 3e-2 + rtol + half an ulp) catches rows with large
+def _scale_error(got, ref):
+    """Per row, sum(ref (got - ref)) / sum(ref^2): the projection of a row's error on its reference, the statistic
+    of the withdrawn row-scale test (its bound: 8 sqrt(sum(ref^2 h^2) / 3) / sum(ref^2) + 1e-4)."""
+    return (ref * (got - ref)).sum(axis=-1) / (ref * ref).sum(axis=-1)
+
+
+def _scale_bound(ref):
+    h = half_ulp(ref, "bf16")
+    b = (ref * ref).sum(axis=-1)
+    return 8.0 * np.sqrt((ref * ref * h * h).sum(axis=-1) / 3.0) / b + 1e-4
+
+
+def test_a_per_half_scale_is_blind_to_a_row_scale_statistic_but_caught_by_the_element_test(wl):
+    """Each half normalised by its own mean square: the halves' scale errors (~2e-3) cancel in A = sum(ref e), so a
+    row-scale statistic passes every row; the element test (atol 3e-2 + rtol + half an ulp) catches rows with large
     |y| at the checked timed launches of N = 131072."""
     shape = (32, 131072)
     inputs = wl.make_inputs(shape, 7, "normal")
@@ -80,13 +94,13 @@ def test_a_per_half_scale_is_blind_to_the_row_scale_test_but_caught_by_the_eleme
     rt.PerHalfScale()(inputs, out, shape, {"eps": 1e-6})
     ref = wl.reference(inputs, np, {"eps": 1e-6})["y"]
     got = to_float64(out["y"], "bf16")
-    assert not row_scale_bad(got, ref, "bf16").any()
+    assert (np.abs(_scale_error(got, ref)) <= _scale_bound(ref)).all()
     x = to_float64(inputs["x"], "bf16")
     h = shape[1] // 2
     u = ((x[:, :h] ** 2).sum(1) - (x[:, h:] ** 2).sum(1)) / (x * x).sum(1)
     assert float(np.std(u / 2)) > 1e-3  # each half's scale is off by about 2e-3: ten times the row test's bound
     whys, _ = _timed(wl, rt.PerHalfScale(), (48, 131072), 2, [0], repeats=4)
-    assert whys[0] is not None and "out of tolerance" in whys[0] and "scale is off" not in whys[0], whys
+    assert whys[0] is not None and "out of tolerance" in whys[0], whys
 
 
 # ------------------------------------------------------------------------------------------ honest controls
@@ -101,25 +115,27 @@ def test_kahan_and_a_butterfly_tree_pass_the_gate_and_the_long_row_checks(wl):
     assert whys == [None]
 
 
-def test_double_rounding_keeps_every_element_within_tolerance(wl):
-    """The control's mechanism: every element passes the element test; only the row-scale test objects."""
+def test_double_rounding_keeps_every_element_within_tolerance_and_shifts_the_row_scale(wl):
+    """The control's mechanism: every element passes the element test, but x * r rounded to bf16 first shifts the
+    row's scale by up to 2^-9 (x takes 128 mantissas a binade, r is one number a row), past the withdrawn row-scale
+    test's bound in about half the rows at N = 16384: more scale error than round 17's 7-of-8-sector subsample."""
     shape = (64, 16384)
     inputs = wl.make_inputs(shape, 4, "normal")
     out = {"y": np.empty(shape, dtype=inputs["x"].dtype)}
     rt.DoubleRoundingHonest()(inputs, out, shape, {"eps": 1e-6})
     ref = wl.reference(inputs, np, {"eps": 1e-6})["y"]
     got = to_float64(out["y"], "bf16")
-    from workloads.dtypes import half_ulp
-
     assert (np.abs(got - ref) <= 3e-2 + 1e-3 * np.abs(ref) + half_ulp(ref, "bf16")).all()
-    assert row_scale_bad(got, ref, "bf16").mean() > 0.2  # measured: ~0.5 of the rows at N = 16384
+    assert (np.abs(_scale_error(got, ref)) > _scale_bound(ref)).mean() > 0.2  # measured: ~0.5 of the rows
 
 
-@pytest.mark.xfail(strict=True, reason="round 18 false rejection: the row-scale test models each output's rounding "
-                   "error as independent, but bf16(x * r) takes one of 128 relative errors per binade fixed by the "
-                   "row's r, so Hugging Face's bf16(w * bf16(x * r)) biases the row's scale by a few 1e-4 and is "
-                   "rejected at the gate (seeds 1, 2) and at every long-row checked launch")
+@pytest.mark.xfail(strict=True, reason="round 18 false rejection, open: besides the withdrawn row-scale test, the "
+                   "element test's allowance of half an ulp assumes one rounding; bf16(w * bf16(x * r)) rounds twice "
+                   "and errs by up to about 0.75 ulp, just past atol + rtol |y| + half an ulp at |y| ~ 26 (gate seed 1: "
+                   "0.1189 against 0.1187)")
 def test_hugging_face_double_rounding_passes_the_gate_and_the_checked_launches(wl):
+    """The row-scale test that rejected every seed (a round-18 false rejection) was withdrawn from version 17; the
+    element test still rejects one element at one seed."""
     kernel = rt.DoubleRoundingHonest()
     for seed in (1, 2):
         res = run_gate(wl, kernel, seed=seed, shapes=SMALL)

@@ -74,14 +74,11 @@ def check_abi(abi: tuple[ParamSpec, ...], param_types: list[str], entry: str = "
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """An output buffer: its name, shape and element dtype name (``"bf16"``...); row_scaled: each row (last axis) is
-    a per-row scale times a function of the inputs (RMSNorm's y = x * r * w), so the comparator also applies the
-    row-scale test to it (``workloads.dtypes.row_scale_bad``)."""
+    """An output buffer: its name, shape and element dtype name (``"bf16"``...)."""
 
     name: str
     shape: Shape
     dtype: str
-    row_scaled: bool = False
 
 
 @dataclass

@@ -93,31 +93,3 @@ def half_ulp(ref: Any, dtype: str, xp: ModuleType = np) -> Any:
     h = xp.ldexp(xp.float64(0.5), e - 1 - MANTISSA_BITS[check_dtype(dtype)])
     return xp.where(ref == 0, 0.0, h)
 
-
-# The row-scale test (``row_scale_bad``): how many standard deviations of the rows' rounding noise, and the relative
-# slack for the kernel's own float32 scale (a float32 sum of up to 2^18 squares in sequence errs by about 1.3e-5 of
-# the scale; a tree by less): workloads.rmsnorm_check's fused kernel uses the same two numbers.
-ROW_SCALE_SIGMAS = 8.0
-ROW_SCALE_SLACK = 1e-4
-
-
-def row_scale_bad(got: Any, ref: Any, dtype: str, xp: ModuleType = np) -> Any:
-    """Per row (last axis) of float64 outputs ``got`` and references ``ref``: True where a finite row's outputs do
-    not carry the reference's scale within their rounding noise. With e = got - ref, A = sum(ref e), B = sum(ref^2)
-    and C = sum(ref^2 h^2) (h = ``half_ulp(ref)``), correctly rounded outputs give A / B a mean of 0 and a standard
-    deviation of sqrt(C / 3) / B (each e uniform within +-h, independent); a row fails when |A| exceeds
-    ``ROW_SCALE_SIGMAS`` such deviations plus ``ROW_SCALE_SLACK`` B. It judges what the element test cannot: a
-    scale from part of the row (red-team round 17, a sum of squares over 7 of every 8 sectors at N = 131072: 7e-4
-    of the scale, sd, where each element's tolerance admits about 4e-3) and outputs rounded one way. Rows holding a
-    non-finite value or only zeros are left to the element test. For outputs that are a per-row scale times a
-    function of the inputs (``OutputSpec.row_scaled``: RMSNorm's y)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        finite = xp.isfinite(got).all(axis=-1) & xp.isfinite(ref).all(axis=-1)
-        g = xp.where(finite[..., None], got, 0.0)
-        r = xp.where(finite[..., None], ref, 0.0)
-        h = half_ulp(r, dtype, xp)
-        a = (r * (g - r)).sum(axis=-1)
-        b = (r * r).sum(axis=-1)
-        c = (r * r * h * h).sum(axis=-1)
-        return finite & (b > 0) & (xp.abs(a) > ROW_SCALE_SIGMAS * xp.sqrt(c / 3.0) + ROW_SCALE_SLACK * b)
-

@@ -540,7 +540,7 @@ class RMSNorm(Workload):
                 for i, (m, n) in enumerate(dims)]
 
     def outputs(self, shape: Shape) -> list[OutputSpec]:
-        return [OutputSpec("y", self._check_shape(shape), self.dtype, row_scaled=True)]
+        return [OutputSpec("y", self._check_shape(shape), self.dtype)]
 
     def _eps(self, params: Mapping[str, float] | None) -> float:
         """The eps a launch is given, as the float32 the kernel receives, widened to float64."""

@@ -39,15 +39,7 @@ from evaluators.gpu.gate_schedule import GateSchedule, select
 from evaluators.types import Status
 from workloads import fused
 from workloads.base import OutputSpec, Shape, Workload
-from workloads.dtypes import (
-    POISON_NAN_BITS,
-    bits_dtype,
-    from_float,
-    half_ulp,
-    row_scale_bad,
-    storage_dtype,
-    to_float64,
-)
+from workloads.dtypes import POISON_NAN_BITS, bits_dtype, from_float, half_ulp, storage_dtype, to_float64
 
 # Version of the gate's rules, recorded with every GPU evaluation (store rows' metrics.extra.gate_version, elite
 # cards, reports) so results judged by different gates are never pooled unknowingly. 1: the gate of 2026-11-30;
@@ -118,8 +110,7 @@ from workloads.dtypes import (
 # store wrote); round 15: rule 5's .shared form reads a cp copy's source, its register form the carry flag, rule 3
 # an entry's ld.param outside its parameters (rt15_bulk_copy_stale_shared, rt15_carry_state, rt15_param_overread);
 # state spaces read through Instruction.base_modifiers (round 16's .param::entry/::func); rule 5's register form on
-# values that only guarded writes define (rt14_register_state "guarded"); the comparator's row-scale test for
-# OutputSpec.row_scaled outputs (round 17: a scale from part of the row, outputs rounded one way).
+# values that only guarded writes define (rt14_register_state "guarded").
 GATE_VERSION = 17
 
 # Elements of guard zone on each side of an output buffer (16 KiB for 4-byte elements; keeps 16-byte alignment).
@@ -181,9 +172,8 @@ class Comparison:
     """An output compared with its float64 reference.
 
     max_abs_err: largest |out - ref| (inf when a NaN is present); n_bad: elements out of tolerance (NaN
-    included, and one per row failing the row-scale test); n_nan; n_poison: elements still holding the poison bits
-    (never written); worst: index of the worst element, with got/want there; n_scale: rows failing the row-scale
-    test (``compare``'s ``row_scaled``).
+    included); n_nan; n_poison: elements still holding the poison bits (never written); worst: index of the
+    worst element, with got/want there.
     """
 
     max_abs_err: float
@@ -194,7 +184,6 @@ class Comparison:
     worst: tuple[int, ...] = ()
     got: float = 0.0
     want: float = 0.0
-    n_scale: int = 0  # rows failing the row-scale test (counted in n_bad too)
 
     @property
     def ok(self) -> bool:
@@ -212,37 +201,30 @@ def within_tolerance(out: Any, ref: Any, dtype: str, atol: float, rtol: float, x
     return compare(out, ref, dtype, atol, rtol, xp, pattern).ok
 
 
-def bad_count(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np,
-              row_scaled: bool = False) -> Any:
-    """How many elements of ``out`` fail ``compare``'s rule (plus its rows failing the row-scale test when
-    ``row_scaled``): an int on the host; on the GPU a 0-d device array (fused passes, no synchronisation), so
-    several comparisons can be summed and read once."""
+def bad_count(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np) -> Any:
+    """How many elements of ``out`` fail ``compare``'s rule: an int on the host; on the GPU a 0-d device array
+    (one fused pass, no synchronisation), so several comparisons can be summed and read once."""
     if xp is np:
-        return compare(out, ref, dtype, atol, rtol, xp, row_scaled=row_scaled).n_bad
+        return compare(out, ref, dtype, atol, rtol, xp).n_bad
     if out.size == 0:
         return 0
-    if row_scaled:  # the row-scale test needs each row's element verdicts: the full comparison (synchronises)
-        return compare(out, ref, dtype, atol, rtol, xp, row_scaled=True).n_bad
     return fused.count_bad_array(out, ref, dtype, atol, rtol)
 
 
 def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: ModuleType = np,
-            pattern: int | None = None, row_scaled: bool = False) -> Comparison:
+            pattern: int | None = None) -> Comparison:
     """Compare every element of ``out`` (``dtype``, either representation) with ``ref`` (float64).
 
     An element passes when ``|out - ref| <= atol + rtol * |ref| + half_ulp(ref)`` (dtypes.half_ulp: what
     rounding to ``dtype`` alone may cost), when it equals ``ref`` (infinities), or when both are NaN: the
     reference of non-finite inputs has NaN exactly where the formula gives NaN, and a NaN anywhere else fails.
     ``pattern``: the poison written before the launch, to count elements left unwritten (they fail even where
-    the reference is NaN). ``row_scaled`` (``OutputSpec.row_scaled``): each row that fails the row-scale test
-    (``workloads.dtypes.row_scale_bad``: the row's outputs do not carry the reference's scale within their
-    rounding noise) and has no element out of tolerance counts as one more bad element (``Comparison.n_scale``).
+    the reference is NaN).
     """
     if xp is not np and within_tolerance(out, ref, dtype, atol, rtol, xp, pattern):
         # Two fused passes on the device.
-        n_scale = int(row_scale_bad(to_float64(out, dtype, xp), ref, dtype, xp).sum()) if row_scaled else 0
-        return Comparison(max_abs_err=fused.max_abs_err(out, ref, dtype), n_bad=n_scale, n_nan=0, n_poison=0,
-                          total=int(out.size), n_scale=n_scale)
+        return Comparison(max_abs_err=fused.max_abs_err(out, ref, dtype), n_bad=0, n_nan=0, n_poison=0,
+                          total=int(out.size))
     got = to_float64(out, dtype, xp)
     ref_nan = xp.isnan(ref)
     with np.errstate(invalid="ignore"):
@@ -256,17 +238,13 @@ def compare(out: Any, ref: Any, dtype: str, atol: float, rtol: float, xp: Module
         poisoned = out.view(bits_dtype(dtype)) == poison_bits(dtype, pattern)
         n_poison = int(poisoned.sum())
         bad = bad | poisoned
-    n_scale = 0
-    if row_scaled and out.size:  # rows failing elementwise already count
-        n_scale = int((row_scale_bad(got, ref, dtype, xp) & ~bad.reshape(-1, out.shape[-1]).any(axis=-1)
-                       .reshape(out.shape[:-1])).sum())
     err_inf = xp.where(same, 0.0, xp.where(xp.isnan(err), xp.inf, err))
     flat = int(err_inf.argmax()) if err_inf.size else 0
     worst = tuple(int(i) for i in np.unravel_index(flat, out.shape)) if out.size else ()
-    return Comparison(max_abs_err=float(err_inf.max()) if err_inf.size else 0.0, n_bad=int(bad.sum()) + n_scale,
+    return Comparison(max_abs_err=float(err_inf.max()) if err_inf.size else 0.0, n_bad=int(bad.sum()),
                       n_nan=n_nan, n_poison=n_poison, total=int(out.size), worst=worst,
                       got=float(got.reshape(-1)[flat]) if out.size else 0.0,
-                      want=float(ref.reshape(-1)[flat]) if out.size else 0.0, n_scale=n_scale)
+                      want=float(ref.reshape(-1)[flat]) if out.size else 0.0)
 
 
 def bitwise_equal(a: Any, b: Any, xp: ModuleType = np) -> bool:
@@ -348,10 +326,6 @@ def _judge(chk: GateCheck, c: Comparison, name: str, where: str, atol: float, rt
     elif c.n_nan:
         what = f"{c.n_nan} of {c.total} elements of {name} are NaN"
         chk.failed = "nan"
-    elif c.n_scale and c.n_bad == c.n_scale:
-        what = (f"{c.n_scale} rows of {name} whose scale is off the reference's beyond their rounding noise "
-                "(row-scale test), every element within tolerance")
-        chk.failed = "correctness"
     else:
         what = f"{c.n_bad} of {c.total} elements of {name} out of tolerance"
         chk.failed = "correctness"
@@ -475,15 +449,15 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
 
     def values(got: Any, s: OutputSpec, pattern: int | None, run: str) -> bool:
         if rows is None:
-            return _judge(chk, compare(got, ref[s.name], s.dtype, atol, rtol, xp, pattern, s.row_scaled), s.name,
-                          f"{where}, {run}", atol, rtol)
+            return _judge(chk, compare(got, ref[s.name], s.dtype, atol, rtol, xp, pattern), s.name, f"{where}, {run}",
+                          atol, rtol)
         if pattern is not None:
             left = int((got.view(bits_dtype(s.dtype)) == poison_bits(s.dtype, pattern)).sum())
             if left:
                 chk.failed = "unwritten"
                 chk.detail = f"partial write: {left} of {got.size} elements of {s.name} never written at {where}, {run}"
                 return False
-        c = compare(got[rows_xp], ref[s.name], s.dtype, atol, rtol, xp, pattern, s.row_scaled)
+        c = compare(got[rows_xp], ref[s.name], s.dtype, atol, rtol, xp, pattern)
         return _judge(chk, c, s.name, f"{where}, {run}, {len(rows)} sampled rows", atol, rtol)
 
     def launch_and_guard(outs: dict[str, Any], bufs: dict[str, GuardedBuffer], run: str, p: Mapping[str, float]
@@ -550,7 +524,7 @@ def check_shape(workload: Workload, launch: Launcher, shape: Shape, distribution
         if got is None:
             return chk
         for s in judged:
-            c = compare(got[s.name], ref2[s.name], s.dtype, atol, rtol, xp, row_scaled=s.row_scaled)
+            c = compare(got[s.name], ref2[s.name], s.dtype, atol, rtol, xp)
             if not _judge(chk, c, s.name, f"{where}, {RUNS[3]}", atol, rtol):
                 return chk
     chk.max_abs_err = first_err
