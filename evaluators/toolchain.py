@@ -125,7 +125,7 @@ _versions: dict[str, str] = {}
 
 _isa_versions: dict[str, tuple[int, int] | None] = {}
 _targets: dict[str, frozenset[str]] = {}
-_VERSION_LINE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
+_VERSION_LINE = re.compile(r"^[ \t]*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
 # A string literal (kept: ``.file 1 "a//b.cu"``), a block comment or a line comment (PTX ISA "Comments": C/C++ style).
 _COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|/\*.*?\*/|//[^\n]*', re.DOTALL)
 
@@ -426,7 +426,7 @@ def _statement_at(text: str, module: Module | None, line: int | None) -> Any:
     return text_lines[line - 1].strip() if 0 < line <= len(text_lines) else None
 
 
-_TARGET_RE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
+_TARGET_RE = re.compile(r"^[ \t]*\.target\s+(sm_\w+)", re.MULTILINE)
 
 
 def module_target(text: str) -> str:
