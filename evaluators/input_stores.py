@@ -244,12 +244,16 @@ def _type_bits(ins: Instruction) -> list[int]:
     return [TYPE_BITS[m] for m in ins.modifiers if m in TYPE_BITS]
 
 
+# Prefix of an alloca'd buffer's root (``alloca_roots``).
+ALLOCA_ROOT = "s:alloca:"
+
+
 def alloca_roots(fn) -> dict[int, str]:
     """id(instruction) -> root of each ``alloca`` of ``fn`` (``"s:alloca:<function>:<k>"``, the k-th in textual
     order): the per-thread ``.local`` buffer it returns, for the race lint's ``.local`` rules as if it were a
     ``.local`` variable (no PTX identifier holds a ``:``, so no variable's root collides with one)."""
     allocas = [loc.stmt for loc in walk(fn) if isinstance(loc.stmt, Instruction) and loc.stmt.opcode == "alloca"]
-    return {id(ins): f"s:alloca:{fn.name}:{k}" for k, ins in enumerate(allocas)}
+    return {id(ins): f"{ALLOCA_ROOT}{fn.name}:{k}" for k, ins in enumerate(allocas)}
 
 
 class _Analysis:

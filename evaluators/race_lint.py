@@ -207,6 +207,7 @@ import networkx as nx
 from evaluators.input_stores import (
     _READS_CARRY,
     _STATE_SPACES,
+    ALLOCA_ROOT,
     CARRY,
     UNKNOWN,
     Provenance,
@@ -1055,18 +1056,25 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
         summaries[fn.name] = _local_function(fn, blocks_of(fn), sites, calls, module_local, somewhere, found)
         every_calls.append((fn, sites, calls))
     analysed = every_calls
-    # loads at offsets the lint cannot compute need a store into the variable somewhere in the thread's functions
+    # loads at offsets the lint cannot compute need a store into the variable somewhere in the thread's functions;
+    # an alloca'd buffer's (fresh in its function) a store into it on a path of that function that reaches the load
+    # (gate rules version 17, red-team round 18: rt18_alloca_unknown_offset_state read its counter before any store)
     for fn, sites, calls in analysed:
+        reaching = _alloca_stores_reaching(fn, blocks_of(fn), sites, calls)
         for ins in flat_instructions(fn):
             a = sites.get(id(ins))
             if a is not None and a[0] == "load" and not (len(a[1]) == 1 and a[2] is not None and a[3] is not None):
                 roots = a[1]
+                fresh = {r for r in roots if r.startswith(ALLOCA_ROOT)} - reaching.get(id(ins), frozenset())
                 if not roots:
                     found[id(ins)] = (ins, "reads local memory at an address no .local variable of this function "
                                            "vouches for")
                 elif not roots <= stored_any:
                     found[id(ins)] = (ins, f"reads the .local variable {sorted(roots - stored_any)[0][2:]!r}, which "
                                            "no store of this thread writes")
+                elif fresh:
+                    found[id(ins)] = (ins, f"reads the alloca'd buffer {sorted(fresh)[0][2:]!r} at an offset the lint "
+                                           "cannot compute, which no store of this function reaches first")
             c = calls.get(id(ins))
             if c is not None and not c.unknown <= stored_any:
                 found[id(ins)] = (ins, f"passes a pointer into the .local variable "
@@ -1075,6 +1083,38 @@ def _stale_local_reads(kernel: Kernel, prov: Provenance, blocks_of: Callable[[An
     for ins, why in found.values():
         out.append((ins, why + ": what an earlier launch left on the same hardware thread slot (local memory is not "
                                "cleared between launches), state that outlives the launch"))
+    return out
+
+
+def _alloca_stores_reaching(fn, blocks, sites: dict[int, _LocalAccess], calls: dict[int, _CallEffect]
+                            ) -> dict[int, frozenset[str]]:
+    """id(load) -> the ``alloca`` roots some store of ``fn`` (or a call's writes) reaches it with, along any path
+    of the function's control flow (back edges included: a loop's earlier iteration counts). A forward
+    may-analysis; only the loads of ``sites`` are keyed."""
+
+    def stored(ins: Instruction) -> frozenset[str]:
+        a = sites.get(id(ins))
+        r = frozenset(a[1]) if a is not None and a[0] == "store" else frozenset()
+        c = calls.get(id(ins))
+        return r | (frozenset(root for root, _ in c.writes) if c is not None else frozenset())
+
+    def transfer(b, st: frozenset) -> frozenset:
+        cur = set(st)
+        for ins in b.instructions:
+            cur |= stored(ins)
+        return frozenset(cur)
+
+    state = _forward(blocks, _predecessors(blocks), lambda outs: frozenset().union(*outs), transfer)
+    out: dict[int, frozenset[str]] = {}
+    for b in blocks:
+        if state[b.id] is None:
+            continue
+        cur = set(state[b.id])
+        for ins in b.instructions:
+            a = sites.get(id(ins))
+            if a is not None and a[0] == "load":
+                out[id(ins)] = frozenset(r for r in cur if r.startswith(ALLOCA_ROOT))
+            cur |= stored(ins)
     return out
 
 
