@@ -190,12 +190,17 @@ def _ptx_target(ptx: str) -> str | None:
     """The ``.target`` of the module as the gate judged it (``judged_ptx``: a ``.target`` in a comment or in text
     the parser reads otherwise than ptxas decides nothing, red-team round 16 ``rt16_comment_target_export``),
     ``sm_90a``; None when it names none."""
-    from evaluators.toolchain import module_target
-
     try:
         text = judged_ptx(ptx)
     except Exception:  # ParseError: the stored text, comments skipped (module_target)
         text = ptx
+    return _target_of(text)
+
+
+def _target_of(text: str) -> str | None:
+    """``evaluators.toolchain.module_target`` of ``text``, None when it names no ``sm_XY`` target."""
+    from evaluators.toolchain import module_target
+
     try:
         return module_target(text)
     except ValueError:
@@ -231,13 +236,13 @@ def _cubin_for(row: CandidateRow, text: str | None, arch: str | None) -> tuple[b
 def export_kernel(row: CandidateRow, out_dir: Path, name: str, **card_kw: Any) -> ExportedKernel:
     """Write ``<name>.ptx``, ``<name>.cubin`` and ``<name>.json`` for one row (see ``card_for`` for card_kw)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    arch = card_kw.get("arch") or _ptx_target(row.ptx)
     try:
         judged: str | None = judged_ptx(row.ptx)
         form = "canonical print of the stored text (what the gate compiled)"
     except Exception as e:  # ParseError: only the stored cubin, if any, is shipped as judged
         judged, form = None, f"stored text, which does not parse ({type(e).__name__}: {str(e)[:160]})"
     text = judged if judged is not None else row.ptx
+    arch = card_kw.get("arch") or _target_of(text)  # the judged text's target (parsed once)
     ptx_path = out_dir / f"{name}.ptx"
     ptx_path.write_text(text)
     cubin, err = _cubin_for(row, judged, arch)

@@ -606,7 +606,7 @@ def _param_overreads(kernel: Kernel) -> list[tuple[Instruction, str]]:
     barrier on them), a value neither the inputs nor the launch fix, like a special register off the allow-list."""
     fn = kernel.module.function(kernel.entry)
     layout = param_layout(fn)
-    names = {p.name for p in fn.params}
+    offsets = {p.name: off for p, (off, _) in zip(fn.params, layout)}
     end = layout[-1][0] + layout[-1][1] if layout else 0
     out = []
     for ins in flat_instructions(fn):
@@ -615,13 +615,13 @@ def _param_overreads(kernel: Kernel) -> list[tuple[Instruction, str]]:
         addr = next((o for o in ins.operands if isinstance(o, Address)), None)
         if addr is None:
             continue
-        if isinstance(addr.base, Symbol) and addr.base.name not in names:
+        if isinstance(addr.base, Symbol) and addr.base.name not in offsets:
             continue  # a call's own .param variable (an argument or return value the call site declares)
         if not isinstance(addr.base, Symbol):
             out.append((ins, "reads kernel parameter memory at an address held in a register (it cannot be bounded "
                              "to the parameter list): bytes past the parameters are not written by the launch"))
             continue
-        start = layout[[p.name for p in fn.params].index(addr.base.name)][0] + (addr.offset or 0)
+        start = offsets[addr.base.name] + (addr.offset or 0)
         nbytes = _access_bytes(ins) or 1
         if start < 0 or start + nbytes > end:
             out.append((ins, f"reads parameter bytes [{start}, {start + nbytes}) of an entry whose parameters end at "
@@ -729,11 +729,11 @@ def _global_variables(kernel: Kernel) -> frozenset[str]:
 
 
 def _local_variables(kernel: Kernel, fn) -> frozenset[str]:
-    """Roots (``"s:<name>"``) of the ``.local`` variables ``fn`` may name: the module's and its own (any scope), and
-    the buffers its ``alloca`` instructions return (``input_stores.alloca_roots``: judged as ``.local`` variables)."""
+    """Roots (``"s:<name>"``) of the ``.local`` variables ``fn`` may name: the module's and its own (any scope).
+    (The buffers ``alloca`` returns are among ``_variables(.., ("local",))``, which every caller adds.)"""
     names = {it.name for it in kernel.module.items if isinstance(it, VarDecl) and it.state_space == "local"}
     names |= {loc.stmt.name for loc in walk(fn) if isinstance(loc.stmt, VarDecl) and loc.stmt.state_space == "local"}
-    return frozenset("s:" + n for n in names) | frozenset(alloca_roots(fn).values())
+    return frozenset("s:" + n for n in names)
 
 
 def _access_bytes(ins: Instruction) -> int | None:
